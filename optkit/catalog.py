@@ -1,0 +1,142 @@
+"""Load the recipe catalog: ``recipes/<id>/recipe.yaml`` (+ patches beside it).
+
+The loader is the one place where pydantic's ``ValidationError`` becomes located problems
+(``file:line: field.path: message (did you mean …?)``). Cross-recipe checks (unknown ids,
+cycles, missing patch files) are the lint pass's job (``optkit.lint``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
+from optkit.schema import Recipe
+from optkit.yamlio import LineMap, load_yaml
+
+RECIPE_FILE = "recipe.yaml"
+
+
+def project_root() -> Path:
+    """The directory holding recipes/, models/, targets/, kernels/ (the repo or the install)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent, here / "data"):
+        if (candidate / "recipes").is_dir():
+            return candidate
+    return here.parent
+
+
+@dataclass
+class Catalog:
+    """All recipes, by id (sorted), with the folder each came from."""
+
+    root: Path
+    recipes: dict[str, Recipe] = field(default_factory=dict)
+    folders: dict[str, Path] = field(default_factory=dict)
+    lines: dict[str, LineMap] = field(default_factory=dict)
+
+    def __getitem__(self, recipe_id: str) -> Recipe:
+        return self.recipes[recipe_id]
+
+    def __contains__(self, recipe_id: str) -> bool:
+        return recipe_id in self.recipes
+
+    def __iter__(self):
+        return iter(self.recipes.values())
+
+    def __len__(self) -> int:
+        return len(self.recipes)
+
+    def patch_path(self, recipe_id: str, file: str) -> Path:
+        return self.folders[recipe_id] / file
+
+    def location(self, recipe_id: str, path: tuple = ()) -> Location:
+        return self.lines[recipe_id].location(path)
+
+
+def validation_problems(exc: ValidationError, lines: LineMap, model: type[BaseModel]) -> list[Problem]:
+    """Turn pydantic errors into located problems, with did-you-mean for near-miss keys."""
+    problems = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        message = err["msg"].removeprefix("Value error, ")
+        hint = ""
+        if err["type"] == "extra_forbidden":
+            message = f"unknown field {loc[-1]!r}"
+            hint = did_you_mean(str(loc[-1]), _field_names(model, loc[:-1]))
+        elif err["type"] == "missing":
+            message = f"missing required field {loc[-1]!r}"
+        problems.append(Problem(lines.location(loc), message, hint))
+    return problems
+
+
+def _field_names(model: type[BaseModel], path: tuple) -> list[str]:
+    """Field names of the (nested) model at ``path``, for did-you-mean."""
+    current: Any = model
+    for part in path:
+        if isinstance(part, int) or not isinstance(current, type) or not issubclass(current, BaseModel):
+            continue
+        info = current.model_fields.get(part)
+        if info is None:
+            return []
+        current = _inner_model(info.annotation)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _inner_model(annotation: Any) -> Any:
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _inner_model(arg)
+        if isinstance(found, type) and issubclass(found, BaseModel):
+            return found
+    return annotation
+
+
+def parse_model(model: type[BaseModel], data: Any, lines: LineMap) -> BaseModel:
+    """Validate ``data`` as ``model``; problems are located through ``lines``."""
+    if not isinstance(data, dict):
+        raise ValidationFailed([Problem(lines.location(()), "expected a mapping of fields at the top level")])
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ValidationFailed(validation_problems(exc, lines, model)) from None
+
+
+def load_recipe(folder: Path, display: str) -> tuple[Recipe, LineMap]:
+    """Load one ``recipe.yaml``; its ``id`` must equal its folder name."""
+    data, lines = load_yaml(folder / RECIPE_FILE, display)
+    recipe = parse_model(Recipe, data, lines)
+    if recipe.id != folder.name:
+        raise ValidationFailed([Problem(lines.location(("id",)),
+                                        f"id {recipe.id!r} differs from its folder name {folder.name!r}",
+                                        "rename one of them")])
+    return recipe, lines
+
+
+def load_catalog(root: Path | None = None) -> Catalog:
+    """Load every recipe under ``root/recipes``; all problems of all files are reported together."""
+    root = root or project_root()
+    recipes_dir = root / "recipes"
+    if not recipes_dir.is_dir():
+        raise ValidationFailed([Problem(Location(str(recipes_dir)), "no recipes/ folder here")])
+    catalog, problems = Catalog(root), []
+    for folder in sorted(p for p in recipes_dir.iterdir() if p.is_dir()):
+        display = f"recipes/{folder.name}/{RECIPE_FILE}"
+        if not (folder / RECIPE_FILE).is_file():
+            problems.append(Problem(Location(f"recipes/{folder.name}"), f"no {RECIPE_FILE} in this recipe folder"))
+            continue
+        try:
+            recipe, lines = load_recipe(folder, display)
+        except ValidationFailed as exc:
+            problems.extend(exc.problems)
+            continue
+        catalog.recipes[recipe.id] = recipe
+        catalog.folders[recipe.id] = folder
+        catalog.lines[recipe.id] = lines
+    if problems:
+        raise ValidationFailed(problems)
+    return catalog

@@ -1,0 +1,94 @@
+"""The named facts that recipe conditions may read, with their types.
+
+This registry is the contract between recipes and the resolver: a condition that names a fact
+not listed here, or compares it with a value of the wrong type, is rejected when the catalog
+loads. ``optkit.facts`` computes the values for a request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Fact types: bool, int, float, str, version (PEP 440), list[int].
+
+
+@dataclass(frozen=True)
+class FactSpec:
+    """One fact: its type, meaning, and (for strings) the values it can take."""
+
+    name: str
+    type: str
+    description: str
+    choices: tuple[str, ...] = ()
+
+
+def _f(name: str, type_: str, description: str, choices: tuple[str, ...] = ()) -> FactSpec:
+    return FactSpec(name, type_, description, choices)
+
+
+_SPECS = [
+    # target
+    _f("target.id", "str", "Target id from targets/ (e.g. 910c, 910b)."),
+    _f("target.soc_family", "str", "SoC family as vllm-ascend's build lists name it.",
+       ("ascend910_93", "ascend910b")),
+    _f("target.soc_version", "str", "Full SoC name used for kernel builds (e.g. ascend910_9391)."),
+    _f("target.generation", "str", "Atlas generation.", ("A2", "A3")),
+    _f("target.dies_per_card", "int", "NPU dies per card (910C: 2)."),
+    _f("target.devices_per_node", "int", "NPU devices (dies) per node."),
+    _f("target.variant", "str", "Benchmarked hardware variant (e.g. 752t, 560t), or '' if none."),
+    # model
+    _f("model.id", "str", "Model profile id."),
+    _f("model.family", "str", "Model family (qwen3.5-moe, qwen3.6-dense, custom)."),
+    _f("model.hf_model_type", "str", "Hugging Face config model_type."),
+    _f("model.architecture", "str", "First entry of the HF config's architectures."),
+    _f("model.num_layers", "int", "Decoder layers."),
+    _f("model.gdn_layers", "int", "Gated-DeltaNet (linear attention) layers."),
+    _f("model.full_attention_layers", "int", "Full-attention layers."),
+    _f("model.hidden_size", "int", "Hidden size."),
+    _f("model.vocab_size", "int", "Vocabulary size."),
+    _f("model.is_moe", "bool", "Mixture-of-experts model."),
+    _f("model.num_experts", "int", "Routed experts (0 for dense)."),
+    _f("model.moe.shared_experts", "bool", "MoE layers have a shared expert."),
+    _f("model.mtp_layers", "int", "MTP (next-token prediction) layers shipped with the checkpoint."),
+    _f("model.is_vl", "bool", "Config carries vision_config (vllm-ascend is_vl_model() is True)."),
+    _f("model.dtype", "str", "Checkpoint dtype (bfloat16, float16, …)."),
+    # parallelism
+    _f("parallel.tp", "int", "Tensor-parallel size."),
+    _f("parallel.dp", "int", "Data-parallel size."),
+    _f("parallel.ep", "bool", "Expert parallelism on (--enable-expert-parallel)."),
+    _f("parallel.ep_size", "int", "Expert-parallel group size (tp × dp when EP is on, else 1)."),
+    _f("parallel.context_parallel", "bool", "Prefill/decode context parallelism in use."),
+    _f("parallel.cards", "int", "Cards used (devices / dies per card, rounded up)."),
+    # versions
+    _f("versions.vllm_ascend", "version", "vllm-ascend version of the tree/host."),
+    _f("versions.vllm", "version", "vLLM version."),
+    # runtime
+    _f("runtime.dtype", "str", "Serving dtype.", ("bfloat16", "float16", "float32")),
+    _f("runtime.quantized", "bool", "Weights are quantized (w8a8 etc.)."),
+    _f("runtime.enforce_eager", "bool", "Graph mode off (--enforce-eager)."),
+    _f("runtime.lora", "bool", "LoRA adapters enabled."),
+    # workload
+    _f("workload.concurrency", "list[int]", "Requested concurrency levels."),
+    _f("workload.concurrency_max", "int", "Highest requested concurrency."),
+    _f("workload.input_len", "int", "Input tokens per request."),
+    _f("workload.output_len", "int", "Output tokens per request."),
+    _f("workload.greedy", "bool", "All requests greedy (temperature 0)."),
+    _f("workload.logprobs", "bool", "Requests ask for logprobs."),
+    _f("workload.penalties", "bool", "Requests use presence/frequency/repetition penalties."),
+    _f("workload.min_tokens", "bool", "Requests set min_tokens."),
+    _f("workload.structured_output", "bool", "Requests use structured output / grammars."),
+    _f("workload.prefix_caching", "bool", "Prefix caching on."),
+    _f("workload.async_scheduling", "bool", "Async scheduling on (vLLM turns it on with MTP)."),
+    _f("workload.decode_rows_max", "int",
+       "Largest decode rows per step: ceil(concurrency / dp) × (1 + k)."),
+    _f("workload.decode_rows_per_rank_max", "int", "Decode rows per step per TP rank (rows / tp)."),
+    # speculative decoding
+    _f("spec.mtp", "bool", "MTP speculative decoding on."),
+    _f("spec.num_speculative_tokens", "int", "k, draft tokens per step (0 when off)."),
+    _f("spec.async_spec_decode", "bool", "Async scheduling with spec decode (CPU state optimistic)."),
+    # compilation
+    _f("compile.cudagraph_capture_sizes", "list[int]", "Capture sizes: each concurrency × (1 + k)."),
+    _f("compile.capture_size_max", "int", "Largest capture size."),
+]
+
+FACTS: dict[str, FactSpec] = {spec.name: spec for spec in _SPECS}

@@ -1,0 +1,1 @@
+"""Command-line interface: parse, call one library function, render. Nothing else."""

@@ -1,0 +1,88 @@
+"""``optkit recipes``, ``show``, ``lint``, ``schema``, ``docs``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from optkit.errors import UnknownName
+
+
+@click.command("recipes")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def recipes_command(as_json):
+    """The recipe catalog: id, kind, upstream status, verification level."""
+    from optkit.catalog import load_catalog
+
+    catalog = load_catalog()
+    if as_json:
+        rows = [{"id": r.id, "kind": r.kind.value, "upstream": r.provenance.upstream.status.value,
+                 "verification": r.verification.level.value, "needs_npu": r.verification.needs_npu} for r in catalog]
+        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    from optkit.render import recipes_table
+
+    recipes_table(catalog)
+
+
+@click.command("show")
+@click.argument("recipe_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the recipe as JSON.")
+def show_command(recipe_id, as_json):
+    """Everything about one recipe, with its source quote."""
+    from optkit.catalog import load_catalog
+    from optkit.docs import recipe_markdown
+
+    catalog = load_catalog()
+    if recipe_id not in catalog:
+        raise UnknownName("recipe", recipe_id, sorted(catalog.recipes))
+    if as_json:
+        click.echo(json.dumps(catalog[recipe_id].model_dump(mode="json"), indent=2, ensure_ascii=False))
+        return
+    click.echo(recipe_markdown(catalog, recipe_id))
+
+
+@click.command("lint")
+@click.argument("root", required=False, type=click.Path(exists=True, file_okay=False, path_type=Path))
+def lint_command(root):
+    """Audit a catalog (default: the shipped one) like `spack audit`."""
+    from optkit.lint import lint
+
+    findings = lint(root)
+    for finding in findings:
+        click.echo(str(finding))
+    if findings:
+        raise SystemExit(1)
+    click.echo("catalog ok")
+
+
+@click.command("schema")
+def schema_command():
+    """JSON Schema of recipe.yaml, for editors."""
+    from optkit.schema import Recipe
+
+    click.echo(json.dumps(Recipe.model_json_schema(), indent=2, sort_keys=True, ensure_ascii=False))
+
+
+@click.command("docs")
+@click.option("--check", is_flag=True, help="Fail if docs/catalog.md is not current.")
+def docs_command(check):
+    """Generate docs/catalog.md from the catalog (or --check that it is current)."""
+    from optkit.catalog import load_catalog, project_root
+    from optkit.docs import catalog_markdown
+
+    path = project_root() / "docs" / "catalog.md"
+    text = catalog_markdown(load_catalog())
+    if check:
+        current = path.read_text(encoding="utf-8") if path.is_file() else ""
+        if current != text:
+            raise click.ClickException("docs/catalog.md is out of date; run `optkit docs` and commit it")
+        click.echo("docs/catalog.md is current")
+        return
+    path.write_text(text, encoding="utf-8")
+    click.echo(f"wrote {path.relative_to(project_root())}")
+
+
+COMMANDS = [recipes_command, show_command, lint_command, schema_command, docs_command]

@@ -1,0 +1,65 @@
+"""The ``optkit`` command and the one place where exceptions become exit codes.
+
+User errors (``OptkitError``) → the message on stderr, exit 1. Usage errors → click's exit 2.
+Anything else is a bug in optkit → "please report", exit 3.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from optkit import __version__
+from optkit.errors import OptkitError
+
+
+class Group(click.Group):
+    """Lists commands in the order they were added; maps exceptions to exit codes."""
+
+    def list_commands(self, ctx):
+        return list(self.commands)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except OptkitError as exc:
+            click.echo(f"optkit: error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            click.echo("optkit: interrupted", err=True)
+            sys.exit(130)
+        except Exception as exc:  # noqa: BLE001 - the one catch-all boundary
+            import traceback
+
+            traceback.print_exc()
+            click.echo(f"optkit: internal error: {type(exc).__name__}: {exc}\n"
+                       "This is a bug in optkit; please report it with the command you ran.", err=True)
+            sys.exit(3)
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="optkit")
+def cli() -> None:
+    """Declarative optimization recipes for vLLM + vllm-ascend on Ascend NPUs."""
+
+
+def _register() -> None:
+    from optkit.cli import catalog_cmds, plan_cmds
+
+    for module in (plan_cmds, catalog_cmds):
+        for command in module.COMMANDS:
+            cli.add_command(command)
+
+
+_register()
+
+
+def main() -> None:
+    cli(prog_name="optkit")
+
+
+if __name__ == "__main__":
+    main()

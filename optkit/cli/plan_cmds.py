@@ -1,0 +1,97 @@
+"""``optkit plan``, ``optkit explain``, ``optkit facts``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from optkit.cli.options import build_request, request_options
+from optkit.errors import UnknownName
+
+
+def _plan(model, request_file, params):
+    from optkit.plan import load_workspace, plan
+
+    workspace = load_workspace()
+    return workspace, plan(build_request(model, request_file, params), workspace)
+
+
+def dump_json(data) -> str:
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+@click.command("plan")
+@request_options
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@click.option("--verbose", "-v", is_flag=True, help="Also list recipes for other versions.")
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), help="Write a launch bundle here.")
+def plan_command(model, request_file, as_json, verbose, output, **params):
+    """Choose the best valid recipe set for MODEL on a target, and explain it."""
+    workspace, result = _plan(model, request_file, params)
+    if output is not None:
+        from optkit.bundle import write_bundle
+
+        write_bundle(result, workspace, output)
+    if as_json:
+        from optkit.report import plan_data
+
+        click.echo(dump_json(plan_data(result)), nl=False)
+        return
+    from optkit.render import plan_report
+
+    plan_report(result, workspace.catalog, verbose)
+    if output is not None:
+        click.echo(f"bundle written to {output}")
+
+
+@click.command("explain")
+@click.argument("recipe_ids", nargs=-1, required=True)
+@request_options
+@click.option("--json", "as_json", is_flag=True, help="Print the decisions as JSON.")
+def explain_command(recipe_ids, model, request_file, as_json, **params):
+    """Why each RECIPE_ID is selected or not for a request (MODEL via --request or the flags)."""
+    workspace, result = _plan(model, request_file, params)
+    for rid in recipe_ids:
+        if rid not in result.resolution.decisions:
+            raise UnknownName("recipe", rid, sorted(result.resolution.decisions))
+    if as_json:
+        from optkit.report import decision_data
+
+        click.echo(dump_json({rid: decision_data(result.resolution.decisions[rid]) for rid in recipe_ids}), nl=False)
+        return
+    from optkit.render import explain_report
+
+    explain_report(result, workspace.catalog, list(recipe_ids))
+
+
+@click.command("facts")
+@request_options
+@click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
+@click.option("--list", "list_names", is_flag=True, help="List every fact name, its type and meaning.")
+def facts_command(model, request_file, as_json, list_names, **params):
+    """The facts a request is judged on, derived ones included."""
+    if list_names:
+        from optkit.factspec import FACTS
+
+        for spec in FACTS.values():
+            choices = f" ({', '.join(spec.choices)})" if spec.choices else ""
+            click.echo(f"{spec.name}  {spec.type}{choices}  {spec.description}")
+        return
+    from optkit.facts import compute_facts
+    from optkit.plan import load_workspace, resolve_model
+    from optkit.profiles import find_target
+    from optkit.conditions import format_value
+
+    workspace = load_workspace()
+    request = build_request(model, request_file, params)
+    facts = compute_facts(request, resolve_model(workspace, request), find_target(workspace.targets, request.target))
+    if as_json:
+        click.echo(dump_json({k: (str(v) if type(v).__name__ == "Version" else v) for k, v in facts.values.items()}), nl=False)
+        return
+    for name, value in facts.values.items():
+        click.echo(f"{name} = {format_value(value)}")
+
+
+COMMANDS = [plan_command, explain_command, facts_command]

@@ -1,0 +1,125 @@
+"""Compute the facts a request is judged on: typed in, looked up, and derived.
+
+Derived facts are computed here and nowhere else, so every recipe and explanation sees the same
+numbers: decode rows per step = ceil(concurrency / DP) × (1 + k); capture sizes = the same per
+concurrency (the article's [5, 20, 40] for c1/c4/c8 with k = 4); async spec decode = MTP with
+async scheduling on (vLLM 0.23.0's default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from optkit.errors import RequestError
+from optkit.factspec import FACTS
+from optkit.request import DEFAULT_VLLM_FOR_ASCEND, Request
+
+
+@dataclass(frozen=True)
+class Facts:
+    """All facts of one request, by name (every name in ``FACTS``)."""
+
+    values: dict[str, Any]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.values.get(name, default)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.values
+
+    def keys(self):
+        return self.values.keys()
+
+
+def parse_version(text: str, flag: str) -> Version:
+    """A PEP 440 version, or a RequestError naming the flag."""
+    try:
+        return Version(text)
+    except InvalidVersion:
+        raise RequestError(f"{flag} {text!r} is not a version (e.g. 0.23.0)") from None
+
+
+def default_vllm(vllm_ascend: Version) -> Version:
+    """The vLLM release that a vllm-ascend release pins (same major.minor)."""
+    key = f"{vllm_ascend.major}.{vllm_ascend.minor}"
+    return Version(DEFAULT_VLLM_FOR_ASCEND.get(key, f"{key}.0"))
+
+
+def decode_rows(concurrency: int, dp: int, k: int) -> int:
+    """Tokens one decode step runs per DP rank: ceil(concurrency / DP) × (1 + k)."""
+    return ceil(concurrency / dp) * (1 + k)
+
+
+def capture_sizes(request: Request) -> list[int]:
+    """Graph capture sizes: one per requested concurrency, in decode rows."""
+    return sorted({decode_rows(c, request.dp, request.k) for c in request.concurrency})
+
+
+def check_request(request: Request, model, target) -> None:
+    """Request-level consistency that no recipe could fix."""
+    if request.num_speculative_tokens is not None and not request.mtp:
+        raise RequestError("--num-speculative-tokens needs --mtp (speculative decoding is off)")
+    devices = request.tp * request.dp
+    if devices > target.devices_per_node:
+        raise RequestError(f"--tp {request.tp} × --dp {request.dp} = {devices} devices, but a "
+                           f"{target.id} node has {target.devices_per_node}; multi-node plans are not supported")
+    if request.variant and request.variant not in {v.id for v in target.variants}:
+        known = ", ".join(v.id for v in target.variants) or "none"
+        raise RequestError(f"--variant {request.variant!r} is not a variant of {target.id} (known: {known})")
+
+
+def compute_facts(request: Request, model, target) -> Facts:
+    """Every fact in ``optkit.factspec.FACTS`` for this request."""
+    check_request(request, model, target)
+    ascend = parse_version(request.vllm_ascend_version, "--vllm-ascend-version")
+    vllm = parse_version(request.vllm_version, "--vllm-version") if request.vllm_version else default_vllm(ascend)
+    ep = model.is_moe if request.ep is None else request.ep
+    sizes = capture_sizes(request)
+    rows = max(sizes)
+    values: dict[str, Any] = {**target.facts(request.variant), **model.facts()}
+    values.update({
+        "parallel.tp": request.tp,
+        "parallel.dp": request.dp,
+        "parallel.ep": ep,
+        "parallel.ep_size": request.tp * request.dp if ep else 1,
+        "parallel.context_parallel": request.context_parallel,
+        "parallel.cards": ceil(request.tp * request.dp / target.dies_per_card),
+        "versions.vllm_ascend": ascend,
+        "versions.vllm": vllm,
+        "runtime.dtype": request.dtype,
+        "runtime.quantized": request.quantized,
+        "runtime.enforce_eager": request.enforce_eager,
+        "runtime.lora": request.lora,
+        "workload.concurrency": list(request.concurrency),
+        "workload.concurrency_max": max(request.concurrency),
+        "workload.input_len": request.input_len,
+        "workload.output_len": request.output_len,
+        "workload.greedy": request.sampling == "greedy",
+        "workload.logprobs": request.logprobs,
+        "workload.penalties": request.penalties,
+        "workload.min_tokens": request.min_tokens,
+        "workload.structured_output": request.structured_output,
+        "workload.prefix_caching": request.prefix_caching,
+        "workload.async_scheduling": request.async_scheduling,
+        "workload.decode_rows_max": rows,
+        "workload.decode_rows_per_rank_max": ceil(rows / request.tp),
+        "spec.mtp": request.mtp,
+        "spec.num_speculative_tokens": request.k,
+        "spec.async_spec_decode": request.mtp and request.async_scheduling,
+        "compile.cudagraph_capture_sizes": sizes,
+        "compile.capture_size_max": rows,
+    })
+    missing = sorted(set(FACTS) - set(values))
+    if missing:
+        from optkit.errors import InternalError
+
+        raise InternalError(f"facts without a value: {', '.join(missing)}")
+    return Facts({name: values[name] for name in sorted(values)})

@@ -1,0 +1,115 @@
+"""What a recipe is expected to gain for a request: reported numbers → ms of TPOT per concurrency.
+
+Rules (documented in docs/resolver.md):
+- a ``tpot`` gain in ms counts at its concurrency (or at every concurrency when it names none);
+- a ``tpot`` gain in % is converted with the article's baseline TPOT for that model and
+  concurrency (models/reference/article-baselines.yaml), and is skipped where none is published;
+- a ``host_time`` gain in µs/step counts as that many µs of TPOT at every concurrency (one decode
+  step per token without MTP; an estimate, labelled "derived");
+- numbers measured in the request's mode (MTP on/off) are preferred; for an MTP request a number
+  measured without MTP is used when it is the only one (the article built its MTP stage on top
+  of the non-MTP work and reports those gains carrying over or growing), labelled so; a number
+  measured only with MTP on is never used for a request without MTP (MTP-specific fixes);
+- a positive change (slower) at a requested concurrency is a regression.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from optkit.schema import Gain, Recipe
+
+MS_PER_US = 0.001
+
+
+@dataclass(frozen=True)
+class Baseline:
+    model: str
+    target: str
+    concurrency: int
+    mtp: bool
+    tpot_ms: float
+    quote: str
+    derivation: str
+
+
+@dataclass
+class Benefit:
+    """Expected TPOT reduction (ms, positive = faster) per requested concurrency."""
+
+    per_concurrency: dict[int, float | None] = field(default_factory=dict)
+    basis: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def regressions(self) -> dict[int, float]:
+        return {c: -v for c, v in self.per_concurrency.items() if v is not None and v < 0}
+
+    @property
+    def quantified(self) -> bool:
+        return any(v is not None for v in self.per_concurrency.values())
+
+    @property
+    def total_ms(self) -> float:
+        return sum(v for v in self.per_concurrency.values() if v is not None)
+
+    def weight_us(self) -> int:
+        """Integer objective weight: total expected saving in µs over the requested concurrencies."""
+        return round(self.total_ms * 1000)
+
+
+def load_baselines(root: Path) -> list[Baseline]:
+    """Read models/reference/article-baselines.yaml (absent file: no baselines)."""
+    from optkit.yamlio import load_yaml
+
+    path = root / "models" / "reference" / "article-baselines.yaml"
+    if not path.is_file():
+        return []
+    data, _ = load_yaml(path, "models/reference/article-baselines.yaml")
+    return [Baseline(**{k: entry[k] for k in Baseline.__dataclass_fields__}) for entry in data["baselines"]]
+
+
+def find_baseline(baselines: list[Baseline], model: str, target: str, concurrency: int) -> Baseline | None:
+    for b in baselines:
+        if b.model == model and b.target == target and b.concurrency == concurrency:
+            return b
+    return None
+
+
+def _matching(gains: list[Gain], metrics: set[str], concurrency: int, mtp: bool) -> tuple[list[Gain], str]:
+    at_c = [g for g in gains if g.metric in metrics and g.concurrency in (None, concurrency)]
+    same_mode = [g for g in at_c if g.mtp in (None, mtp)]
+    if same_mode or not mtp:
+        return same_mode, "reported"
+    return at_c, "reported with MTP off"
+
+
+def _gain_ms(gain: Gain, baseline: Baseline | None) -> float | None:
+    if gain.metric == "host_time":
+        return -gain.change * MS_PER_US
+    if gain.unit == "ms":
+        return -gain.change
+    if gain.unit == "%" and baseline is not None:
+        return -gain.change / 100.0 * baseline.tpot_ms
+    return None
+
+
+def benefit(recipe: Recipe, concurrencies: list[int], mtp: bool, baseline_for) -> Benefit:
+    """Expected benefit of ``recipe`` at each concurrency; ``baseline_for(c)`` gives a Baseline or None."""
+    result = Benefit()
+    for c in concurrencies:
+        gains, basis = _matching(recipe.gains, {"tpot"}, c, mtp)
+        values = [v for v in (_gain_ms(g, baseline_for(c)) for g in gains) if v is not None]
+        if not values:
+            gains, basis = _matching(recipe.gains, {"host_time"}, c, mtp)
+            values = [v for v in (_gain_ms(g, None) for g in gains) if v is not None]
+            basis = "derived from host time per step" if values else basis
+        if values:
+            # Several numbers for one concurrency (e.g. two stages of one change): the most
+            # conservative one counts, so a regression is never hidden by a better number.
+            result.per_concurrency[c] = min(values)
+            result.basis[c] = basis
+        else:
+            result.per_concurrency[c] = None
+            result.basis[c] = "unquantified"
+    return result

@@ -1,0 +1,90 @@
+"""Rendering for people (rich tables). Imported only by the CLI, only when output is drawn."""
+
+from __future__ import annotations
+
+from optkit.plan import Plan
+from optkit.resolve import Status, describe_benefit
+
+_ORDER = [Status.selected, Status.upstream, Status.objective, Status.no_effect, Status.regresses,
+          Status.needs_opt_in, Status.blocked, Status.excluded, Status.user_excluded, Status.not_applicable]
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=False, width=140)
+
+
+def plan_report(plan: Plan, catalog, verbose: bool = False) -> None:
+    from rich.table import Table
+
+    console = _console()
+    r = plan.request
+    console.print(f"[bold]optkit plan[/bold]: {plan.model.id} on {plan.target.id} "
+                  f"(TP{r.tp} DP{r.dp}, {r.dtype}, vllm-ascend {plan.facts['versions.vllm_ascend']}, "
+                  f"MTP {'k=' + str(r.k) if r.mtp else 'off'}, concurrency {','.join(map(str, r.concurrency))})")
+    table = Table(title="Selected recipes (dependency order)", show_lines=False)
+    for col in ("recipe", "kind", "why", "verification"):
+        table.add_column(col, overflow="fold")
+    for rid in plan.selected:
+        d, recipe = plan.resolution.decisions[rid], catalog[rid]
+        why = d.reason + (f" — {'; '.join(d.chain)}" if d.chain else "")
+        table.add_row(rid, recipe.kind.value, why, recipe.verification.level.value)
+    console.print(table)
+    rest = Table(title="Not selected", show_lines=False)
+    for col in ("recipe", "status", "reason"):
+        rest.add_column(col, overflow="fold")
+    for status in _ORDER[1:]:
+        for rid, d in sorted(plan.resolution.decisions.items()):
+            if d.status is status and (verbose or status is not Status.not_applicable):
+                facts = ", ".join(f"{k} = {v}" for k, v in d.facts.items())
+                rest.add_row(rid, status.value, d.reason + (f" [{facts}]" if facts else ""))
+    console.print(rest)
+    _estimates(console, plan)
+
+
+def _estimates(console, plan: Plan) -> None:
+    console.print("[bold]TPOT estimate[/bold] (ESTIMATE from the article's reported numbers; the gains were "
+                  "measured stacked one after another and are not strictly additive):")
+    for e in plan.estimates:
+        if e.estimate_ms is None:
+            console.print(f"  c{e.concurrency}: expected saving {e.saved_ms:.2f} ms; {e.basis}")
+        else:
+            console.print(f"  c{e.concurrency}: {e.baseline_ms} ms baseline − {e.saved_ms:.2f} ms ≈ "
+                          f"{e.estimate_ms:.2f} ms ({e.basis})")
+
+
+def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> None:
+    console = _console()
+    for rid in recipe_ids:
+        d, recipe = plan.resolution.decisions[rid], catalog[rid]
+        console.print(f"[bold]{rid}[/bold]: {d.status.value}")
+        console.print(f"  {d.reason}")
+        if d.rule:
+            console.print(f"  rule: {d.rule}")
+        for name, value in d.facts.items():
+            console.print(f"  fact: {name} = {value}")
+        for link in d.chain:
+            console.print(f"  {link}")
+        if d.forced:
+            console.print(f"  forced: {d.forced}")
+        if d.benefit is not None:
+            console.print(f"  expected gain: {describe_benefit(d.benefit)}")
+        for risk in recipe.risks:
+            console.print(f"  risk ({risk.severity}): {' '.join(risk.text.split())}")
+
+
+def recipes_table(catalog) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{len(catalog)} recipes")
+    for col in ("id", "kind", "upstream (0.23.0)", "verification", "needs NPU"):
+        table.add_column(col)
+    for recipe in catalog:
+        table.add_row(recipe.id, recipe.kind.value, recipe.provenance.upstream.status.value,
+                      recipe.verification.level.value, "yes" if recipe.verification.needs_npu else "no")
+    _console().print(table)
+
+
+def text(lines: list[str]) -> None:
+    _console().print("\n".join(lines), markup=False)

@@ -1,0 +1,71 @@
+"""Plans and decisions as plain, JSON-safe data (sorted, deterministic): ``--json`` and locks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from optkit.conditions import format_value
+from optkit.plan import Plan
+from optkit.resolve import Decision
+
+
+def _fact_value(value: Any) -> Any:
+    if type(value).__name__ == "Version":
+        return str(value)
+    return value
+
+
+def facts_data(plan: Plan) -> dict[str, Any]:
+    return {name: _fact_value(value) for name, value in sorted(plan.facts.values.items())}
+
+
+def decision_data(d: Decision) -> dict[str, Any]:
+    data: dict[str, Any] = {"status": d.status.value, "reason": d.reason}
+    if d.rule:
+        data["rule"] = d.rule
+    if d.facts:
+        data["facts"] = dict(sorted(d.facts.items()))
+    if d.chain:
+        data["chain"] = list(d.chain)
+    if d.forced:
+        data["forced"] = d.forced
+    if d.benefit is not None:
+        data["expected_tpot_saving_ms"] = {
+            f"c{c}": (None if v is None else round(v, 4)) for c, v in sorted(d.benefit.per_concurrency.items())}
+        data["basis"] = {f"c{c}": b for c, b in sorted(d.benefit.basis.items())}
+    return data
+
+
+def plan_data(plan: Plan) -> dict[str, Any]:
+    """Everything the plan decided, as data."""
+    decisions = plan.resolution.decisions
+    return {
+        "request": plan.request.model_dump(by_alias=True, mode="json"),
+        "model": plan.model.id,
+        "target": plan.target.id,
+        "facts": facts_data(plan),
+        "selected": list(plan.selected),
+        "upstream": list(plan.resolution.upstream),
+        "decisions": {rid: decision_data(decisions[rid]) for rid in sorted(decisions)},
+        "launch": {
+            "env": [{"name": s.key, "value": s.value, "recipe": s.recipe} for s in plan.env],
+            "additional_config": plan.additional_config,
+            "compilation_config": plan.compilation_config,
+            "speculative_config": plan.speculative_config,
+            "serve_args": [{"arg": s.key, "recipe": s.recipe} for s in plan.serve_args],
+            "sources": dict(sorted(plan.config_sources.items())),
+        },
+        "estimate": {
+            "label": "ESTIMATE from the article's reported numbers; gains are not strictly additive",
+            "per_concurrency": [
+                {"concurrency": e.concurrency, "baseline_tpot_ms": e.baseline_ms,
+                 "expected_saving_ms": round(e.saved_ms, 4),
+                 "estimated_tpot_ms": None if e.estimate_ms is None else round(e.estimate_ms, 3),
+                 "basis": e.basis}
+                for e in plan.estimates],
+        },
+    }
+
+
+def facts_lines(plan: Plan) -> list[str]:
+    return [f"{name} = {format_value(value)}" for name, value in sorted(plan.facts.values.items())]

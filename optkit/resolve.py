@@ -1,0 +1,374 @@
+"""Resolution: the best valid recipe set for one request, and why every recipe ends where it does.
+
+1. *Classify* each recipe on the facts alone, in this order: not applicable to the version,
+   already upstream, a precondition fails, removed by ``--without``, no effect here, a
+   high-severity risk that needs an explicit ``--with``, a regression at a requested concurrency.
+   What survives is a *candidate* with a weight (``optkit.objective``).
+2. *Constrain*: every ``requires``/``conflicts`` link whose ``when`` holds becomes a clause over
+   the selection; forced recipes (``--with``, ``implied_by``) are pinned in, excluded ones out.
+3. *Solve* exactly (``optkit.solver``): maximize measured µs saved, then the number of valid
+   unquantified recipes, then the documented tie-break (alphabetically-first recipe).
+4. *Explain*: each recipe gets one ``Decision``; an impossible request raises ``PlanImpossible``
+   with numbered reasons, each with its "required because" chain, and the smallest sets of
+   overrides to drop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from itertools import combinations
+from typing import Callable
+
+from packaging.specifiers import SpecifierSet
+
+from optkit.catalog import Catalog
+from optkit.conditions import format_value
+from optkit.errors import PlanImpossible, Reason, UnknownName
+from optkit.facts import Facts
+from optkit.objective import Benefit, benefit
+from optkit.schema import Recipe, Rule, compiled
+from optkit.solver import Unsatisfiable, maximize
+
+
+class Status(str, Enum):
+    selected = "selected"
+    not_applicable = "not-applicable"  # version outside the recipe's range
+    upstream = "upstream"  # already in this version
+    excluded = "excluded"  # a precondition fails (correctness)
+    user_excluded = "user-excluded"  # --without
+    no_effect = "no-effect"  # effective_when fails
+    needs_opt_in = "needs-opt-in"  # high-severity risk
+    regresses = "regresses"  # slower at a requested concurrency
+    blocked = "blocked"  # requires an unavailable recipe, or conflicts with a forced one
+    objective = "objective"  # valid, but the optimum leaves it out
+
+
+@dataclass
+class Decision:
+    """Where one recipe ended and why, with the rule, the facts it read and their values."""
+
+    recipe: str
+    status: Status
+    reason: str
+    rule: str = ""
+    facts: dict[str, str] = field(default_factory=dict)
+    chain: list[str] = field(default_factory=list)
+    benefit: Benefit | None = None
+    forced: str = ""  # why it was pinned in: "--with", "implied by spec.mtp = true"
+
+
+@dataclass
+class Resolution:
+    decisions: dict[str, Decision]
+    selected: list[str]  # dependency order
+    upstream: list[str]
+
+
+SOLVER_BONUS_UNQUANTIFIED = 1
+
+
+def _rule_facts(rule_text: str, facts: Facts) -> dict[str, str]:
+    return {n: format_value(facts[n]) for n in compiled(rule_text).fact_names()}
+
+
+def _failing(rules: list[Rule], facts: Facts) -> Rule | None:
+    return next((r for r in rules if not compiled(r.when).evaluate(facts.values)), None)
+
+
+def _holds(when: str | None, facts: Facts) -> bool:
+    return when is None or compiled(when).evaluate(facts.values)
+
+
+def _active_high_risk(recipe: Recipe, facts: Facts):
+    return next((r for r in recipe.risks if r.severity == "high" and _holds(r.when, facts)), None)
+
+
+class _Classifier:
+    def __init__(self, facts: Facts, without: set[str], forced: dict[str, str], baseline_for: Callable):
+        self.facts = facts
+        self.without = without
+        self.forced = forced
+        self.baseline_for = baseline_for
+
+    def __call__(self, recipe: Recipe) -> Decision:
+        f = self.facts
+        ascend, vllm = f["versions.vllm_ascend"], f["versions.vllm"]
+        forced = self.forced.get(recipe.id, "")
+        if ascend not in SpecifierSet(recipe.versions.vllm_ascend, prereleases=True):
+            return Decision(recipe.id, Status.not_applicable,
+                            f"applies to vllm-ascend {recipe.versions.vllm_ascend}, this is {ascend}",
+                            facts={"versions.vllm_ascend": str(ascend)}, forced=forced)
+        if vllm not in SpecifierSet(recipe.versions.vllm, prereleases=True):
+            return Decision(recipe.id, Status.not_applicable,
+                            f"applies to vLLM {recipe.versions.vllm}, this is {vllm}",
+                            facts={"versions.vllm": str(vllm)}, forced=forced)
+        if recipe.upstream_in and ascend in SpecifierSet(recipe.upstream_in, prereleases=True):
+            return Decision(recipe.id, Status.upstream, f"already upstream in vllm-ascend {ascend}",
+                            facts={"versions.vllm_ascend": str(ascend)}, forced=forced)
+        rule = _failing(recipe.preconditions, f)
+        if rule:
+            return Decision(recipe.id, Status.excluded, rule.msg, rule.when, _rule_facts(rule.when, f), forced=forced)
+        if recipe.id in self.without:
+            return Decision(recipe.id, Status.user_excluded, "left out with --without")
+        gain = benefit(recipe, f["workload.concurrency"], f["spec.mtp"], self.baseline_for)
+        decision = Decision(recipe.id, Status.selected, "", benefit=gain, forced=forced)
+        if forced:
+            return decision
+        rule = _failing(recipe.effective_when, f)
+        if rule:
+            decision.status, decision.reason, decision.rule = Status.no_effect, rule.msg, rule.when
+            decision.facts = _rule_facts(rule.when, f)
+        elif (risk := _active_high_risk(recipe, f)) is not None:
+            decision.status = Status.needs_opt_in
+            decision.reason = f"high risk, select it explicitly with --with {recipe.id}: {risk.text.strip()}"
+        elif gain.regressions:
+            decision.status = Status.regresses
+            decision.reason = "slower at " + ", ".join(f"c{c} (+{ms:g} ms)" for c, ms in sorted(gain.regressions.items()))
+        return decision
+
+
+@dataclass
+class _Problem:
+    ids: list[str]
+    index: dict[str, int]
+    clauses: list[tuple[int, ...]]
+    clause_text: dict[tuple[int, ...], str]
+    fixed: dict[int, bool]
+    fixed_text: dict[int, str]
+
+
+def _exclusion_text(d: Decision) -> str:
+    facts = ", ".join(f"{k} = {v}" for k, v in d.facts.items())
+    rule = f" (rule: {d.rule})" if d.rule else ""
+    return f"{d.recipe} cannot be selected: {d.status.value}: {d.reason}{rule}" + (f" [{facts}]" if facts else "")
+
+
+def _build(catalog: Catalog, facts: Facts, decisions: dict[str, Decision]) -> _Problem:
+    """Clauses over the selection: exclusions are unit clauses, forced recipes are pinned."""
+    ids = sorted(catalog.recipes)
+    index = {rid: i for i, rid in enumerate(ids)}
+    problem = _Problem(ids, index, [], {}, {}, {})
+
+    def add(clause: tuple[int, ...], text: str) -> None:
+        if clause not in problem.clause_text:
+            problem.clauses.append(clause)
+            problem.clause_text[clause] = text
+
+    for rid in ids:
+        d, var = decisions[rid], index[rid]
+        if d.status is Status.upstream:
+            problem.fixed[var], problem.fixed_text[var] = True, f"{rid} is already upstream"
+            continue
+        if d.status is not Status.selected and not (d.forced and d.status in _SOFT):
+            add((-(var + 1),), _exclusion_text(d))
+        if d.forced:
+            problem.fixed[var], problem.fixed_text[var] = True, f"{rid} was requested ({d.forced})"
+    for recipe in catalog:
+        a = index[recipe.id] + 1
+        for link in recipe.requires:
+            if link.recipe in index and _holds(link.when, facts):
+                add((-a, index[link.recipe] + 1), f"{recipe.id} requires {link.recipe} ({link.msg})")
+        for link in recipe.conflicts:
+            if link.recipe in index and _holds(link.when, facts):
+                lifts = tuple(index[u] + 1 for u in link.unless if u in index)
+                add((-a, -(index[link.recipe] + 1)) + lifts, f"{recipe.id} conflicts with {link.recipe} ({link.msg})")
+    return problem
+
+
+# Statuses a forced recipe overrides (a judgement about gain or risk, not about correctness).
+_SOFT = {Status.no_effect, Status.needs_opt_in, Status.regresses, Status.selected}
+
+
+def _weights(problem: _Problem, decisions: dict[str, Decision]) -> list[int]:
+    """Measured µs saved, scaled above the count of unquantified recipes (lexicographic)."""
+    scale = len(problem.ids) + 1
+    weights = []
+    for rid in problem.ids:
+        gain = decisions[rid].benefit
+        measured = gain.weight_us() if gain else 0
+        bonus = SOLVER_BONUS_UNQUANTIFIED if gain is not None and not gain.quantified else 0
+        weights.append(measured * scale + bonus)
+    return weights
+
+
+def resolve(catalog: Catalog, facts: Facts, with_ids: list[str], without_ids: list[str],
+            baseline_for: Callable) -> Resolution:
+    """Resolve the catalog for ``facts`` with the user's overrides; see the module docstring."""
+    for rid in [*with_ids, *without_ids]:
+        if rid not in catalog:
+            raise UnknownName("recipe", rid, sorted(catalog.recipes))
+    forced = {rid: "--with" for rid in with_ids}
+    for recipe in catalog:
+        if recipe.implied_by and recipe.id not in forced and _holds(recipe.implied_by, facts):
+            names = ", ".join(f"{n} = {format_value(facts[n])}" for n in compiled(recipe.implied_by).fact_names())
+            forced[recipe.id] = f"implied by {names}"
+    classify = _Classifier(facts, set(without_ids) - set(with_ids), forced, baseline_for)
+    decisions = {r.id: classify(r) for r in catalog}
+    problem = _build(catalog, facts, decisions)
+    try:
+        chosen = maximize(_weights(problem, decisions), problem.clauses, problem.fixed)
+    except Unsatisfiable as exc:
+        raise _impossible(catalog, facts, decisions, problem, exc, with_ids, without_ids, baseline_for) from None
+    _explain_unselected(catalog, decisions, problem, chosen)
+    selected = [rid for rid in problem.ids if problem.index[rid] in chosen and decisions[rid].status is Status.selected]
+    _explain_selected(catalog, decisions, selected)
+    upstream = [rid for rid in problem.ids if decisions[rid].status is Status.upstream]
+    return Resolution(decisions, dependency_order(catalog, selected), upstream)
+
+
+def dependency_order(catalog: Catalog, ids: list[str]) -> list[str]:
+    """Selected recipes with every required recipe first; ties in id order (Kahn's algorithm)."""
+    chosen = set(ids)
+    needs = {rid: sorted({l.recipe for l in catalog[rid].requires if l.recipe in chosen}) for rid in ids}
+    order, done = [], set()
+    while len(order) < len(ids):
+        ready = [rid for rid in sorted(chosen - done) if all(n in done for n in needs[rid])]
+        if not ready:  # a cycle: lint reports it; keep the rest in id order
+            ready = sorted(chosen - done)[:1]
+        order.append(ready[0])
+        done.add(ready[0])
+    return order
+
+
+def _explain_selected(catalog: Catalog, decisions: dict[str, Decision], selected: list[str]) -> None:
+    chosen = set(selected)
+    for rid in selected:
+        d = decisions[rid]
+        needed_by = sorted(r.id for r in catalog if r.id in chosen for l in r.requires if l.recipe == rid)
+        if d.forced:
+            d.reason = f"requested ({d.forced})"
+        elif d.benefit and d.benefit.quantified:
+            d.reason = "expected gain: " + describe_benefit(d.benefit)
+        else:
+            d.reason = "valid and effective here; the article gives no TPOT number for this workload"
+        if needed_by:
+            d.chain = [f"required by {', '.join(needed_by)}"]
+
+
+def describe_benefit(gain: Benefit) -> str:
+    parts = []
+    for c, ms in sorted(gain.per_concurrency.items()):
+        if ms is None:
+            parts.append(f"c{c} unquantified")
+        else:
+            note = "" if gain.basis[c] == "reported" else f" ({gain.basis[c]})"
+            parts.append(f"c{c} −{ms:.3g} ms{note}" if ms >= 0 else f"c{c} +{-ms:.3g} ms{note}")
+    return ", ".join(parts)
+
+
+def _explain_unselected(catalog, decisions, problem: _Problem, chosen: set[int]) -> None:
+    for rid in problem.ids:
+        d = decisions[rid]
+        if d.status is not Status.selected or problem.index[rid] in chosen:
+            continue
+        d.status = Status.objective
+        d.reason = _why_left_out(rid, decisions, problem, chosen)
+
+
+def _why_left_out(rid: str, decisions, problem: _Problem, chosen: set[int]) -> str:
+    """The first clause that adding ``rid`` to the chosen set would break, in words."""
+    var = problem.index[rid] + 1
+    for clause in problem.clauses:
+        if -var not in clause:
+            continue
+        others = [l for l in clause if l != -var]
+        if others and all((abs(l) - 1 in chosen) != (l > 0) for l in others):
+            return _left_out_text(rid, clause, decisions, problem, chosen)
+    return "left out by the optimum (no better-scoring valid set includes it)"
+
+
+def _left_out_text(rid: str, clause, decisions, problem: _Problem, chosen: set[int]) -> str:
+    text = problem.clause_text[clause]
+    other = problem.ids[abs(clause[1]) - 1] if abs(clause[0]) - 1 == problem.index[rid] else problem.ids[abs(clause[0]) - 1]
+    od = decisions[other]
+    if problem.index[other] in chosen:
+        mine = describe_benefit(decisions[rid].benefit) if decisions[rid].benefit else "—"
+        theirs = describe_benefit(od.benefit) if od.benefit else "—"
+        return f"{text}; {other} won (its gain: {theirs}; this one: {mine})"
+    return f"{text}; {other} is not selected ({od.status.value}: {od.reason})"
+
+
+# --- impossible requests -------------------------------------------------------------------------
+
+
+def _impossible(catalog, facts, decisions, problem, exc: Unsatisfiable, with_ids, without_ids, baseline_for):
+    implied = sorted(rid for rid, d in decisions.items() if d.forced.startswith("implied"))
+    overrides = [("--with", r) for r in with_ids] + [("--without", r) for r in without_ids]
+    overrides += [("implied", r) for r in implied]
+    relaxations = _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for)
+    return PlanImpossible(_reasons(problem, exc), relaxations)
+
+
+def _reasons(problem: _Problem, exc: Unsatisfiable) -> list[Reason]:
+    reason_of = {var: clause for var, _, clause in exc.trail}
+    if exc.clause is None:
+        if not exc.trail:
+            return [Reason("the constraints of the selected recipes cannot all hold together")]
+        var, _, _ = exc.trail[-1]
+        first = reason_of.get(var)
+        return [Reason(problem.fixed_text.get(var, problem.ids[var])),
+                Reason("but " + (problem.clause_text.get(first, "a constraint") if first else "it is pinned both ways"),
+                       _chain(problem, reason_of, var, {var}))]
+    reasons = []
+    for lit in exc.clause:
+        var = abs(lit) - 1
+        if var in reason_of or var in problem.fixed:
+            reasons.append(Reason(_state_text(problem, reason_of, var), _chain(problem, reason_of, var, set())))
+    reasons.append(Reason(f"but {problem.clause_text.get(exc.clause, 'a constraint')}"))
+    return reasons
+
+
+def _state_text(problem: _Problem, reason_of, var: int) -> str:
+    clause = reason_of.get(var)
+    if clause is not None and len(clause) == 1:
+        return problem.clause_text[clause]
+    if clause is None and var in problem.fixed_text:
+        return problem.fixed_text[var]
+    return f"{problem.ids[var]} is pinned by the constraints below"
+
+
+def _chain(problem: _Problem, reason_of, var: int, seen: set[int]) -> list[str]:
+    """'required because …' links from ``var`` back to what the user asked."""
+    links = []
+    while True:
+        clause = reason_of.get(var)
+        if clause is None or len(clause) == 1:
+            if clause is None and problem.fixed.get(var) and problem.fixed_text.get(var) and links:
+                links.append(problem.fixed_text[var])
+            return links
+        links.append(problem.clause_text.get(clause, "a constraint"))
+        causes = [abs(l) - 1 for l in clause if abs(l) - 1 != var and abs(l) - 1 not in seen]
+        if not causes:
+            return links
+        seen.add(var)
+        var = causes[0]
+
+
+def _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for) -> list[list[str]]:
+    """Every smallest set of overrides whose removal makes the request feasible."""
+    words = {"--with": "drop --with {}", "--without": "drop --without {}",
+             "implied": "drop what implies {} ({})"}
+    for size in range(1, len(overrides) + 1):
+        found = []
+        for drop in combinations(overrides, size):
+            keep = [o for o in overrides if o not in drop]
+            if _feasible(catalog, facts, keep, baseline_for):
+                found.append([words[k].format(r, decisions[r].forced) for k, r in drop])
+        if found:
+            return found
+    return []
+
+
+def _feasible(catalog, facts, overrides, baseline_for) -> bool:
+    forced = {rid: "--with" for kind, rid in overrides if kind == "--with"}
+    forced.update({rid: "implied" for kind, rid in overrides if kind == "implied"})
+    without = {rid for kind, rid in overrides if kind == "--without"} - set(forced)
+    classify = _Classifier(facts, without, forced, baseline_for)
+    decisions = {r.id: classify(r) for r in catalog}
+    problem = _build(catalog, facts, decisions)
+    try:
+        maximize(_weights(problem, decisions), problem.clauses, problem.fixed)
+    except Unsatisfiable:
+        return False
+    return True

@@ -58,19 +58,27 @@ class Catalog:
 
 
 def validation_problems(exc: ValidationError, lines: LineMap, model: type[BaseModel]) -> list[Problem]:
-    """Turn pydantic errors into located problems, with did-you-mean for near-miss keys."""
+    """Turn pydantic errors into located problems, with did-you-mean for near-miss keys.
+
+    A misspelt key yields one problem, not two: the "missing field" error of the field it was
+    meant to be is dropped when an unknown key at the same level is a near miss of it.
+    """
+    errors = exc.errors()
+    typo_targets = set()
     problems = []
-    for err in exc.errors():
+    for err in errors:
         loc = tuple(err["loc"])
         message = err["msg"].removeprefix("Value error, ")
         hint = ""
         if err["type"] == "extra_forbidden":
             message = f"unknown field {loc[-1]!r}"
             hint = did_you_mean(str(loc[-1]), _field_names(model, loc[:-1]))
+            if hint:
+                typo_targets.add(loc[:-1] + (hint.split("'")[1],))
         elif err["type"] == "missing":
             message = f"missing required field {loc[-1]!r}"
-        problems.append(Problem(lines.location(loc), message, hint))
-    return problems
+        problems.append((loc, err["type"], Problem(lines.location(loc), message, hint)))
+    return [p for loc, kind, p in problems if not (kind == "missing" and loc in typo_targets)]
 
 
 def _field_names(model: type[BaseModel], path: tuple) -> list[str]:

@@ -6,6 +6,9 @@
    What survives is a *candidate* with a weight (``optkit.objective``).
 2. *Constrain*: every ``requires``/``conflicts`` link whose ``when`` holds becomes a clause over
    the selection; forced recipes (``--with``, ``implied_by``) are pinned in, excluded ones out.
+   An upstream recipe is *present*: it meets others' requirements and lifts conflicts that name
+   it in ``unless``; its own links, and conflicts against it, do not bind (the upstream form has
+   its own switches).
 3. *Solve* exactly (``optkit.solver``): maximize measured µs saved, then the number of valid
    unquantified recipes, then the documented tie-break (alphabetically-first recipe).
 4. *Explain*: each recipe gets one ``Decision``; an impossible request raises ``PlanImpossible``
@@ -24,7 +27,7 @@ from packaging.specifiers import SpecifierSet
 
 from optkit.catalog import Catalog
 from optkit.conditions import format_value
-from optkit.errors import PlanImpossible, Reason, UnknownName
+from optkit.errors import PlanImpossible, Reason, RequestError, UnknownName
 from optkit.facts import Facts
 from optkit.objective import Benefit, benefit
 from optkit.schema import Recipe, Rule, compiled
@@ -110,7 +113,7 @@ class _Classifier:
         if rule:
             return Decision(recipe.id, Status.excluded, rule.msg, rule.when, _rule_facts(rule.when, f), forced=forced)
         if recipe.id in self.without:
-            return Decision(recipe.id, Status.user_excluded, "left out with --without")
+            return Decision(recipe.id, Status.user_excluded, "left out with --without", forced=forced)
         gain = benefit(recipe, f["workload.concurrency"], f["spec.mtp"], self.baseline_for)
         decision = Decision(recipe.id, Status.selected, "", benefit=gain, forced=forced)
         if forced:
@@ -164,13 +167,16 @@ def _build(catalog: Catalog, facts: Facts, decisions: dict[str, Decision]) -> _P
             add((-(var + 1),), _exclusion_text(d))
         if d.forced:
             problem.fixed[var], problem.fixed_text[var] = True, f"{rid} was requested ({d.forced})"
+    upstream = {rid for rid in ids if decisions[rid].status is Status.upstream}
     for recipe in catalog:
+        if recipe.id in upstream:  # upstream: present, but its own links do not bind
+            continue
         a = index[recipe.id] + 1
         for link in recipe.requires:
             if link.recipe in index and _holds(link.when, facts):
                 add((-a, index[link.recipe] + 1), f"{recipe.id} requires {link.recipe} ({link.msg})")
         for link in recipe.conflicts:
-            if link.recipe in index and _holds(link.when, facts):
+            if link.recipe in index and link.recipe not in upstream and _holds(link.when, facts):
                 lifts = tuple(index[u] + 1 for u in link.unless if u in index)
                 add((-a, -(index[link.recipe] + 1)) + lifts, f"{recipe.id} conflicts with {link.recipe} ({link.msg})")
     return problem
@@ -198,12 +204,15 @@ def resolve(catalog: Catalog, facts: Facts, with_ids: list[str], without_ids: li
     for rid in [*with_ids, *without_ids]:
         if rid not in catalog:
             raise UnknownName("recipe", rid, sorted(catalog.recipes))
+    both = sorted(set(with_ids) & set(without_ids))
+    if both:
+        raise RequestError(f"{', '.join(both)}: named in both --with and --without; keep one")
     forced = {rid: "--with" for rid in with_ids}
     for recipe in catalog:
         if recipe.implied_by and recipe.id not in forced and _holds(recipe.implied_by, facts):
             names = ", ".join(f"{n} = {format_value(facts[n])}" for n in compiled(recipe.implied_by).fact_names())
             forced[recipe.id] = f"implied by {names}"
-    classify = _Classifier(facts, set(without_ids) - set(with_ids), forced, baseline_for)
+    classify = _Classifier(facts, set(without_ids), forced, baseline_for)
     decisions = {r.id: classify(r) for r in catalog}
     problem = _build(catalog, facts, decisions)
     try:

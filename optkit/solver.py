@@ -5,15 +5,23 @@ Variables are ``0..n-1`` with integer weights; clauses are tuples of literals (`
 returns the selection with the highest total weight that satisfies every clause, or raises
 ``Unsatisfiable`` with the clause and the chain of assignments that made it fail.
 
-Method: unit propagation of the fixed literals, then the variables are split into independent
-components (no clause joins two components) and each component is solved by depth-first
-branch and bound: variables in index order, "selected" tried before "not selected", unit
-propagation after each decision, pruning when the weight so far plus every remaining positive
-weight cannot *beat* the best found. Because a later solution replaces the best only when it
-is strictly better, ties go to the first one in search order: among optimal selections, the one
-that selects the lowest-index variable where they differ (callers number variables in recipe-id
-order, so ties prefer the alphabetically-first recipe). Exact; exponential only in the size of
-one component, which is small for recipe catalogs (constraints stay within a family).
+Method (branch and bound with decomposition, as in #SAT/MaxSAT component solvers):
+1. unit propagation of the fixed literals and unit clauses;
+2. at every search node: *pure literals* are settled (a variable that appears only positively in
+   the open clauses and has weight ≥ 0 is selected; one that appears only negatively, or in no
+   open clause, with weight < 0 is not; a free one with weight ≥ 0 is selected) — each is safe,
+   flipping it in any solution keeps it valid and does not lower the weight;
+3. the open variables are split into *independent components* (no open clause joins two) and
+   each is solved on its own;
+4. within a component: branch on its lowest-index variable, "selected" first, propagate, and
+   prune a branch when its weight plus every remaining positive weight cannot beat the best.
+
+Tie-break: a solution replaces the best only when strictly better, so among optimal selections
+the result is the one that selects the lowest-index variable where they differ (callers number
+variables in recipe-id order: ties prefer the alphabetically-first recipe). Steps 2 and 3
+preserve this: a pure literal set to "selected" is selected in that tie-break optimum, and the
+optimum of independent parts is the union of their optima. Exact; exponential only in the size
+of a component that decomposition cannot split.
 """
 
 from __future__ import annotations
@@ -119,12 +127,12 @@ def maximize(weights: list[int], clauses: list[Clause], fixed: dict[int, bool] |
     if bad is not None:
         raise Unsatisfiable(bad, _trail(state))
     free = [v for v in range(n) if state.value[v] is None]
-    for component in _components(n, clauses, free):
-        best = _branch_and_bound(component, weights, occurs, state)
-        if best is None:
-            raise Unsatisfiable(None, _trail(state))
-        for var in component:
-            state.value[var] = var in best
+    search = _Search(weights, occurs, state)
+    best = search.solve_all(free)
+    if best is None:
+        raise Unsatisfiable(None, _trail(state))
+    for var in free:
+        state.value[var] = var in best[1]
     return {v for v in range(n) if state.value[v]}
 
 
@@ -132,36 +140,90 @@ def _trail(state: _State) -> list[tuple[int, bool, Clause | None]]:
     return [(v, state.value[v], state.reason[v]) for v in state.trail]
 
 
-def _branch_and_bound(component: list[int], weights, occurs, state: _State) -> set[int] | None:
-    best: list = [None, None]  # weight, selection
-    order = component
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 4 * len(order) + 200))
-    try:
-        _search(0, order, weights, occurs, state, best)
-    finally:
-        sys.setrecursionlimit(limit)
-    return best[1]
+def _is_open(state: _State, clause: Clause) -> bool:
+    return not any(_literal_value(state, lit) is True for lit in clause)
 
 
-def _search(i: int, order, weights, occurs, state: _State, best: list) -> None:
-    while i < len(order) and state.value[order[i]] is not None:
-        i += 1
-    current = sum(weights[v] for v in order if state.value[v])
-    if i == len(order):
-        if best[0] is None or current > best[0]:
-            best[0], best[1] = current, {v for v in order if state.value[v]}
-        return
-    optimistic = current + sum(weights[v] for v in order if state.value[v] is None and weights[v] > 0)
-    if best[0] is not None and optimistic <= best[0]:
-        return
-    var = order[i]
-    for value in (True, False):
-        mark = len(state.trail)
-        _assign(state, var, value, None)
-        if _propagate(state, occurs, mark) is None:
-            _search(i + 1, order, weights, occurs, state, best)
-        for undo in state.trail[mark:]:
-            state.value[undo] = None
-            state.reason[undo] = None
-        del state.trail[mark:]
+class _Search:
+    """The recursive part: pure literals, components, branch and bound."""
+
+    def __init__(self, weights: list[int], occurs: list[list[Clause]], state: _State):
+        self.weights = weights
+        self.occurs = occurs
+        self.state = state
+
+    def undo(self, mark: int) -> None:
+        for var in self.state.trail[mark:]:
+            self.state.value[var] = None
+            self.state.reason[var] = None
+        del self.state.trail[mark:]
+
+    def solve_all(self, variables: list[int]) -> tuple[int, set[int]] | None:
+        """Best (weight, selected) over the unassigned ``variables``; assignments are undone."""
+        mark = len(self.state.trail)
+        self.settle_pure(variables)
+        settled = [v for v in self.state.trail[mark:]]
+        total = sum(self.weights[v] for v in settled if self.state.value[v])
+        chosen = {v for v in settled if self.state.value[v]}
+        for component in self.components([v for v in variables if self.state.value[v] is None]):
+            best = self.solve_component(component)
+            if best is None:
+                self.undo(mark)
+                return None
+            total += best[0]
+            chosen |= best[1]
+        self.undo(mark)
+        return total, chosen
+
+    def settle_pure(self, variables: list[int]) -> None:
+        for var in variables:
+            if self.state.value[var] is not None:
+                continue
+            signs = {lit > 0 for c in self.occurs[var] if _is_open(self.state, c) for lit in c if abs(lit) - 1 == var}
+            weight = self.weights[var]
+            if weight >= 0 and signs <= {True}:
+                _assign(self.state, var, True, None)
+            elif weight < 0 and signs <= {False}:
+                _assign(self.state, var, False, None)
+
+    def components(self, variables: list[int]) -> list[list[int]]:
+        parent = {v: v for v in variables}
+
+        def find(x: int) -> int:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for var in variables:
+            for clause in self.occurs[var]:
+                if not _is_open(self.state, clause):
+                    continue
+                for lit in clause:
+                    other = abs(lit) - 1
+                    if other in parent:
+                        ra, rb = find(var), find(other)
+                        if ra != rb:
+                            parent[max(ra, rb)] = min(ra, rb)
+        groups: dict[int, list[int]] = {}
+        for var in variables:
+            groups.setdefault(find(var), []).append(var)
+        return [sorted(g) for _, g in sorted(groups.items())]
+
+    def solve_component(self, component: list[int]) -> tuple[int, set[int]] | None:
+        var = component[0]
+        best: tuple[int, set[int]] | None = None
+        for value in (True, False):
+            mark = len(self.state.trail)
+            _assign(self.state, var, value, None)
+            if _propagate(self.state, self.occurs, mark) is None:
+                forced = self.state.trail[mark:]
+                gained = sum(self.weights[v] for v in forced if self.state.value[v])
+                rest = [v for v in component if self.state.value[v] is None]
+                bound = gained + sum(self.weights[v] for v in rest if self.weights[v] > 0)
+                if best is None or bound > best[0]:
+                    sub = self.solve_all(rest)
+                    if sub is not None and (best is None or gained + sub[0] > best[0]):
+                        best = (gained + sub[0], {v for v in forced if self.state.value[v]} | sub[1])
+            self.undo(mark)
+        return best

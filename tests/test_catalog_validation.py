@@ -1,0 +1,166 @@
+"""Bad recipes: one case per validation rule; each error names file, line, field and a fix."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from optkit.catalog import load_catalog
+from optkit.errors import ValidationFailed
+from optkit.lint import lint
+
+VALID = textwrap.dedent("""\
+    id: demo
+    title: Demo recipe
+    summary: A recipe used by the validation tests.
+    kind: env
+    provenance:
+      article:
+        part: 2
+        section: test
+        quote: "some quote"
+      seed_map: B.0
+      upstream:
+        status: new
+        evidence: nowhere yet
+    versions:
+      vllm_ascend: ">=0.23.0,<0.24"
+    preconditions:
+      - when: "parallel.tp == 2"
+        msg: needs TP2
+    env:
+      - name: DEMO_VAR
+        value: "1"
+    verification:
+      level: declared
+      needs_npu: true
+    """)
+
+
+def write_recipe(root: Path, text: str, folder: str = "demo") -> Path:
+    path = root / "recipes" / folder / "recipe.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return root
+
+
+def errors_of(root: Path) -> str:
+    with pytest.raises(ValidationFailed) as info:
+        load_catalog(root)
+    return str(info.value)
+
+
+F = "recipes/demo/recipe.yaml"
+
+CASES = [
+    ("unknown-top-level-key", ("title: Demo recipe", "titel: Demo recipe"),
+     [f"{F}:2: titel: unknown field 'titel' (did you mean 'title'?)"]),
+    ("unknown-nested-key", ("    part: 2", "    prat: 2"),
+     [f"{F}:7: provenance.article.prat: unknown field 'prat' (did you mean 'part'?)"]),
+    ("bad-kind", ("kind: env", "kind: envv"),
+     [f"{F}:4: kind: Input should be 'config', 'env', 'source-patch', 'kernel', 'compile' or 'launch'"]),
+    ("bad-specifier", ('  vllm_ascend: ">=0.23.0,<0.24"', '  vllm_ascend: "0.23"'),
+     [f"{F}:15: versions.vllm_ascend: '0.23' is not a PEP 440 version specifier (e.g. '>=0.23.0,<0.26')"]),
+    ("unknown-fact", ('"parallel.tp == 2"', '"parallel.tpp == 2"'),
+     [f"{F}:17: preconditions[0].when: in condition 'parallel.tpp == 2': unknown fact 'parallel.tpp' "
+      "(at column 1); did you mean 'parallel.tp'?"]),
+    ("type-error", ('"parallel.tp == 2"', "\"parallel.tp == 'two'\""),
+     [f"{F}:17: preconditions[0].when: in condition \"parallel.tp == 'two'\": cannot compare int with str "
+      "using '==' (at column 13)"]),
+    ("unsafe-input", ('"parallel.tp == 2"', "\"__import__('os').system('x')\""),
+     [f"{F}:17: preconditions[0].when: in condition \"__import__('os').system('x')\": "
+      "unexpected character '.' (at column 17)"]),
+    ("unsafe-call", ('"parallel.tp == 2"', "\"exec('x')\""),
+     [f"{F}:17: preconditions[0].when: in condition \"exec('x')\": unknown fact 'exec' (at column 1); "
+      "see `optkit facts --list`"]),
+    ("not-boolean", ('"parallel.tp == 2"', '"parallel.tp"'),
+     [f"{F}:17: preconditions[0].when: in condition 'parallel.tp': expected a true/false test, but fact "
+      "'parallel.tp' is int (at column 1); compare it, e.g. parallel.tp == 2"]),
+    ("bad-choice", ('"parallel.tp == 2"', "\"target.soc_family == 'ascend910_39'\""),
+     [f"{F}:17: preconditions[0].when: in condition \"target.soc_family == 'ascend910_39'\": "
+      "target.soc_family is never 'ascend910_39' (at column 22); did you mean 'ascend910_93'?"]),
+    ("bad-version-literal", ('"parallel.tp == 2"', "\"versions.vllm_ascend < 'next'\""),
+     [f"{F}:17: preconditions[0].when: in condition \"versions.vllm_ascend < 'next'\": 'next' is not a "
+      "version (at column 24); write a PEP 440 version such as '0.26.0'"]),
+    ("bad-env-name", ("  - name: DEMO_VAR", "  - name: demo-var"),
+     [f"{F}:20: env[0]: 'demo-var' is not an environment variable name (A-Z, 0-9, _)"]),
+    ("missing-provenance", ("provenance:", "provenancee:"),
+     [f"{F}:5: provenancee: unknown field 'provenancee' (did you mean 'provenance'?)"]),
+    ("empty-quote", ('quote: "some quote"', 'quote: ""'),
+     [f"{F}:9: provenance.article.quote: String should have at least 4 characters"]),
+    ("bad-verification", ("level: declared", "level: tested"),
+     [f"{F}:23: verification.level: Input should be 'declared', 'config-checked', 'applies', 'compiles', "
+      "'cpu-reference' or 'hardware-verified'"]),
+    ("source-patch-without-patches", ("kind: env", "kind: source-patch"),
+     [f"{F}:1: a source-patch recipe needs at least one entry in 'patches'"]),
+    ("id-differs-from-folder", ("id: demo", "id: other"),
+     [f"{F}:1: id: id 'other' differs from its folder name 'demo' (rename one of them)"]),
+    ("bad-id-shape", ("id: demo", "id: Demo_Recipe"),
+     [f"{F}:1: id: String should match pattern '^[a-z0-9]+(-[a-z0-9]+)*$'"]),
+    ("invalid-yaml", ("title: Demo recipe", "title: [unclosed"),
+     [f"{F}:3: invalid YAML: expected ',' or ']', but got ':'"]),
+]
+
+
+@pytest.mark.parametrize("old_new, expected", [(c[1], c[2]) for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_recipe_is_located(tmp_path, old_new, expected):
+    old, new = old_new
+    assert old in VALID
+    message = errors_of(write_recipe(tmp_path, VALID.replace(old, new, 1)))
+    assert message.splitlines() == expected
+
+
+def test_valid_recipe_loads(tmp_path):
+    catalog = load_catalog(write_recipe(tmp_path, VALID))
+    assert list(catalog.recipes) == ["demo"]
+
+
+def test_all_problems_of_all_files_reported_together(tmp_path):
+    write_recipe(tmp_path, VALID.replace("kind: env", "kind: envv"))
+    write_recipe(tmp_path, VALID.replace("id: demo", "id: two").replace("part: 2", "part: 3"), "two")
+    lines = errors_of(tmp_path).splitlines()
+    assert any(l.startswith("recipes/demo/recipe.yaml:4: kind:") for l in lines)
+    assert any(l.startswith("recipes/two/recipe.yaml:7: provenance.article.part:") for l in lines)
+
+
+LINT_CASES = [
+    ("unknown-requires", "requires:\n  - recipe: demoo\n    msg: needs it\n",
+     "recipes/demo/recipe.yaml:26: requires[0].recipe: unknown recipe 'demoo' (did you mean 'demo'?)"),
+    ("self-conflict", "conflicts:\n  - recipe: demo\n    msg: itself\n",
+     "recipes/demo/recipe.yaml:26: conflicts[0].recipe: conflicts names the recipe itself"),
+    ("unknown-template-fact", "additional_config:\n  x: \"${spec.num_speculative_token}\"\n",
+     "recipes/demo/recipe.yaml:25: additional_config: unknown fact ${spec.num_speculative_token} "
+     "(did you mean 'spec.num_speculative_tokens'?)"),
+    ("pending-patch-claimed-applies",
+     "patches:\n  - file: 0001-x.patch\n    description: a patch\n    origin: vendor\n"
+     "    last_update: 2026-11-29\n    targets: [vllm_ascend/envs.py]\n",
+     None),
+]
+
+
+@pytest.mark.parametrize("extra, expected", [(c[1], c[2]) for c in LINT_CASES], ids=[c[0] for c in LINT_CASES])
+def test_lint_cases(tmp_path, extra, expected):
+    text = VALID + extra
+    if expected is None:  # a pending patch with a level that claims it applies
+        text = text.replace("level: declared", "level: applies")
+        expected = ("recipes/demo/recipe.yaml:23: verification.level: level applies claims patches that are "
+                    "pending: 0001-x.patch")
+    problems = [str(p) for p in lint(write_recipe(tmp_path, text))]
+    assert expected in problems, problems
+
+
+def test_lint_finds_requirement_cycle(tmp_path):
+    write_recipe(tmp_path, VALID + "requires:\n  - recipe: two\n    msg: needs two\n")
+    two = VALID.replace("id: demo", "id: two") + "requires:\n  - recipe: demo\n    msg: needs demo\n"
+    write_recipe(tmp_path, two, "two")
+    problems = [str(p) for p in lint(tmp_path)]
+    assert "recipes/demo/recipe.yaml:25: requires: requirement cycle: demo → two → demo" in problems
+
+
+def test_lint_finds_conflicting_settings_without_conflict(tmp_path):
+    write_recipe(tmp_path, VALID)
+    write_recipe(tmp_path, VALID.replace("id: demo", "id: two").replace('value: "1"', 'value: "2"'), "two")
+    problems = [str(p) for p in lint(tmp_path)]
+    assert "recipes/two/recipe.yaml:1: env.DEMO_VAR = '2' but demo sets '1', and no conflict links them" in problems

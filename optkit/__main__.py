@@ -1,0 +1,5 @@
+"""``python -m optkit``: the ``optkit`` command."""
+
+from optkit.cli.main import main
+
+main()

@@ -22,18 +22,38 @@ def dump_json(data) -> str:
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+def _plan_from_lock(lock: Path, model, request_file, params):
+    """The plan a lock was written for (same request, same catalog) and the lock's bundle options."""
+    given = [name for name, value in params.items() if value not in (None, (), [])]
+    if model or request_file or given:
+        raise click.UsageError("--from-lock takes the request from the lock; give no MODEL, --request or request flags")
+    from optkit.bundle import request_from_lock
+    from optkit.plan import load_workspace, plan
+
+    workspace = load_workspace()
+    request, options = request_from_lock(lock, workspace)
+    return workspace, plan(request, workspace), options
+
+
 @click.command("plan")
 @request_options
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("--verbose", "-v", is_flag=True, help="Also list recipes for other versions.")
 @click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), help="Write a launch bundle here.")
-def plan_command(model, request_file, as_json, verbose, output, **params):
+@click.option("--k8s", is_flag=True, help="With -o: also write k8s/deployment.yaml.")
+@click.option("--from-lock", "from_lock", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Plan the request recorded in an optkit.lock.json again (the catalog must be unchanged).")
+def plan_command(model, request_file, as_json, verbose, output, k8s, from_lock, **params):
     """Choose the best valid recipe set for MODEL on a target, and explain it."""
-    workspace, result = _plan(model, request_file, params)
+    if from_lock is not None:
+        workspace, result, options = _plan_from_lock(from_lock, model, request_file, params)
+        k8s = k8s or bool(options.get("k8s"))
+    else:
+        workspace, result = _plan(model, request_file, params)
     if output is not None:
         from optkit.bundle import write_bundle
 
-        write_bundle(result, workspace, output)
+        write_bundle(result, workspace, output, k8s=k8s)
     if as_json:
         from optkit.report import plan_data
 

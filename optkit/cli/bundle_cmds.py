@@ -1,0 +1,46 @@
+"""``optkit bundle check``: verify a launch bundle written by ``optkit plan -o DIR``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+_MARK = {"pass": "PASS", "fail": "FAIL", "skipped": "SKIP"}
+
+
+@click.group("bundle")
+def bundle():
+    """Launch bundles written by `optkit plan -o DIR`."""
+
+
+@bundle.command("check")
+@click.argument("bundle_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--tree", "tree_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="vllm-ascend tree to check keys and env vars against (default: the cached pristine tree).")
+@click.option("--no-vllm", is_flag=True, help="Do not run vLLM's parser (then a missing vLLM is no failure).")
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+def check_command(bundle_dir, tree_dir, no_vllm, as_json):
+    """Check BUNDLE_DIR against vLLM 0.23.0's parser, the tree's config keys and env vars, and shellcheck.
+
+    Exits 1 on any problem, and when vLLM 0.23.0 is not installed (unless --no-vllm)."""
+    from optkit.bundle_check import check_bundle
+    from optkit.errors import BundleError
+
+    report = check_bundle(bundle_dir, tree=tree_dir, use_vllm=not no_vllm)
+    if as_json:
+        click.echo(json.dumps([c.__dict__ for c in report.checks], indent=2, sort_keys=True))
+    else:
+        for check in report.checks:
+            click.echo(f"{_MARK[check.status]}  {check.name}" + (f"  ({check.note})" if check.note else ""))
+            for problem in check.problems:
+                click.echo(f"      - {problem}")
+    vllm_skipped = [c for c in report.skipped if c.name == "vllm"]
+    if report.problems or vllm_skipped:
+        what = [f"{len(report.problems)} problem(s)"] if report.problems else []
+        what += [f"vLLM check {c.note}" for c in vllm_skipped]
+        raise BundleError([f"bundle {bundle_dir}: {'; '.join(what)} (listed above)"])
+
+
+COMMANDS = [bundle]

@@ -1,0 +1,218 @@
+"""Run a ``vllm serve`` argument list through the real vLLM parser, in its own process.
+
+    python -m optkit.vllm_probe '{"argv": [...], "labels": [...], "vllm": "0.23.0"}'
+    python -m optkit.vllm_probe '{"batch": [{"argv": ...}, ...]}'     (→ {"results": [...]})
+
+prints one JSON object on stdout. optkit never imports vLLM itself (the import takes seconds and
+pulls in torch); ``optkit.bundle_check`` runs this module once per check. ``argv`` is what follows
+``vllm serve``; ``labels`` names, per token, who put it there, so a rejected argument is blamed on
+the recipe that added it. What is checked, in vLLM's own code:
+
+1. the parser of ``vllm serve`` (``make_arg_parser``) accepts the argv, then
+   ``validate_parsed_serve_args`` and ``AsyncEngineArgs.from_cli_args`` accept the result
+   (``--compilation-config`` becomes a ``CompilationConfig`` there);
+2. the ``--speculative-config`` keys are ``SpeculativeConfig`` fields and its method is one vLLM
+   knows (the config itself needs the target model's config, so it cannot be built here);
+3. the capture sizes survive ``CompilationConfig.adjust_cudagraph_sizes_for_spec_decode`` (vLLM's
+   own method), applied as ``VllmConfig._set_cudagraph_sizes`` and
+   ``resolve_cudagraph_mode_and_sizes`` do: under a FULL decode mode with k speculative tokens,
+   sizes are rounded up to multiples of 1 + k and those above the largest are dropped.
+
+Result: ``{"status": "ok"|"failed"|"skipped", "vllm_version", "problems": [{"check", "message",
+"blame": [label, ...]}], "capture_sizes": {"given", "effective"}}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import sys
+import typing
+from typing import Any
+
+EXPECTED_VLLM = "0.23.0"
+
+
+def main(argv: list[str]) -> int:
+    real_stdout = sys.stdout
+    sys.stdout = sys.stderr  # vLLM may log to stdout; only the result goes there
+    try:
+        request = json.loads(argv[1]) if len(argv) > 1 else json.load(sys.stdin)
+        if "batch" in request:  # several argvs, one import
+            result = {"results": [probe(item) for item in request["batch"]]}
+        else:
+            result = probe(request)
+    finally:
+        sys.stdout = real_stdout
+    print(json.dumps(result, sort_keys=True))
+    return 0
+
+
+def probe(request: dict) -> dict:
+    wanted = request.get("vllm", EXPECTED_VLLM)
+    try:
+        vllm = _import_vllm()
+    except Exception as exc:  # noqa: BLE001 - any import failure means "not usable here"
+        return {"status": "skipped", "reason": f"vLLM {wanted} not installed ({type(exc).__name__}: {exc})"}
+    if vllm.version != wanted:
+        return {"status": "skipped", "reason": f"vLLM {vllm.version} is installed, the bundle is for {wanted}"}
+    problems: list[dict] = []
+    argv, labels = list(request["argv"]), list(request["labels"])
+    args = _parse(vllm, argv, labels, problems)
+    sizes = None
+    if args is not None:
+        _speculative_keys(vllm, args, labels, argv, problems)
+        sizes = _capture_sizes(vllm, args, problems, _owner(argv, labels, "--compilation-config"))
+    return {"status": "failed" if problems else "ok", "vllm_version": vllm.version,
+            "problems": problems, "capture_sizes": sizes}
+
+
+class _Vllm:
+    """The few vLLM entry points the probe uses."""
+
+    def __init__(self):
+        import vllm
+        import vllm.platforms
+        from vllm.platforms.cpu import CpuPlatform
+
+        # No accelerator here: pin the platform so nothing probes for CUDA/NPU.
+        platform = CpuPlatform()
+        vllm.platforms._current_platform = platform
+        vllm.platforms.current_platform = platform
+        from vllm.config import CompilationConfig, SpeculativeConfig
+        from vllm.config.compilation import CUDAGraphMode
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_parsed_serve_args
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+        self.version = vllm.__version__
+        self.make_parser = lambda: make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+        self.validate = validate_parsed_serve_args
+        self.engine_args = AsyncEngineArgs
+        self.CompilationConfig = CompilationConfig
+        self.SpeculativeConfig = SpeculativeConfig
+        self.CUDAGraphMode = CUDAGraphMode
+
+
+def _import_vllm() -> _Vllm:
+    return _Vllm()
+
+
+# --------------------------------------------------------------------------- 1. parse
+
+
+def _try_parse(vllm: _Vllm, argv: list[str]) -> tuple[Any, str | None]:
+    """(namespace, None) if vLLM accepts ``argv``, else (None, vLLM's message)."""
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            args = vllm.make_parser().parse_args(argv)
+        args.model = args.model_tag
+        vllm.validate(args)
+        vllm.engine_args.from_cli_args(args)
+    except SystemExit:
+        lines = [line for line in stderr.getvalue().splitlines() if "error:" in line]
+        return None, (lines[-1].split("error:", 1)[1].strip() if lines else stderr.getvalue().strip())
+    except Exception as exc:  # noqa: BLE001 - vLLM raises many types for bad values
+        return None, f"{type(exc).__name__}: {exc}"
+    return args, None
+
+
+def _parse(vllm: _Vllm, argv: list[str], labels: list[str], problems: list[dict]):
+    args, error = _try_parse(vllm, argv)
+    if error is None:
+        return args
+    problems.append({"check": "vllm-parser", "message": error, "blame": _blame(vllm, argv, labels)})
+    return None
+
+
+def _blame(vllm: _Vllm, argv: list[str], labels: list[str]) -> list[str]:
+    """The labels whose tokens, left out, make vLLM accept the argv (all recipe labels if none)."""
+    candidates = [label for label in dict.fromkeys(labels) if label not in ("optkit", "request")]
+    culprits = []
+    for label in candidates:
+        kept = [token for token, owner in zip(argv, labels) if owner != label]
+        if _try_parse(vllm, kept)[1] is None:
+            culprits.append(label)
+    return culprits or candidates or ["optkit"]
+
+
+def _owner(argv: list[str], labels: list[str], flag: str) -> list[str]:
+    if flag not in argv:
+        return []
+    return [label for label in labels[argv.index(flag)].split(",") if label]
+
+
+# --------------------------------------------------------------------------- 2. speculative
+
+
+def _speculative_keys(vllm: _Vllm, args, labels: list[str], argv: list[str], problems: list[dict]) -> None:
+    config = args.speculative_config
+    if not config:
+        return
+    import dataclasses
+
+    fields = {f.name: f for f in dataclasses.fields(vllm.SpeculativeConfig)}
+    blame = _owner(argv, labels, "--speculative-config")
+    for key in sorted(set(config) - set(fields)):
+        problems.append({"check": "speculative-config", "blame": blame,
+                         "message": f"--speculative-config key {key!r} is not a SpeculativeConfig field"})
+    methods = _literal_values(fields["method"].type)
+    method = config.get("method")
+    if method is not None and methods and method not in methods:
+        problems.append({"check": "speculative-config", "blame": blame,
+                         "message": f"--speculative-config method {method!r} is not one vLLM knows"})
+
+
+def _literal_values(annotation) -> list:
+    if typing.get_origin(annotation) is typing.Literal:
+        return list(typing.get_args(annotation))
+    return [value for arg in typing.get_args(annotation) for value in _literal_values(arg)]
+
+
+# --------------------------------------------------------------------------- 3. capture sizes
+
+
+def effective_capture_sizes(vllm: _Vllm, compilation, k: int, tp: int, max_num_batched_tokens: int | None) -> list[int]:
+    """The capture sizes vLLM ends up with (``VllmConfig._set_cudagraph_sizes`` for user-given
+    sizes, then ``resolve_cudagraph_mode_and_sizes``'s spec-decode rounding, vLLM's own method)."""
+    config = copy.deepcopy(compilation)
+    sizes = sorted(set(config.cudagraph_capture_sizes))
+    if max_num_batched_tokens is not None:
+        sizes = [size for size in sizes if size <= max_num_batched_tokens]
+    if config.max_cudagraph_capture_size is not None and sizes and config.max_cudagraph_capture_size != sizes[-1]:
+        raise ValueError(f"customized max_cudagraph_capture_size(={config.max_cudagraph_capture_size}) should be "
+                         f"consistent with the max value of cudagraph_capture_sizes(={sizes[-1]})")
+    config.cudagraph_capture_sizes = sizes
+    config.max_cudagraph_capture_size = sizes[-1] if sizes else 0
+    # No mode given: vLLM's default (FULL_AND_PIECEWISE) also has a FULL decode mode.
+    mode = config.cudagraph_mode if config.cudagraph_mode is not None else vllm.CUDAGraphMode.FULL_AND_PIECEWISE
+    if mode.decode_mode() == vllm.CUDAGraphMode.FULL and k > 0:
+        config.adjust_cudagraph_sizes_for_spec_decode(1 + k, tp)
+    return list(config.cudagraph_capture_sizes)
+
+
+def _capture_sizes(vllm: _Vllm, args, problems: list[dict], blame: list[str]) -> dict | None:
+    compilation = args.compilation_config
+    if args.enforce_eager or not compilation.cudagraph_capture_sizes:
+        return None
+    k = int((args.speculative_config or {}).get("num_speculative_tokens") or 0)
+    given = list(compilation.cudagraph_capture_sizes)
+    try:
+        effective = effective_capture_sizes(vllm, compilation, k, args.tensor_parallel_size, args.max_num_batched_tokens)
+    except ValueError as exc:
+        problems.append({"check": "capture-sizes", "blame": blame, "message": str(exc)})
+        return {"given": given, "effective": None}
+    if effective != sorted(set(given)):
+        lost = sorted(set(given) - set(effective))
+        problems.append({"check": "capture-sizes", "blame": blame, "message": (
+            f"vLLM {vllm.version} turns cudagraph_capture_sizes {given} into {effective} with {k} speculative "
+            f"token(s) (rounded up to multiples of {1 + k}, sizes above the largest dropped): {lost} "
+            "would not be captured as given, and decode steps of those token counts may run eager")})
+    return {"given": given, "effective": effective}
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,624 @@
+"""Launch bundles: deterministic, self-contained, injection-safe, and checked against the real
+vLLM 0.23.0 parser and the real vllm-ascend 0.23.0 tree.
+
+Tests marked ``vllm`` share one probe subprocess (``vllm_results``, session scope) that imports
+vLLM once for every argv; tests marked ``tree`` read the cached pristine vllm-ascend tree.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from optkit.bundle import BundleWriteError, request_from_lock, write_bundle
+from optkit.bundle_check import (
+    check_bundle,
+    check_config_keys,
+    check_env,
+    check_scripts,
+    check_vllm,
+    config_keys,
+    probe_request,
+    read_lock,
+    run_probe,
+    serve_sh_argv,
+)
+from optkit.catalog import project_root
+from optkit.cli.main import cli
+from optkit.patchset import from_bundle
+from optkit.plan import load_workspace, plan
+from optkit.request import Request
+
+ROOT = project_root()
+FLAGSHIP = {"model": "qwen3.5-35b", "target": "910c", "mtp": True}
+SCRIPTS = ["serve.sh", "env.sh", "preflight.sh", "apply.sh", "bench.sh", "build-kernels.sh"]
+EDITED = "cudagraph-capture-sizes-spec-aware"  # a config recipe the flagship plan always selects
+CI = os.environ.get("CI") == "true"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def write(dest: Path, root: Path | None = None, k8s: bool = False, **fields) -> Path:
+    workspace = load_workspace(root)
+    write_bundle(plan(Request(**{**FLAGSHIP, **fields}), workspace), workspace, dest, k8s=k8s)
+    return dest
+
+
+def contents(bundle: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.relative_to(bundle).as_posix(): (p.read_bytes(), stat.S_IMODE(p.stat().st_mode))
+            for p in sorted(bundle.rglob("*")) if p.is_file()}
+
+
+def catalog_copy(dest: Path) -> Path:
+    for name in ("recipes", "models", "targets", "kernels"):
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, dest / name)
+    return dest
+
+
+def edit_recipe(root: Path, rid: str, change) -> None:
+    path = root / "recipes" / rid / "recipe.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    change(data)
+    path.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
+
+
+def pristine_tree() -> Path:
+    from optkit.tree import fetch
+
+    return fetch("0.23.0").path
+
+
+def need(tool: str) -> None:
+    if shutil.which(tool) is None:
+        message = f"{tool} is not installed (apt-get install {tool})"
+        pytest.fail(message) if CI else pytest.skip(message)
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="session")
+def flagship(tmp_path_factory) -> Path:
+    return write(tmp_path_factory.mktemp("flagship") / "bundle", k8s=True)
+
+
+def _add_config_key(recipe):
+    recipe.setdefault("additional_config", {})["multistream_overlap_shared_expret"] = True
+
+
+def _add_env(recipe):
+    recipe.setdefault("env", []).append({"name": "VLLM_ASCEND_NO_SUCH_SWITCH", "value": "1"})
+
+
+def _small_capture_sizes(recipe):
+    recipe["compilation_config"]["cudagraph_capture_sizes"] = [1, 2, 4, 8]
+
+
+def _bad_serve_arg(recipe):
+    recipe["serve_args"] = ["--no-such-flag"]
+
+
+EDITS = {"config-key": _add_config_key, "env": _add_env, "capture-sizes": _small_capture_sizes,
+         "serve-arg": _bad_serve_arg}
+
+
+@pytest.fixture(scope="session")
+def edited(tmp_path_factory) -> dict[str, Path]:
+    """One bundle per negative case, each from a catalog copy with one recipe edited."""
+    bundles = {}
+    for name, change in EDITS.items():
+        base = tmp_path_factory.mktemp(name)
+        root = catalog_copy(base / "catalog")
+        edit_recipe(root, EDITED, change)
+        bundles[name] = write(base / "bundle", root)
+    return bundles
+
+
+def _rounding_request(sizes: list[int]) -> dict:
+    config = json.dumps({"cudagraph_mode": "FULL_DECODE_ONLY", "cudagraph_capture_sizes": sizes})
+    argv = ["model", "--tensor-parallel-size", "2", "--compilation-config", config,
+            "--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": 4})]
+    return {"argv": argv, "labels": ["optkit", "request", "request", "sizes", "sizes", "request", "request"]}
+
+
+@pytest.fixture(scope="session")
+def vllm_results(flagship, edited) -> dict[str, dict]:
+    """vLLM's verdict on every argv these tests need, from ONE probe subprocess."""
+    requests = {"flagship": probe_request(read_lock(flagship))}
+    requests.update({name: probe_request(read_lock(bundle)) for name, bundle in edited.items()})
+    requests["round-default"] = _rounding_request([1, 2, 4, 5, 8])
+    requests["round-article"] = _rounding_request([5, 20, 40])
+    results = dict(zip(requests, run_probe({"batch": list(requests.values())})["results"]))
+    if results["flagship"]["status"] == "skipped":
+        reason = results["flagship"]["reason"] + " (pip install -r tests/requirements-vllm.txt; " \
+                                                 "pip install --no-deps vllm==0.23.0)"
+        pytest.fail(reason) if CI else pytest.skip(reason)
+    return results
+
+
+# --------------------------------------------------------------------------- determinism
+
+
+def test_flagship_is_byte_identical_when_written_twice(flagship, tmp_path):
+    again = write(tmp_path / "again", k8s=True)
+    assert contents(again) == contents(flagship)
+
+
+def test_rewriting_a_bundle_in_place_gives_the_same_bytes(flagship, tmp_path):
+    target = tmp_path / "b"
+    shutil.copytree(flagship, target)
+    write(target, k8s=True)
+    assert contents(target) == contents(flagship)
+    assert [p.name for p in tmp_path.iterdir()] == ["b"]  # no temporary directory left behind
+
+
+def test_from_lock_reproduces_the_bundle_byte_for_byte(flagship, tmp_path):
+    result = CliRunner().invoke(cli, ["plan", "--from-lock", str(flagship / "optkit.lock.json"), "-o", str(tmp_path / "b")])
+    assert result.exit_code == 0, result.output
+    assert contents(tmp_path / "b") == contents(flagship)
+
+
+def test_from_lock_refuses_a_changed_catalog(flagship, tmp_path):
+    root = catalog_copy(tmp_path / "catalog")
+    edit_recipe(root, EDITED, lambda r: r.update(title=r["title"] + " (edited)"))
+    with pytest.raises(BundleWriteError, match="recipe catalog .* changed since the lock was written"):
+        request_from_lock(flagship / "optkit.lock.json", load_workspace(root))
+
+
+def test_from_lock_takes_no_request_flags(flagship):
+    result = CliRunner().invoke(cli, ["plan", "--from-lock", str(flagship / "optkit.lock.json"), "--tp", "4"])
+    assert result.exit_code == 2
+    assert "--from-lock takes the request from the lock" in result.output
+
+
+def test_no_machine_paths_or_host_name_in_any_file(flagship):
+    forbidden = [str(flagship), str(flagship.parent), "/root", "/tmp", "/home", str(Path.home())]
+    host = socket.gethostname()
+    if len(host) >= 4:  # a very short host name ('vm') is a substring of ordinary words
+        forbidden.append(host)
+    for rel, (data, _) in contents(flagship).items():
+        text = data.decode("utf-8")
+        for word in forbidden:
+            assert word not in text, f"{rel} contains {word!r}"
+
+
+@pytest.mark.parametrize("occupant, message", [
+    ("file.txt", "is not empty and is not an optkit bundle"),
+    ("results", "also holds results, which rewriting it would delete"),
+], ids=["foreign-directory", "bundle-with-results"])
+def test_write_refuses_a_directory_it_would_clobber(flagship, tmp_path, occupant, message):
+    target = tmp_path / "b"
+    if occupant == "results":
+        shutil.copytree(flagship, target)
+    (target / occupant).mkdir(parents=True)
+    with pytest.raises(BundleWriteError, match=message):
+        write(target)
+
+
+# --------------------------------------------------------------------------- lock contract
+
+
+def test_lock_follows_the_bundle_contract(flagship):
+    lock = read_lock(flagship)
+    assert lock["lock_version"] == 1
+    assert set(lock) >= {"optkit", "request", "facts", "selected", "recipes", "decisions", "patches", "launch", "versions"}
+    assert len(lock["optkit"]["catalog_sha256"]) == 64
+    assert list(lock["recipes"]) == sorted(lock["selected"]) and set(lock["recipes"]) == set(lock["selected"])
+    assert lock["versions"] == {"vllm_ascend": "0.23.0", "vllm": "0.23.0"}
+    text = (flagship / "optkit.lock.json").read_text(encoding="utf-8")
+    assert text == json.dumps(lock, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    series = (flagship / "patches" / "series").read_text().split()
+    assert series == [p["name"] for p in lock["patches"]]
+    pending = {(p["recipe"], p["file"]) for p in lock["pending_patches"]}
+    catalog = load_workspace().catalog
+    declared = {(rid, p.file) for rid in lock["selected"] for p in catalog[rid].patches if p.status == "pending"}
+    assert pending == declared
+
+
+def test_launch_argv_in_the_lock_is_what_serve_sh_runs(flagship):
+    lock = read_lock(flagship)
+    assert serve_sh_argv((flagship / "serve.sh").read_text()) == lock["launch"]["argv"]
+    assert lock["launch"]["argv"][:3] == ["vllm", "serve", "$MODEL"]
+    assert len(lock["launch"]["argv_sources"]) == len(lock["launch"]["argv"])
+
+
+def test_env_sh_names_the_recipe_of_every_variable(flagship):
+    lock = read_lock(flagship)
+    lines = [line for line in (flagship / "env.sh").read_text().splitlines() if line.startswith("export ")]
+    assert len(lines) == len(lock["launch"]["env"])
+    for line, entry in zip(lines, lock["launch"]["env"]):
+        assert line.startswith(f"export {entry['name']}=")
+        assert f"# {entry['recipe']}" in line
+
+
+# --------------------------------------------------------------------------- scripts
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_script_passes_bash_n_and_shellcheck(flagship, script):
+    subprocess.run(["bash", "-n", script], cwd=flagship, check=True)
+    need("shellcheck")
+    proc = subprocess.run(["shellcheck", "-x", script], cwd=flagship, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+
+
+RECORDER = """#!{python}
+import json, os, sys
+with open(os.environ["RECORD"], "a") as f:
+    f.write(json.dumps({{"argv": sys.argv[1:], "hccl": os.environ.get("HCCL_OP_EXPANSION_MODE")}}) + "\\n")
+"""
+
+
+def record_serve(bundle: Path, tmp_path: Path, args: list[str], env: dict | None = None) -> tuple[int, list[dict], str]:
+    """Run serve.sh with a `vllm` on PATH that records its argv; returns (exit code, records, stderr)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "vllm").write_text(RECORDER.format(python=sys.executable))
+    (bin_dir / "vllm").chmod(0o755)
+    record = tmp_path / "record.jsonl"
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    full_env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "RECORD": str(record), **(env or {})}
+    proc = subprocess.run(["bash", str(bundle / "serve.sh"), *args], cwd=work, env=full_env,
+                          capture_output=True, text=True, timeout=60)
+    records = [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
+    return proc.returncode, records, proc.stderr
+
+
+HOSTILE_MODEL = "$(touch pwned-model) ; touch pwned-model2"
+HOSTILE_NAME = "x'; touch pwned-name; echo '\"`touch pwned-tick`\""
+HOSTILE_EXTRA = ["--max-model-len", "4096", "a b; rm -rf /", "$(touch pwned-extra)", "'\"", "*"]
+
+
+@pytest.mark.parametrize("how", ["options", "environment"])
+def test_serve_passes_hostile_values_as_plain_arguments(flagship, tmp_path, how):
+    lock = read_lock(flagship)
+    if how == "options":
+        args = ["--model", HOSTILE_MODEL, "--served-model-name", HOSTILE_NAME, "--port", "8123", "--", *HOSTILE_EXTRA]
+        code, records, stderr = record_serve(flagship, tmp_path, args)
+    else:
+        env = {"MODEL": HOSTILE_MODEL, "SERVED_NAME": HOSTILE_NAME, "PORT": "8123"}
+        code, records, stderr = record_serve(flagship, tmp_path, ["--", *HOSTILE_EXTRA], env)
+    assert code == 0, stderr
+    expected = ["serve", HOSTILE_MODEL, "--served-model-name", HOSTILE_NAME, "--port", "8123",
+                *lock["launch"]["argv"][7:], *HOSTILE_EXTRA]
+    assert records == [{"argv": expected, "hccl": "AIV"}]
+    created = [p.name for d in (tmp_path, tmp_path / "work", flagship) for p in d.iterdir() if "pwned" in p.name]
+    assert created == []
+
+
+def test_serve_defaults_come_from_the_model_profile(flagship, tmp_path):
+    code, records, stderr = record_serve(flagship, tmp_path, [])
+    assert code == 0, stderr
+    assert records[0]["argv"][:6] == ["serve", "Qwen/Qwen3.5-35B-A3B", "--served-model-name", "qwen3.5-35b-a3b",
+                                      "--port", "8000"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--port", "80; rm -rf /"], "--port must be a number"),
+    (["--model", "--no-such-flag"], "the model must not start with '-'"),
+    (["--model"], "--model needs a value"),
+    (["--tensor-parallel-size", "4"], "unknown option: --tensor-parallel-size"),
+], ids=["port-not-a-number", "model-looks-like-an-option", "missing-value", "unknown-option"])
+def test_serve_refuses_bad_parameters(flagship, tmp_path, args, message):
+    code, records, stderr = record_serve(flagship, tmp_path, args)
+    assert code == 2 and records == []
+    assert message in stderr
+
+
+@pytest.mark.parametrize("soc, code, message", [
+    ("ascend910_93", 2, "'ascend910_93' is only the family name"),
+    ("ascend910b1", 2, "is not a full SoC name of this target"),
+], ids=["family-name", "other-target"])
+def test_build_kernels_refuses_soc_names_that_setup_py_rejects(flagship, soc, code, message):
+    proc = subprocess.run(["bash", "build-kernels.sh", "/nonexistent"], cwd=flagship, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "SOC_VERSION": soc})
+    assert proc.returncode == code and message in proc.stderr
+
+
+def test_build_kernels_names_the_kernel_specs_and_default_soc(flagship):
+    lock = read_lock(flagship)
+    text = (flagship / "build-kernels.sh").read_text()
+    assert 'SOC_VERSION="${SOC_VERSION:-ascend910_9391}"' in text
+    assert "COMPILE_CUSTOM_KERNELS=1" in text and "python3 setup.py build_ext --inplace" in text
+    assert "~41 ops" in text
+    for kernel in lock["kernels"]:
+        assert f"kernels/{kernel['spec']}/kernel.yaml  (recipe {kernel['recipe']})" in text
+
+
+def test_no_build_script_without_kernel_recipes(tmp_path):
+    lock_dir = write(tmp_path / "b", mtp=False, without=["op-matmul-allreduce-add-rmsnorm-910c", "static-kernel-compile-fixes",
+                                                         "compile-super-kernel"])
+    if read_lock(lock_dir)["kernels"]:
+        pytest.skip("another selected recipe still has kernels")
+    assert not (lock_dir / "build-kernels.sh").exists()
+
+
+def test_bench_runs_each_requested_concurrency(flagship):
+    text = (flagship / "bench.sh").read_text()
+    assert [line for line in text.splitlines() if line.startswith("run ")] == ["run 1 20", "run 4 40", "run 8 80"]
+    for flag in ("--dataset-name random", "--random-input-len 1024", "--random-output-len 512", "--ignore-eos",
+                 "--save-result", "--result-dir \"$RESULT_DIR\"", "--result-filename \"c$1.json\""):
+        assert flag in text
+
+
+# --------------------------------------------------------------------------- preflight
+
+
+FAKE_NPU_SMI = """#!/bin/sh
+echo "| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|"
+echo "| 0     {chip}            | OK            | 176.5       39                0    / 0             |"
+"""
+
+
+def run_preflight(bundle: Path, tmp_path: Path, chip: str) -> subprocess.CompletedProcess:
+    bin_dir, site, toolkit, tree = (tmp_path / d for d in ("bin", "site", "toolkit", "tree"))
+    bin_dir.mkdir()
+    (bin_dir / "npu-smi").write_text(FAKE_NPU_SMI.format(chip=chip))
+    (bin_dir / "npu-smi").chmod(0o755)
+    for dist, version in (("vllm", "0.23.0"), ("vllm_ascend", "0.23.0"), ("torch_npu", "2.10.0.post4")):
+        info = site / f"{dist}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    (toolkit / "x86_64-linux").mkdir(parents=True)
+    (toolkit / "x86_64-linux" / "ascend_toolkit_install.info").write_text("package_name=Ascend-cann-toolkit\nversion=9.0.1\n")
+    (tree / "vllm_ascend").mkdir(parents=True)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": sys.executable, "PYTHONPATH": str(site),
+           "ASCEND_TOOLKIT_HOME": str(toolkit), "ASCEND_RT_VISIBLE_DEVICES": "0,1", "VLLM_ASCEND_TREE": str(tree)}
+    return subprocess.run(["bash", str(bundle / "preflight.sh")], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_preflight_passes_on_a_matching_host(flagship, tmp_path):
+    proc = run_preflight(flagship, tmp_path, "Ascend910")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for line in ("PASS  chip:", "PASS  devices: 2 visible, TP2 x DP1 needs 2", "PASS  CANN: 9.0.1 (>= 9.0.1)",
+                 "PASS  vllm_ascend: 0.23.0", "PASS  vllm: 0.23.0", "PASS  torch_npu: 2.10.0.post4"):
+        assert line in proc.stdout
+    assert "FAIL" not in proc.stdout
+
+
+def test_preflight_fails_on_another_chip(flagship, tmp_path):
+    proc = run_preflight(flagship, tmp_path, "910B3")
+    assert proc.returncode == 1
+    assert "FAIL  chip: npu-smi info does not show a Ascend 910C" in proc.stdout
+
+
+# --------------------------------------------------------------------------- README, expected.json, k8s
+
+
+def test_readme_explains_recipes_verification_and_exclusions(flagship):
+    text = (flagship / "README.md").read_text()
+    lock = read_lock(flagship)
+    for rid, entry in lock["recipes"].items():
+        assert f"### {rid} — " in text
+        if entry["verification"] != "hardware-verified":
+            assert f"**Verification: {entry['verification']} — NOT hardware-verified.**" in text
+    for rid, decision in lock["decisions"].items():
+        if decision["status"] != "selected":
+            assert f"- **{rid}** ({decision['status']}): " in text
+    assert "optkit revert --tree TREE" in text and "git apply -R" in text
+
+
+def test_expected_json_quotes_the_article_and_labels_estimates(flagship):
+    data = json.loads((flagship / "expected.json").read_text())
+    assert "ESTIMATES" in data["label"] and "ESTIMATE" in data["estimate"]["label"]
+    gains = data["recipes"][EDITED]["gains"]
+    assert {(g["concurrency"], g["before"], g["after"]) for g in gains} >= {(4, 42.2, 10.4), (8, 42.9, 13.5)}
+    assert all(g["quote"] for g in gains)
+
+
+@pytest.mark.parametrize("target, resource", [("910c", "huawei.com/ascend-1980"), ("910b", "huawei.com/Ascend910")])
+def test_k8s_deployment_requests_ascend_devices(tmp_path, target, resource):
+    bundle = write(tmp_path / "b", target=target, k8s=True)
+    deployment = yaml.safe_load((bundle / "k8s" / "deployment.yaml").read_text())
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {resource: 2}
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert container["command"] == ["vllm", "serve"]
+    assert [e["name"] for e in container["env"]] == [e["name"] for e in read_lock(bundle)["launch"]["env"]]
+
+
+# --------------------------------------------------------------------------- bundle check: vLLM
+
+
+@pytest.mark.vllm
+def test_vllm_accepts_the_flagship_argv(flagship, vllm_results):
+    check = check_vllm(read_lock(flagship), vllm_results["flagship"])
+    assert check.status == "pass", check.problems
+    assert vllm_results["flagship"]["capture_sizes"] == {"given": [5, 20, 40], "effective": [5, 20, 40]}
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("case, effective", [("round-default", [5]), ("round-article", [5, 20, 40])])
+def test_vllm_rounds_capture_sizes_to_multiples_of_1_plus_k(vllm_results, case, effective):
+    """The seed map's A.5 simulation, now by vLLM 0.23.0's own method: [1,2,4,5,8] → [5]."""
+    assert vllm_results[case]["capture_sizes"]["effective"] == effective
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("case, message", [
+    ("capture-sizes", f"recipe {EDITED}: vLLM 0.23.0 turns cudagraph_capture_sizes [1, 2, 4, 8] into [5] with 4 "
+                      "speculative token(s)"),
+    ("serve-arg", f"recipe {EDITED}: unrecognized arguments: --no-such-flag"),
+], ids=["capture-sizes-rounded-away", "argument-vllm-rejects"])
+def test_vllm_problems_name_the_recipe(edited, vllm_results, case, message):
+    check = check_vllm(read_lock(edited[case]), vllm_results[case])
+    assert check.status == "fail"
+    assert [p for p in check.problems if p.startswith(message)], check.problems
+
+
+@pytest.mark.vllm
+def test_vllm_rounding_is_vllms_own_code():
+    """The probe calls CompilationConfig.adjust_cudagraph_sizes_for_spec_decode; pin that the
+    installed vLLM still applies it under a FULL decode mode with spec tokens (read, not imported)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("vllm")
+    if spec is None:
+        pytest.fail("vLLM not installed") if CI else pytest.skip("vLLM 0.23.0 not installed")
+    source = (Path(spec.submodule_search_locations[0]) / "config" / "compilation.py").read_text()
+    assert "def adjust_cudagraph_sizes_for_spec_decode(" in source
+    assert ("cudagraph_mode.decode_mode() == CUDAGraphMode.FULL\n            and uniform_decode_query_len > 1\n"
+            "        ):\n            self.adjust_cudagraph_sizes_for_spec_decode(") in source
+    assert "round_up(size, multiple_of) <= self.max_cudagraph_capture_size" in source
+
+
+# --------------------------------------------------------------------------- bundle check: tree
+
+
+@pytest.mark.tree
+def test_config_keys_are_read_statically_from_the_tree():
+    keys = config_keys(pristine_tree())
+    assert {"multistream_overlap_shared_expert", "enable_fused_mc2", "ascend_compilation_config",
+            "weight_prefetch_config", "enable_reduce_sample"} <= keys.top
+    assert keys.nested["ascend_compilation_config"] == {
+        "enable_npugraph_ex", "enable_static_kernel", "fuse_norm_quant", "fuse_qknorm_rope", "fuse_allreduce_rms",
+        "fuse_muls_add"}
+    assert "enabled" in keys.nested["weight_prefetch_config"]
+
+
+@pytest.mark.tree
+def test_unpatched_tree_does_not_know_enable_super_kernel(flagship):
+    lock = read_lock(flagship)
+    if "compile-super-kernel" not in lock["selected"]:
+        pytest.skip("the flagship plan no longer selects compile-super-kernel")
+    check = check_config_keys(lock, pristine_tree(), [])
+    assert any(p.startswith("recipe compile-super-kernel: --additional-config key "
+                            "ascend_compilation_config.enable_super_kernel is not read by vllm-ascend 0.23.0")
+               for p in check.problems), check.problems
+
+
+@pytest.mark.tree
+@pytest.mark.parametrize("case, check, message", [
+    ("config-key", check_config_keys,
+     f"recipe {EDITED}: --additional-config key 'multistream_overlap_shared_expret' is not read by vllm-ascend 0.23.0; "
+     "did you mean 'multistream_overlap_shared_expert'?"),
+    ("env", check_env,
+     f"recipe {EDITED}: env var VLLM_ASCEND_NO_SUCH_SWITCH is not defined in vllm-ascend 0.23.0's vllm_ascend/envs.py "
+     "and the recipe does not mark it external"),
+], ids=["unknown-additional-config-key", "env-var-the-tree-does-not-define"])
+def test_tree_problems_name_the_recipe(edited, case, check, message):
+    lock = read_lock(edited[case])
+    result = check(lock, pristine_tree(), []) if check is check_config_keys else check(lock, pristine_tree())
+    assert [p for p in result.problems if p.startswith(message)], result.problems
+
+
+def test_external_env_vars_need_no_definition(flagship, tmp_path):
+    tree = tmp_path / "tree" / "vllm_ascend"
+    tree.mkdir(parents=True)
+    (tree / "envs.py").write_text("env_variables = {'VLLM_ASCEND_ATTN_WEIGHT_PREFETCH': None,\n"
+                                  "                 'VLLM_ASCEND_FUSED_O_PROJ_AR': None}\n")
+    lock = read_lock(flagship)
+    assert check_env(lock, tmp_path / "tree").problems == []
+
+
+def test_shell_check_reports_a_syntax_error(flagship, tmp_path):
+    bundle = tmp_path / "b"
+    shutil.copytree(flagship, bundle)
+    (bundle / "bench.sh").write_text("#!/usr/bin/env bash\nif then fi\n")
+    check = check_scripts(bundle)
+    assert check.status == "fail" and any(p.startswith("optkit: bench.sh: bash -n:") for p in check.problems)
+
+
+# --------------------------------------------------------------------------- patches: lock, apply.sh, patched tree
+
+SUPER_KERNEL_PARAM = "        fuse_allreduce_rms: bool = False,\n"
+
+
+@pytest.fixture
+def patched_catalog(tmp_path) -> Path:
+    """A catalog copy where compile-super-kernel has a written patch adding its config key."""
+    root = catalog_copy(tmp_path / "catalog")
+    rel = "vllm_ascend/ascend_config.py"
+    old = (pristine_tree() / rel).read_text()
+    assert SUPER_KERNEL_PARAM in old
+    new = old.replace(SUPER_KERNEL_PARAM, SUPER_KERNEL_PARAM + "        enable_super_kernel: bool = False,\n", 1)
+    diff = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}"))
+    header = ("Description: accept enable_super_kernel\nOrigin: vendor, test\nForwarded: no\n"
+              "Last-Update: 2026-01-01\nRecipe: compile-super-kernel\n---\n")
+    folder = root / "recipes" / "compile-super-kernel"
+    (folder / "0001-compile-super-kernel.patch").write_text(header + diff)
+
+    def present(recipe):
+        recipe["patches"] = [{**recipe["patches"][0], "status": "present", "targets": [rel]}]
+
+    edit_recipe(root, "compile-super-kernel", present)
+    return root
+
+
+@pytest.mark.tree
+def test_patched_tree_knows_the_key_its_patch_adds(patched_catalog, tmp_path):
+    bundle = write(tmp_path / "b", patched_catalog)
+    lock = read_lock(bundle)
+    name = "0001-compile-super-kernel--0001-compile-super-kernel.patch"
+    assert [p["name"] for p in lock["patches"]] == [name]
+    assert lock["patches"][0]["sha256"] == hashlib.sha256((bundle / "patches" / name).read_bytes()).hexdigest()
+    assert [p.name for p in from_bundle(bundle, allow_pending=True)] == [name]  # optkit apply's loader accepts it
+    report = check_bundle(bundle, use_vllm=False)
+    keys = next(c for c in report.checks if c.name == "config-keys")
+    assert not [p for p in keys.problems if "enable_super_kernel" in p], keys.problems
+
+
+@pytest.mark.tree
+def test_apply_sh_applies_checks_versions_and_reverts(patched_catalog, tmp_path):
+    need("git")
+    bundle = write(tmp_path / "b", patched_catalog)
+    tree = tmp_path / "tree" / "vllm_ascend"
+    tree.mkdir(parents=True)
+    for name in ("_version.py", "ascend_config.py"):
+        shutil.copy(pristine_tree() / "vllm_ascend" / name, tree / name)
+    before = (tree / "ascend_config.py").read_bytes()
+
+    def apply_sh(*args):
+        return subprocess.run(["bash", str(bundle / "apply.sh"), *args], capture_output=True, text=True, timeout=60)
+
+    refused = apply_sh(str(tree.parent))
+    assert refused.returncode == 1 and "patches that are not written yet" in refused.stderr
+    done = apply_sh("--allow-pending", str(tree.parent))
+    assert done.returncode == 0, done.stderr
+    assert "enable_super_kernel: bool = False" in (tree / "ascend_config.py").read_text()
+    assert (tree.parent / ".optkit" / "apply-sh.done").read_text().split() == [p["name"] for p in read_lock(bundle)["patches"]]
+    assert apply_sh("--allow-pending", str(tree.parent)).returncode == 1  # already applied
+    assert apply_sh("--revert", str(tree.parent)).returncode == 0
+    assert (tree / "ascend_config.py").read_bytes() == before
+
+
+def test_apply_sh_refuses_another_version(flagship, tmp_path):
+    tree = tmp_path / "tree" / "vllm_ascend"
+    tree.mkdir(parents=True)
+    (tree / "_version.py").write_text("__version__ = version = '0.18.0'\n")
+    proc = subprocess.run(["bash", str(flagship / "apply.sh"), "--allow-pending", str(tree.parent)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and "is vllm-ascend 0.18.0, this bundle is for 0.23.0" in proc.stderr
+
+
+# --------------------------------------------------------------------------- CLI wiring
+
+
+@pytest.mark.tree
+def test_bundle_check_cli_fails_when_vllm_is_missing(flagship, monkeypatch):
+    import optkit.bundle_check as bundle_check
+
+    monkeypatch.setattr(bundle_check, "run_probe",
+                        lambda request: {"status": "skipped", "reason": "vLLM 0.23.0 not installed (test)"})
+    monkeypatch.setattr(bundle_check, "check_config_keys", lambda *a: bundle_check.Check("config-keys", "pass"))
+    monkeypatch.setattr(bundle_check, "check_env", lambda *a: bundle_check.Check("env", "pass"))
+    result = CliRunner().invoke(cli, ["bundle", "check", str(flagship)])
+    assert result.exit_code == 1
+    assert "SKIP  vllm  (skipped: vLLM 0.23.0 not installed (test))" in result.output
+    no_vllm = CliRunner().invoke(cli, ["bundle", "check", str(flagship), "--no-vllm"])
+    assert "vllm" not in [line.split()[1] for line in no_vllm.output.splitlines() if line[:4] in ("PASS", "SKIP", "FAIL")]

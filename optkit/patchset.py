@@ -271,3 +271,23 @@ def _strip_component(path: str) -> str:
     if path.startswith("/") or "/" not in path:
         return path
     return path.split("/", 1)[1]
+
+
+def catalog_specs(catalog, recipe_ids: list[str]) -> list[PatchSpec]:
+    """PatchSpecs for the written patches of ``recipe_ids`` (in that order), straight from the catalog.
+
+    Names follow the bundle's ``NNNN-<recipe>--<file>``; pending patches are skipped.
+    """
+    specs: list[PatchSpec] = []
+    for rid in recipe_ids:
+        recipe = catalog[rid]
+        for patch in recipe.patches:
+            if patch.status != "present":
+                continue
+            path = catalog.patch_path(rid, patch.file)
+            data = path.read_bytes()
+            specs.append(PatchSpec(rid, f"{len(specs) + 1:04d}-{rid}--{patch.file}", path,
+                                   hashlib.sha256(data).hexdigest(),
+                                   tuple(patch_paths(data.decode("utf-8", "surrogateescape"))),
+                                   recipe.versions.vllm_ascend))
+    return specs

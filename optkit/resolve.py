@@ -139,6 +139,7 @@ class _Problem:
     clause_text: dict[tuple[int, ...], str]
     fixed: dict[int, bool]
     fixed_text: dict[int, str]
+    by_var: dict[int, list[tuple[int, ...]]]
 
 
 def _exclusion_text(d: Decision) -> str:
@@ -151,12 +152,14 @@ def _build(catalog: Catalog, facts: Facts, decisions: dict[str, Decision]) -> _P
     """Clauses over the selection: exclusions are unit clauses, forced recipes are pinned."""
     ids = sorted(catalog.recipes)
     index = {rid: i for i, rid in enumerate(ids)}
-    problem = _Problem(ids, index, [], {}, {}, {})
+    problem = _Problem(ids, index, [], {}, {}, {}, {})
 
     def add(clause: tuple[int, ...], text: str) -> None:
         if clause not in problem.clause_text:
             problem.clauses.append(clause)
             problem.clause_text[clause] = text
+            for lit in clause:
+                problem.by_var.setdefault(abs(lit) - 1, []).append(clause)
 
     for rid in ids:
         d, var = decisions[rid], index[rid]
@@ -228,31 +231,49 @@ def resolve(catalog: Catalog, facts: Facts, with_ids: list[str], without_ids: li
 
 def dependency_order(catalog: Catalog, ids: list[str]) -> list[str]:
     """Selected recipes with every required recipe first; ties in id order (Kahn's algorithm)."""
+    import heapq
+
     chosen = set(ids)
-    needs = {rid: sorted({l.recipe for l in catalog[rid].requires if l.recipe in chosen}) for rid in ids}
-    order, done = [], set()
+    needs = {rid: {l.recipe for l in catalog[rid].requires if l.recipe in chosen and l.recipe != rid} for rid in ids}
+    waiting = {rid: len(n) for rid, n in needs.items()}
+    needed_by: dict[str, list[str]] = {}
+    for rid, deps in needs.items():
+        for dep in deps:
+            needed_by.setdefault(dep, []).append(rid)
+    ready = sorted(rid for rid, count in waiting.items() if count == 0)
+    order: list[str] = []
     while len(order) < len(ids):
-        ready = [rid for rid in sorted(chosen - done) if all(n in done for n in needs[rid])]
-        if not ready:  # a cycle: lint reports it; keep the rest in id order
-            ready = sorted(chosen - done)[:1]
-        order.append(ready[0])
-        done.add(ready[0])
+        if not ready:  # a cycle: lint reports it; release the smallest waiting id
+            stuck = min(rid for rid, count in waiting.items() if count > 0)
+            waiting[stuck] = 0
+            ready = [stuck]
+        rid = heapq.heappop(ready)
+        order.append(rid)
+        for other in needed_by.get(rid, ()):
+            if waiting[other] > 0:
+                waiting[other] -= 1
+                if waiting[other] == 0:
+                    heapq.heappush(ready, other)
     return order
 
 
 def _explain_selected(catalog: Catalog, decisions: dict[str, Decision], selected: list[str]) -> None:
     chosen = set(selected)
+    needed_by: dict[str, set[str]] = {}
+    for rid in selected:
+        for link in catalog[rid].requires:
+            needed_by.setdefault(link.recipe, set()).add(rid)
     for rid in selected:
         d = decisions[rid]
-        needed_by = sorted(r.id for r in catalog if r.id in chosen for l in r.requires if l.recipe == rid)
         if d.forced:
             d.reason = f"requested ({d.forced})"
         elif d.benefit and d.benefit.quantified:
             d.reason = "expected gain: " + describe_benefit(d.benefit)
         else:
             d.reason = "valid and effective here; the article gives no TPOT number for this workload"
-        if needed_by:
-            d.chain = [f"required by {', '.join(needed_by)}"]
+        users = sorted(needed_by.get(rid, set()) & chosen)
+        if users:
+            d.chain = [f"required by {', '.join(users)}"]
 
 
 def describe_benefit(gain: Benefit) -> str:
@@ -278,7 +299,7 @@ def _explain_unselected(catalog, decisions, problem: _Problem, chosen: set[int])
 def _why_left_out(rid: str, decisions, problem: _Problem, chosen: set[int]) -> str:
     """The first clause that adding ``rid`` to the chosen set would break, in words."""
     var = problem.index[rid] + 1
-    for clause in problem.clauses:
+    for clause in problem.by_var.get(var - 1, ()):
         if -var not in clause:
             continue
         others = [l for l in clause if l != -var]

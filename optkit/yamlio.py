@@ -2,7 +2,7 @@
 
 ``load_yaml`` returns the plain data plus a ``LineMap`` from field paths (tuples of keys and
 indices, as pydantic reports them in ``ValidationError.errors()[i]["loc"]``) to 1-based lines.
-Only the safe loader is used: YAML tags that build Python objects are rejected.
+Only the safe loader is used (libyaml's when available): tags that build Python objects are rejected.
 """
 
 from __future__ import annotations
@@ -69,11 +69,15 @@ def _walk_value(node: yaml.Node, path: PathKey, lines: dict[PathKey, int]) -> No
         lines[path] = saved
 
 
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML has it: same marks, faster
+
+
 def load_yaml_text(text: str, file: str) -> tuple[Any, LineMap]:
-    """Parse one YAML document; a syntax error becomes a ``ValidationFailed`` at its line."""
+    """Parse one YAML document (once); a syntax error becomes a ``ValidationFailed`` at its line."""
+    loader = _Loader(text)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.load(text, Loader=yaml.SafeLoader)
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -81,6 +85,8 @@ def load_yaml_text(text: str, file: str) -> tuple[Any, LineMap]:
         raise ValidationFailed([Problem(Location(file, line), f"invalid YAML: {problem}")]) from None
     except yaml.YAMLError as exc:
         raise ValidationFailed([Problem(Location(file), f"invalid YAML: {exc}")]) from None
+    finally:
+        loader.dispose()
     lines = LineMap(file)
     if node is not None:
         _walk(node, (), lines.lines)

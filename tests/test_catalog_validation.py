@@ -100,7 +100,8 @@ CASES = [
     ("bad-id-shape", ("id: demo", "id: Demo_Recipe"),
      [f"{F}:1: id: String should match pattern '^[a-z0-9]+(-[a-z0-9]+)*$'"]),
     ("invalid-yaml", ("title: Demo recipe", "title: [unclosed"),
-     [f"{F}:3: invalid YAML: expected ',' or ']', but got ':'"]),
+     # the wording is the YAML parser's (libyaml's or PyYAML's); the location is ours
+     [f"{F}:3: invalid YAML: …"]),
 ]
 
 
@@ -109,7 +110,10 @@ def test_bad_recipe_is_located(tmp_path, old_new, expected):
     old, new = old_new
     assert old in VALID
     message = errors_of(write_recipe(tmp_path, VALID.replace(old, new, 1)))
-    assert message.splitlines() == expected
+    lines = message.splitlines()
+    assert len(lines) == len(expected), lines
+    for line, want in zip(lines, expected):
+        assert line.startswith(want[:-1]) if want.endswith("…") else line == want
 
 
 def test_valid_recipe_loads(tmp_path):

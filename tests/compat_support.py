@@ -1,0 +1,70 @@
+"""Support for recipe compatibility tests: pristine real trees, scratch copies, patch checks."""
+
+from __future__ import annotations
+
+import py_compile
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from optkit.catalog import load_catalog
+from optkit.patchset import catalog_specs
+from optkit.resolve import dependency_order
+from optkit.tree import fetch
+
+CATALOG = load_catalog()
+
+
+def pristine(version: str = "0.23.0") -> Path:
+    """The cached pristine vllm-ascend tree (downloaded from PyPI on first use)."""
+    return fetch(version).path
+
+
+def scratch_tree(tmp_path: Path, version: str = "0.23.0") -> Path:
+    """A private copy of the pristine tree that a test may patch."""
+    dest = tmp_path / f"vllm-ascend-{version}"
+    shutil.copytree(pristine(version), dest, symlinks=True)
+    return dest
+
+
+def recipes_with_patches() -> list[str]:
+    return [r.id for r in CATALOG if any(p.status == "present" for p in r.patches)]
+
+
+def all_in_order() -> list[str]:
+    """Every recipe with written patches, in the resolver's dependency order."""
+    return dependency_order(CATALOG, recipes_with_patches())
+
+
+def specs(recipe_ids: list[str]):
+    return catalog_specs(CATALOG, recipe_ids)
+
+
+def touched_python(tree: Path, patch_specs) -> list[Path]:
+    files = sorted({t for s in patch_specs for t in s.targets if t.endswith(".py")})
+    return [tree / f for f in files if (tree / f).is_file()]
+
+
+def check_python(files: list[Path]) -> list[str]:
+    """Compile errors and pyflakes findings (undefined names etc.) in ``files``."""
+    problems = []
+    for path in files:
+        try:
+            py_compile.compile(str(path), doraise=True)
+        except py_compile.PyCompileError as exc:
+            problems.append(str(exc))
+    if files:
+        run = subprocess.run([sys.executable, "-m", "pyflakes", *map(str, files)], capture_output=True, text=True)
+        problems += [line for line in run.stdout.splitlines() if _serious(line)]
+    return problems
+
+
+def _serious(line: str) -> bool:
+    """pyflakes findings that are bugs (undefined names, syntax), not style (unused imports)."""
+    return any(word in line for word in ("undefined name", "syntax error", "invalid syntax", "referenced before"))
+
+
+needs_patches = pytest.mark.skipif(not recipes_with_patches(), reason="no recipe has written patches yet")

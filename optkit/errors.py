@@ -111,6 +111,7 @@ class Reason:
 
     message: str
     chain: list[str] = field(default_factory=list)
+    word: str = "required because"  # "because" for chains that explain an exclusion
 
 
 class PlanImpossible(OptkitError):
@@ -125,7 +126,7 @@ class PlanImpossible(OptkitError):
         lines = ["no valid plan for this request, for the following reasons:"]
         for n, reason in enumerate(self.reasons, 1):
             lines.append(f"  {n}. {reason.message}")
-            lines.extend(f"        required because {link}" for link in reason.chain)
+            lines.extend(f"        {reason.word} {link}" for link in reason.chain)
         if self.relaxations:
             lines.append("smallest changes that make it feasible:")
             lines.extend(f"  - {' and '.join(fix)}" for fix in self.relaxations)

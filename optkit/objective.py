@@ -10,7 +10,13 @@ Rules (documented in docs/resolver.md):
   measured without MTP is used when it is the only one (the article built its MTP stage on top
   of the non-MTP work and reports those gains carrying over or growing), labelled so; a number
   measured only with MTP on is never used for a request without MTP (MTP-specific fixes);
-- a positive change (slower) at a requested concurrency is a regression.
+- a concurrency the article has no number for takes the nearest lower measured concurrency's
+  number, labelled "extrapolated from cN" (so a change that already regresses at c8 is not
+  picked for c16 on the strength of silence);
+- a positive change (slower) at a requested concurrency is a regression;
+- a gain's ``scope`` says what it may count for: ``this-change`` counts everywhere;
+  ``regression-fix`` (its "before" is a misconfiguration, e.g. MTP with the default capture sizes)
+  counts for selection but not for the TPOT estimate; ``whole-stack`` counts for neither.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ class Benefit:
 
     per_concurrency: dict[int, float | None] = field(default_factory=dict)
     basis: dict[int, str] = field(default_factory=dict)
+    estimate_ms: dict[int, float] = field(default_factory=dict)  # the part that counts for the TPOT estimate
 
     @property
     def regressions(self) -> dict[int, float]:
@@ -77,11 +84,20 @@ def find_baseline(baselines: list[Baseline], model: str, target: str, concurrenc
 
 
 def _matching(gains: list[Gain], metrics: set[str], concurrency: int, mtp: bool) -> tuple[list[Gain], str]:
-    at_c = [g for g in gains if g.metric in metrics and g.concurrency in (None, concurrency)]
-    same_mode = [g for g in at_c if g.mtp in (None, mtp)]
-    if same_mode or not mtp:
-        return same_mode, "reported"
-    return at_c, "reported with MTP off"
+    """The gains that speak for ``concurrency``, best match first (see the module docstring)."""
+    usable = [g for g in gains if g.metric in metrics and g.scope != "whole-stack"]
+    modes = [(lambda g: g.mtp in (None, mtp), "")]
+    if mtp:
+        modes.append((lambda g: g.mtp is False, "reported with MTP off"))
+    lower = sorted({g.concurrency for g in usable if g.concurrency is not None and g.concurrency < concurrency},
+                   reverse=True)
+    for at, where in [(concurrency, ""), *[(c, f"extrapolated from c{c}") for c in lower[:1]]]:
+        for same_mode, mode_note in modes:
+            found = [g for g in usable if g.concurrency in (None, at) and same_mode(g)]
+            if found:
+                notes = [n for n in (where, mode_note) if n]
+                return found, "; ".join(notes) if notes else "reported"
+    return [], "unquantified"
 
 
 def _gain_ms(gain: Gain, baseline: Baseline | None) -> float | None:
@@ -99,16 +115,18 @@ def benefit(recipe: Recipe, concurrencies: list[int], mtp: bool, baseline_for) -
     result = Benefit()
     for c in concurrencies:
         gains, basis = _matching(recipe.gains, {"tpot"}, c, mtp)
-        values = [v for v in (_gain_ms(g, baseline_for(c)) for g in gains) if v is not None]
+        values = [(v, g) for g in gains if (v := _gain_ms(g, baseline_for(c))) is not None]
         if not values:
             gains, basis = _matching(recipe.gains, {"host_time"}, c, mtp)
-            values = [v for v in (_gain_ms(g, None) for g in gains) if v is not None]
+            values = [(v, g) for g in gains if (v := _gain_ms(g, None)) is not None]
             basis = "derived from host time per step" if values else basis
         if values:
             # Several numbers for one concurrency (e.g. two stages of one change): the most
             # conservative one counts, so a regression is never hidden by a better number.
-            result.per_concurrency[c] = min(values)
+            value, gain = min(values, key=lambda pair: pair[0])
+            result.per_concurrency[c] = value
             result.basis[c] = basis
+            result.estimate_ms[c] = 0.0 if gain.scope == "regression-fix" else value
         else:
             result.per_concurrency[c] = None
             result.basis[c] = "unquantified"

@@ -159,7 +159,7 @@ def _collect(result: Plan, recipe, facts: Facts) -> None:
 def _estimates(result: Plan, baseline_for) -> list[Estimate]:
     out = []
     for c in result.facts["workload.concurrency"]:
-        saved = sum((result.resolution.decisions[r].benefit.per_concurrency.get(c) or 0.0)
+        saved = sum(result.resolution.decisions[r].benefit.estimate_ms.get(c, 0.0)
                     for r in result.selected if result.resolution.decisions[r].benefit)
         base = baseline_for(c)
         if base is None:

@@ -68,7 +68,7 @@ def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> None:
             console.print(f"  {link}")
         if d.forced:
             console.print(f"  forced: {d.forced}")
-        if d.benefit is not None:
+        if d.benefit is not None and not d.reason.startswith("expected gain"):
             console.print(f"  expected gain: {describe_benefit(d.benefit)}")
         for risk in recipe.risks:
             console.print(f"  risk ({risk.severity}): {' '.join(risk.text.split())}")

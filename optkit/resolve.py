@@ -1,7 +1,7 @@
 """Resolution: the best valid recipe set for one request, and why every recipe ends where it does.
 
-1. *Classify* each recipe on the facts alone, in this order: not applicable to the version,
-   already upstream, a precondition fails, removed by ``--without``, no effect here, a
+1. *Classify* each recipe on the facts alone, in this order: already upstream, not applicable
+   to the version, a precondition fails, removed by ``--without``, no effect here, a
    high-severity risk that needs an explicit ``--with``, a regression at a requested concurrency.
    What survives is a *candidate* with a weight (``optkit.objective``).
 2. *Constrain*: every ``requires``/``conflicts`` link whose ``when`` holds becomes a clause over
@@ -98,6 +98,9 @@ class _Classifier:
         f = self.facts
         ascend, vllm = f["versions.vllm_ascend"], f["versions.vllm"]
         forced = self.forced.get(recipe.id, "")
+        if recipe.upstream_in and ascend in SpecifierSet(recipe.upstream_in, prereleases=True):
+            return Decision(recipe.id, Status.upstream, f"already upstream in vllm-ascend {ascend}",
+                            facts={"versions.vllm_ascend": str(ascend)}, forced=forced)
         if ascend not in SpecifierSet(recipe.versions.vllm_ascend, prereleases=True):
             return Decision(recipe.id, Status.not_applicable,
                             f"applies to vllm-ascend {recipe.versions.vllm_ascend}, this is {ascend}",
@@ -106,9 +109,6 @@ class _Classifier:
             return Decision(recipe.id, Status.not_applicable,
                             f"applies to vLLM {recipe.versions.vllm}, this is {vllm}",
                             facts={"versions.vllm": str(vllm)}, forced=forced)
-        if recipe.upstream_in and ascend in SpecifierSet(recipe.upstream_in, prereleases=True):
-            return Decision(recipe.id, Status.upstream, f"already upstream in vllm-ascend {ascend}",
-                            facts={"versions.vllm_ascend": str(ascend)}, forced=forced)
         rule = _failing(recipe.preconditions, f)
         if rule:
             return Decision(recipe.id, Status.excluded, rule.msg, rule.when, _rule_facts(rule.when, f), forced=forced)
@@ -127,7 +127,9 @@ class _Classifier:
             decision.reason = f"high risk, select it explicitly with --with {recipe.id}: {risk.text.strip()}"
         elif gain.regressions:
             decision.status = Status.regresses
-            decision.reason = "slower at " + ", ".join(f"c{c} (+{ms:g} ms)" for c, ms in sorted(gain.regressions.items()))
+            decision.reason = "slower at " + ", ".join(
+                f"c{c} (+{ms:g} ms" + ("" if gain.basis[c] == "reported" else f", {gain.basis[c]}") + ")"
+                for c, ms in sorted(gain.regressions.items()))
         return decision
 
 
@@ -332,47 +334,56 @@ def _impossible(catalog, facts, decisions, problem, exc: Unsatisfiable, with_ids
 
 def _reasons(problem: _Problem, exc: Unsatisfiable) -> list[Reason]:
     reason_of = {var: clause for var, _, clause in exc.trail}
-    if exc.clause is None:
-        if not exc.trail:
-            return [Reason("the constraints of the selected recipes cannot all hold together")]
-        var, _, _ = exc.trail[-1]
-        first = reason_of.get(var)
+    value_of = {var: value for var, value, _ in exc.trail}
+    if exc.pinned is not None:  # a requested recipe that a rule rules out
+        var = exc.pinned
+        why = problem.clause_text.get(exc.clause, "a constraint") if exc.clause else "a constraint"
         return [Reason(problem.fixed_text.get(var, problem.ids[var])),
-                Reason("but " + (problem.clause_text.get(first, "a constraint") if first else "it is pinned both ways"),
-                       _chain(problem, reason_of, var, {var}))]
-    reasons = []
-    for lit in exc.clause:
-        var = abs(lit) - 1
-        if var in reason_of or var in problem.fixed:
-            reasons.append(Reason(_state_text(problem, reason_of, var), _chain(problem, reason_of, var, set())))
+                _explained(problem, reason_of, value_of, var, f"but {why}", skip_first=True)]
+    if exc.clause is None:
+        return [Reason("the constraints of the selected recipes cannot all hold together")]
+    reasons = [_explained(problem, reason_of, value_of, abs(lit) - 1, None)
+               for lit in exc.clause if abs(lit) - 1 in value_of]
     reasons.append(Reason(f"but {problem.clause_text.get(exc.clause, 'a constraint')}"))
     return reasons
 
 
-def _state_text(problem: _Problem, reason_of, var: int) -> str:
+def _explained(problem: _Problem, reason_of, value_of, var: int, message: str | None,
+               skip_first: bool = False) -> Reason:
+    """A reason about ``var`` with the chain of clauses that set it, down to a rule or a request."""
     clause = reason_of.get(var)
-    if clause is not None and len(clause) == 1:
-        return problem.clause_text[clause]
-    if clause is None and var in problem.fixed_text:
-        return problem.fixed_text[var]
-    return f"{problem.ids[var]} is pinned by the constraints below"
+    value = value_of.get(var)
+    if message is None:
+        if clause is not None and len(clause) == 1:
+            message = problem.clause_text[clause]
+        elif clause is None and var in problem.fixed_text:
+            message = problem.fixed_text[var]
+        else:
+            message = f"{problem.ids[var]} {'must be selected' if value else 'cannot be selected'}"
+    word = "required because" if value else "because"
+    chain = _chain(problem, reason_of, var, {var})
+    return Reason(message, chain[1:] if skip_first else chain, word)
 
 
 def _chain(problem: _Problem, reason_of, var: int, seen: set[int]) -> list[str]:
-    """'required because …' links from ``var`` back to what the user asked."""
-    links = []
+    """The clauses that set ``var``, back to a rule (exclusion) or a request (pinned recipe)."""
+    links: list[str] = []
     while True:
         clause = reason_of.get(var)
-        if clause is None or len(clause) == 1:
-            if clause is None and problem.fixed.get(var) and problem.fixed_text.get(var) and links:
+        if clause is None:
+            if links and var in problem.fixed_text:
                 links.append(problem.fixed_text[var])
             return links
+        if len(clause) == 1:
+            if links:
+                links.append(problem.clause_text[clause])
+            return links
         links.append(problem.clause_text.get(clause, "a constraint"))
-        causes = [abs(l) - 1 for l in clause if abs(l) - 1 != var and abs(l) - 1 not in seen]
+        causes = [abs(l) - 1 for l in clause if abs(l) - 1 not in seen]
         if not causes:
             return links
-        seen.add(var)
         var = causes[0]
+        seen.add(var)
 
 
 def _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for) -> list[list[str]]:

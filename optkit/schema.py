@@ -159,6 +159,10 @@ class Gain(_Strict):
     delta: Optional[float] = Field(None, description="Change (after - before) when only the change is given.")
     unit: Literal["ms", "%", "tok/s", "us/step", "x", "ops", "s"] = Field(description="Unit of the values.")
     dataset: Literal["random", "real", "gsm8k", "unspecified"] = Field("random", description="Benchmark dataset.")
+    scope: Literal["this-change", "regression-fix", "whole-stack"] = Field(
+        "this-change", description="What the number measures: this change on top of the previous state; the "
+        "fix of a misconfiguration ('before' is a broken setup: counts for selection, not for the TPOT "
+        "estimate); or the whole optimization stack (informational only).")
     quote: str = Field(min_length=2, description="The article's exact words for this number.")
 
     @model_validator(mode="after")

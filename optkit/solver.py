@@ -35,9 +35,11 @@ Clause = tuple[int, ...]
 class Unsatisfiable(Exception):
     """No selection satisfies the clauses with the fixed variables."""
 
-    def __init__(self, clause: Clause | None, trail: list[tuple[int, bool, Clause | None]]):
-        self.clause = clause
+    def __init__(self, clause: Clause | None, trail: list[tuple[int, bool, Clause | None]],
+                 pinned: int | None = None):
+        self.clause = clause  # the violated clause, or the one that set ``pinned`` the other way
         self.trail = trail  # (variable, value, clause that forced it or None for fixed/decision)
+        self.pinned = pinned  # a fixed variable that the clauses force to the opposite value
         super().__init__("unsatisfiable")
 
 
@@ -122,7 +124,7 @@ def maximize(weights: list[int], clauses: list[Clause], fixed: dict[int, bool] |
         if current is None:
             _assign(state, var, value, None)
         elif current != value:
-            raise Unsatisfiable(None, _trail(state) + [(var, value, None)])
+            raise Unsatisfiable(state.reason[var], _trail(state), pinned=var)
     bad = _propagate(state, occurs, 0)
     if bad is not None:
         raise Unsatisfiable(bad, _trail(state))

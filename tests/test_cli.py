@@ -1,0 +1,87 @@
+"""CLI wiring and exit codes (the library is tested elsewhere)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from optkit.cli.main import cli
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+@pytest.mark.parametrize("args, code, fragment", [
+    (["plan", "qwen3.5-35b", "--target", "910c", "--mtp"], 0, "Selected recipes"),
+    (["plan", "qwen3.5-35b", "--mtp", "--json"], 0, '"selected"'),
+    (["plan", "qwen3.5-35bb"], 1, "unknown model 'qwen3.5-35bb'; did you mean"),
+    (["plan", "qwen3.5-35b", "--target", "910x"], 1, "unknown target '910x'; did you mean"),
+    (["plan", "qwen3.5-35b", "--concurrency", "1,x"], 2, "give comma-separated integers"),
+    (["plan", "qwen3.5-35b", "--tp", "0"], 2, "--tp"),
+    (["plan", "qwen3.5-35b", "--num-speculative-tokens", "3"], 1, "--num-speculative-tokens needs --mtp"),
+    (["plan", "qwen3.5-35b", "--tp", "16", "--dp", "2"], 1, "multi-node plans are not supported"),
+    (["plan", "qwen3.5-35b", "--with", "nope"], 1, "unknown recipe 'nope'"),
+    (["plan", "qwen3.5-35b", "--vllm-ascend-version", "latest"], 1, "--vllm-ascend-version 'latest' is not a version"),
+    (["explain", "compile-super-kernel", "qwen3.5-35b", "--mtp"], 0, "compile-super-kernel: selected"),
+    (["explain", "blocktable-slot-mapping-cpu-fastpath", "qwen3.5-35b", "--mtp"], 0, "spec.async_spec_decode = true"),
+    (["facts", "qwen3.5-35b", "--mtp"], 0, "compile.cudagraph_capture_sizes = [5, 20, 40]"),
+    (["facts", "--list"], 0, "workload.decode_rows_max"),
+    (["recipes"], 0, "recipes"),
+    (["show", "waterfall-hccl-aiv"], 0, "HCCL AIV-6.6%"),
+    (["show", "waterfall-hcl-aiv"], 1, "did you mean 'waterfall-hccl-aiv'"),
+    (["lint"], 0, "catalog ok"),
+    (["schema"], 0, '"title": "Recipe"'),
+    (["docs", "--check"], 0, "current"),
+])
+def test_commands(args, code, fragment):
+    result = run(*args)
+    assert result.exit_code == code, result.output
+    assert fragment in result.output
+
+
+def test_plan_json_is_data():
+    data = json.loads(run("plan", "qwen3.5-35b", "--mtp", "--json").output)
+    assert data["facts"]["compile.cudagraph_capture_sizes"] == [5, 20, 40]
+    assert data["estimate"]["label"].startswith("ESTIMATE")
+
+
+def test_request_file_and_flag_override(tmp_path):
+    request = tmp_path / "request.yaml"
+    request.write_text("model: qwen3.5-35b\nmtp: true\nconcurrency: [1, 4]\n")
+    data = json.loads(run("plan", "--request", str(request), "--concurrency", "8", "--json").output)
+    assert data["request"]["concurrency"] == [8] and data["request"]["mtp"] is True
+
+
+def test_bad_request_file_is_located(tmp_path):
+    request = tmp_path / "request.yaml"
+    request.write_text("model: qwen3.5-35b\nconcurency: [1]\n")
+    result = run("plan", "--request", str(request))
+    assert result.exit_code == 1
+    assert "request.yaml:2: concurency: unknown field 'concurency' (did you mean 'concurrency'?)" in result.output
+
+
+def test_internal_error_asks_for_a_report(monkeypatch):
+    import optkit.plan
+
+    def boom(*args, **kwargs):
+        raise ZeroDivisionError("bug")
+
+    monkeypatch.setattr(optkit.plan, "plan", boom)
+    result = CliRunner().invoke(cli, ["plan", "qwen3.5-35b"])
+    assert result.exit_code == 3
+    assert "internal error" in result.output and "please report" in result.output
+
+
+def test_plan_imports_nothing_heavy():
+    import subprocess
+    import sys
+
+    code = ("import sys; from optkit.cli.main import cli\n"
+            "cli(['plan','qwen3.5-35b','--mtp'], standalone_mode=False)\n"
+            "heavy = [m for m in ('torch','vllm','vllm_ascend','networkx','numpy') if m in sys.modules]\n"
+            "print('HEAVY', heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "HEAVY []" in out

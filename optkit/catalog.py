@@ -125,26 +125,34 @@ def load_recipe(folder: Path, display: str) -> tuple[Recipe, LineMap]:
     return recipe, lines
 
 
-def load_catalog(root: Path | None = None) -> Catalog:
-    """Load every recipe under ``root/recipes``; all problems of all files are reported together."""
-    root = root or project_root()
-    recipes_dir = root / "recipes"
-    if not recipes_dir.is_dir():
-        raise ValidationFailed([Problem(Location(str(recipes_dir)), "no recipes/ folder here")])
-    catalog, problems = Catalog(root), []
-    for folder in sorted(p for p in recipes_dir.iterdir() if p.is_dir()):
-        display = f"recipes/{folder.name}/{RECIPE_FILE}"
-        if not (folder / RECIPE_FILE).is_file():
-            problems.append(Problem(Location(f"recipes/{folder.name}"), f"no {RECIPE_FILE} in this recipe folder"))
+def load_entries(root: Path, folder: str, filename: str, load_one) -> tuple[dict, dict, dict]:
+    """Load ``root/folder/<id>/filename`` for every id with ``load_one(path, display)``.
+
+    Returns (entries, folders, line maps) keyed by id; all problems of all files are reported
+    together as one ``ValidationFailed``.
+    """
+    base = root / folder
+    entries, folders, lines, problems = {}, {}, {}, []
+    for sub in sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []:
+        display = f"{folder}/{sub.name}/{filename}"
+        if not (sub / filename).is_file():
+            problems.append(Problem(Location(f"{folder}/{sub.name}"), f"no {filename} in this folder"))
             continue
         try:
-            recipe, lines = load_recipe(folder, display)
+            entry, line_map = load_one(sub, display)
         except ValidationFailed as exc:
             problems.extend(exc.problems)
             continue
-        catalog.recipes[recipe.id] = recipe
-        catalog.folders[recipe.id] = folder
-        catalog.lines[recipe.id] = lines
+        entries[entry.id], folders[entry.id], lines[entry.id] = entry, sub, line_map
     if problems:
         raise ValidationFailed(problems)
-    return catalog
+    return entries, folders, lines
+
+
+def load_catalog(root: Path | None = None) -> Catalog:
+    """Load every recipe under ``root/recipes``; all problems of all files are reported together."""
+    root = root or project_root()
+    if not (root / "recipes").is_dir():
+        raise ValidationFailed([Problem(Location(str(root / "recipes")), "no recipes/ folder here")])
+    recipes, folders, lines = load_entries(root, "recipes", RECIPE_FILE, load_recipe)
+    return Catalog(root, recipes, folders, lines)

@@ -26,7 +26,9 @@ def lint(root: Path | None = None) -> list[Problem]:
     except ValidationFailed as exc:
         return exc.problems
     problems: list[Problem] = []
-    for check in (_links, _templates, _patches, _kernels, _verification, _settings, _cycles):
+    from optkit.kernels import lint_kernels
+
+    for check in (_links, _templates, _patches, _kernels, _verification, _settings, _cycles, lint_kernels):
         problems.extend(check(catalog))
     return sorted(problems, key=lambda p: (p.location.file, p.location.line or 0, p.message))
 

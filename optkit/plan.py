@@ -30,12 +30,38 @@ class Workspace:
     models: dict[str, ModelProfile]
     targets: dict[str, Target]
     baselines: list[Baseline]
+    unavailable: dict[str, str] = field(default_factory=dict)
 
 
 def load_workspace(root: Path | None = None) -> Workspace:
     root = root or project_root()
-    return Workspace(root, load_catalog(root), load_models(root / "models"), load_targets(root / "targets"),
-                     load_baselines(root))
+    catalog = load_catalog(root)
+    return Workspace(root, catalog, load_models(root / "models"), load_targets(root / "targets"),
+                     load_baselines(root), unavailable_recipes(catalog))
+
+
+def unavailable_recipes(catalog: Catalog) -> dict[str, str]:
+    """Recipes that cannot be delivered from this repo: a kernel whose op source is missing.
+
+    (A patch still ``pending`` is not listed: the bundle carries it as pending and ``optkit
+    apply`` refuses it unless told otherwise, so the plan can still show what it would do.)
+    """
+    from optkit.kernels import kernel_ready, load_kernels
+
+    kernels = load_kernels(catalog.root)
+    out = {}
+    for recipe in catalog:
+        reasons = []
+        for kid in recipe.kernels:
+            spec = kernels.specs.get(kid)
+            if spec is None:
+                reasons.append(f"kernel spec kernels/{kid}/kernel.yaml is missing")
+                continue
+            ready, why = kernel_ready(spec, catalog.root)
+            reasons += [] if ready else why
+        if reasons:
+            out[recipe.id] = "cannot be built from this repo: " + "; ".join(reasons)
+    return out
 
 
 @dataclass
@@ -133,7 +159,8 @@ def plan(request: Request, workspace: Workspace | None = None) -> Plan:
     def baseline_for(c: int) -> Baseline | None:
         return find_baseline(ws.baselines, model.id, target.id, c)
 
-    resolution = resolve(ws.catalog, facts, request.with_recipes, request.without_recipes, baseline_for)
+    resolution = resolve(ws.catalog, facts, request.with_recipes, request.without_recipes, baseline_for,
+                         ws.unavailable)
     result = Plan(request, model, target, facts, resolution)
     for rid in resolution.selected:
         _collect(result, ws.catalog[rid], facts)

@@ -1,7 +1,8 @@
 """Resolution: the best valid recipe set for one request, and why every recipe ends where it does.
 
 1. *Classify* each recipe on the facts alone, in this order: already upstream, not applicable
-   to the version, a precondition fails, removed by ``--without``, no effect here, a
+   to the version, a precondition fails, cannot be delivered (op source or patch missing),
+   removed by ``--without``, no effect here, a
    high-severity risk that needs an explicit ``--with``, a regression at a requested concurrency.
    What survives is a *candidate* with a weight (``optkit.objective``).
 2. *Constrain*: every ``requires``/``conflicts`` link whose ``when`` holds becomes a clause over
@@ -39,6 +40,7 @@ class Status(str, Enum):
     not_applicable = "not-applicable"  # version outside the recipe's range
     upstream = "upstream"  # already in this version
     excluded = "excluded"  # a precondition fails (correctness)
+    unavailable = "unavailable"  # cannot be delivered here: op source or patch missing
     user_excluded = "user-excluded"  # --without
     no_effect = "no-effect"  # effective_when fails
     needs_opt_in = "needs-opt-in"  # high-severity risk
@@ -88,11 +90,13 @@ def _active_high_risk(recipe: Recipe, facts: Facts):
 
 
 class _Classifier:
-    def __init__(self, facts: Facts, without: set[str], forced: dict[str, str], baseline_for: Callable):
+    def __init__(self, facts: Facts, without: set[str], forced: dict[str, str], baseline_for: Callable,
+                 unavailable: dict[str, str] | None = None):
         self.facts = facts
         self.without = without
         self.forced = forced
         self.baseline_for = baseline_for
+        self.unavailable = unavailable or {}
 
     def __call__(self, recipe: Recipe) -> Decision:
         f = self.facts
@@ -112,6 +116,8 @@ class _Classifier:
         rule = _failing(recipe.preconditions, f)
         if rule:
             return Decision(recipe.id, Status.excluded, rule.msg, rule.when, _rule_facts(rule.when, f), forced=forced)
+        if recipe.id in self.unavailable:
+            return Decision(recipe.id, Status.unavailable, self.unavailable[recipe.id], forced=forced)
         if recipe.id in self.without:
             return Decision(recipe.id, Status.user_excluded, "left out with --without", forced=forced)
         gain = benefit(recipe, f["workload.concurrency"], f["spec.mtp"], self.baseline_for)
@@ -204,8 +210,11 @@ def _weights(problem: _Problem, decisions: dict[str, Decision]) -> list[int]:
 
 
 def resolve(catalog: Catalog, facts: Facts, with_ids: list[str], without_ids: list[str],
-            baseline_for: Callable) -> Resolution:
-    """Resolve the catalog for ``facts`` with the user's overrides; see the module docstring."""
+            baseline_for: Callable, unavailable: dict[str, str] | None = None) -> Resolution:
+    """Resolve the catalog for ``facts`` with the user's overrides; see the module docstring.
+
+    ``unavailable`` maps recipe ids that cannot be delivered (op source or patch missing) to why.
+    """
     for rid in [*with_ids, *without_ids]:
         if rid not in catalog:
             raise UnknownName("recipe", rid, sorted(catalog.recipes))
@@ -217,13 +226,14 @@ def resolve(catalog: Catalog, facts: Facts, with_ids: list[str], without_ids: li
         if recipe.implied_by and recipe.id not in forced and _holds(recipe.implied_by, facts):
             names = ", ".join(f"{n} = {format_value(facts[n])}" for n in compiled(recipe.implied_by).fact_names())
             forced[recipe.id] = f"implied by {names}"
-    classify = _Classifier(facts, set(without_ids), forced, baseline_for)
+    classify = _Classifier(facts, set(without_ids), forced, baseline_for, unavailable)
     decisions = {r.id: classify(r) for r in catalog}
     problem = _build(catalog, facts, decisions)
     try:
         chosen = maximize(_weights(problem, decisions), problem.clauses, problem.fixed)
     except Unsatisfiable as exc:
-        raise _impossible(catalog, facts, decisions, problem, exc, with_ids, without_ids, baseline_for) from None
+        raise _impossible(catalog, facts, decisions, problem, exc, with_ids, without_ids,
+                          baseline_for, unavailable) from None
     _explain_unselected(catalog, decisions, problem, chosen)
     selected = [rid for rid in problem.ids if problem.index[rid] in chosen and decisions[rid].status is Status.selected]
     _explain_selected(catalog, decisions, selected)
@@ -324,11 +334,12 @@ def _left_out_text(rid: str, clause, decisions, problem: _Problem, chosen: set[i
 # --- impossible requests -------------------------------------------------------------------------
 
 
-def _impossible(catalog, facts, decisions, problem, exc: Unsatisfiable, with_ids, without_ids, baseline_for):
+def _impossible(catalog, facts, decisions, problem, exc: Unsatisfiable, with_ids, without_ids, baseline_for,
+                unavailable):
     implied = sorted(rid for rid, d in decisions.items() if d.forced.startswith("implied"))
     overrides = [("--with", r) for r in with_ids] + [("--without", r) for r in without_ids]
     overrides += [("implied", r) for r in implied]
-    relaxations = _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for)
+    relaxations = _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for, unavailable)
     return PlanImpossible(_reasons(problem, exc), relaxations)
 
 
@@ -386,7 +397,7 @@ def _chain(problem: _Problem, reason_of, var: int, seen: set[int]) -> list[str]:
         seen.add(var)
 
 
-def _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for) -> list[list[str]]:
+def _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for, unavailable) -> list[list[str]]:
     """Every smallest set of overrides whose removal makes the request feasible."""
     words = {"--with": "drop --with {}", "--without": "drop --without {}",
              "implied": "drop what implies {} ({})"}
@@ -394,18 +405,18 @@ def _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for) -> 
         found = []
         for drop in combinations(overrides, size):
             keep = [o for o in overrides if o not in drop]
-            if _feasible(catalog, facts, keep, baseline_for):
+            if _feasible(catalog, facts, keep, baseline_for, unavailable):
                 found.append([words[k].format(r, decisions[r].forced) for k, r in drop])
         if found:
             return found
     return []
 
 
-def _feasible(catalog, facts, overrides, baseline_for) -> bool:
+def _feasible(catalog, facts, overrides, baseline_for, unavailable) -> bool:
     forced = {rid: "--with" for kind, rid in overrides if kind == "--with"}
     forced.update({rid: "implied" for kind, rid in overrides if kind == "implied"})
     without = {rid for kind, rid in overrides if kind == "--without"} - set(forced)
-    classify = _Classifier(facts, without, forced, baseline_for)
+    classify = _Classifier(facts, without, forced, baseline_for, unavailable)
     decisions = {r.id: classify(r) for r in catalog}
     problem = _build(catalog, facts, decisions)
     try:

@@ -1,0 +1,50 @@
+"""For CPU tests of patched code: a scratch 0.23.0 tree with recipes applied, and its code loaded by path.
+
+The patched modules mostly import torch_npu and vLLM internals, so they cannot be imported here.
+A helper module a patch adds (torch/stdlib only) is loaded whole with ``load_module``; single
+classes or functions of a module that cannot be imported are executed among fakes with
+``load_defs``.
+"""
+
+from __future__ import annotations
+
+import __future__
+import ast
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for compat_support
+
+from compat_support import CATALOG, scratch_tree, specs  # noqa: E402
+from optkit.apply import apply  # noqa: E402
+from optkit.resolve import dependency_order  # noqa: E402
+
+
+def patched_tree(tmp_path: Path, recipe_ids: list[str]) -> Path:
+    """A private copy of the 0.23.0 tree with the patches of ``recipe_ids`` applied in dependency order."""
+    root = scratch_tree(tmp_path)
+    result = apply(root, specs(dependency_order(CATALOG, recipe_ids)))
+    assert all(o.outcome == "applied" for o in result.outcomes), result.outcomes
+    return root
+
+
+def load_module(path: Path) -> ModuleType:
+    """The module at ``path``, executed under a private name (a fresh module object every call)."""
+    spec = importlib.util.spec_from_file_location(f"patched_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_defs(path: Path, names: list[str], namespace: dict) -> dict:
+    """Execute the top-level classes/functions ``names`` of ``path`` in ``namespace`` (its fakes)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    nodes = [node for node in tree.body if getattr(node, "name", None) in names]
+    assert sorted(node.name for node in nodes) == sorted(names), f"{names} not all in {path}"
+    namespace = dict(namespace)
+    code = compile(ast.Module(body=nodes, type_ignores=[]), str(path), "exec",
+                   flags=__future__.annotations.compiler_flag, dont_inherit=True)
+    exec(code, namespace)
+    return namespace

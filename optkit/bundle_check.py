@@ -352,17 +352,19 @@ def prepared_tree(bundle: Path, lock: dict, tree: Path | None) -> Iterator[tuple
         return
     with tempfile.TemporaryDirectory(prefix="optkit-check-") as tmp:
         copy = Path(tmp) / "tree"
-        _copy_python_sources(tree, copy)
+        _copy_sources(tree, copy, [t for p in lock["patches"] for t in p.get("targets", [])])
         yield copy, _apply_patches(bundle, copy)
 
 
-def _copy_python_sources(tree: Path, copy: Path) -> None:
-    """``vllm_ascend/**.py`` and the version files: what patches touch and the checks read."""
+def _copy_sources(tree: Path, copy: Path, targets: list[str]) -> None:
+    """``vllm_ascend/**.py``, the version files, and every other file a patch targets (csrc, …)."""
     shutil.copytree(tree / "vllm_ascend", copy / "vllm_ascend",
                     ignore=lambda d, names: [n for n in names if not (n.endswith(".py") or (Path(d) / n).is_dir())])
-    for name in ("PKG-INFO", "setup.py", "pyproject.toml"):
-        if (tree / name).is_file():
-            shutil.copy2(tree / name, copy / name)
+    for name in ("PKG-INFO", "setup.py", "pyproject.toml", *targets):
+        source, dest = tree / name, copy / name
+        if source.is_file() and not dest.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest)
 
 
 def _apply_patches(bundle: Path, copy: Path) -> list[str]:

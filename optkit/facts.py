@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import ceil
-from pathlib import Path
 from typing import Any
 
 from packaging.version import InvalidVersion, Version

@@ -26,7 +26,6 @@ of a component that decomposition cannot split.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 
 Clause = tuple[int, ...]
@@ -85,27 +84,6 @@ def _propagate(state: _State, occurs: list[list[Clause]], start: int) -> Clause 
             if count == 1:
                 _assign(state, abs(unassigned) - 1, unassigned > 0, clause)
     return None
-
-
-def _components(n: int, clauses: list[Clause], free: list[int]) -> list[list[int]]:
-    parent = list(range(n))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for clause in clauses:
-        vars_ = [abs(l) - 1 for l in clause]
-        for other in vars_[1:]:
-            ra, rb = find(vars_[0]), find(other)
-            if ra != rb:
-                parent[max(ra, rb)] = min(ra, rb)
-    groups: dict[int, list[int]] = {}
-    for var in free:
-        groups.setdefault(find(var), []).append(var)
-    return [sorted(g) for _, g in sorted(groups.items())]
 
 
 def maximize(weights: list[int], clauses: list[Clause], fixed: dict[int, bool] | None = None) -> set[int]:

@@ -7,7 +7,6 @@ vLLM once for every argv; tests marked ``tree`` read the cached pristine vllm-as
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import os
@@ -365,7 +364,7 @@ echo "| 0     {chip}            | OK            | 176.5       39                
 """
 
 
-def run_preflight(bundle: Path, tmp_path: Path, chip: str) -> subprocess.CompletedProcess:
+def run_preflight(bundle: Path, tmp_path: Path, chip: str, applied: bool = True) -> subprocess.CompletedProcess:
     bin_dir, site, toolkit, tree = (tmp_path / d for d in ("bin", "site", "toolkit", "tree"))
     bin_dir.mkdir()
     (bin_dir / "npu-smi").write_text(FAKE_NPU_SMI.format(chip=chip))
@@ -377,6 +376,10 @@ def run_preflight(bundle: Path, tmp_path: Path, chip: str) -> subprocess.Complet
     (toolkit / "x86_64-linux").mkdir(parents=True)
     (toolkit / "x86_64-linux" / "ascend_toolkit_install.info").write_text("package_name=Ascend-cann-toolkit\nversion=9.0.1\n")
     (tree / "vllm_ascend").mkdir(parents=True)
+    if applied:  # what `optkit apply` records in the tree
+        (tree / ".optkit").mkdir()
+        names = [{"name": p["name"]} for p in read_lock(bundle)["patches"]]
+        (tree / ".optkit" / "state.json").write_text(json.dumps({"patches": names}))
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": sys.executable, "PYTHONPATH": str(site),
            "ASCEND_TOOLKIT_HOME": str(toolkit), "ASCEND_RT_VISIBLE_DEVICES": "0,1", "VLLM_ASCEND_TREE": str(tree)}
     return subprocess.run(["bash", str(bundle / "preflight.sh")], env=env, capture_output=True, text=True, timeout=120)
@@ -389,6 +392,13 @@ def test_preflight_passes_on_a_matching_host(flagship, tmp_path):
                  "PASS  vllm_ascend: 0.23.0", "PASS  vllm: 0.23.0", "PASS  torch_npu: 2.10.0.post4"):
         assert line in proc.stdout
     assert "FAIL" not in proc.stdout
+
+
+def test_preflight_fails_when_patches_are_not_applied(flagship, tmp_path):
+    proc = run_preflight(flagship, tmp_path, "Ascend910", applied=False)
+    assert proc.returncode == 1
+    first = read_lock(flagship)["patches"][0]["name"]
+    assert f"FAIL  patch {first} is not applied to" in proc.stdout
 
 
 def test_preflight_fails_on_another_chip(flagship, tmp_path):
@@ -536,65 +546,67 @@ def test_shell_check_reports_a_syntax_error(flagship, tmp_path):
 
 # --------------------------------------------------------------------------- patches: lock, apply.sh, patched tree
 
-SUPER_KERNEL_PARAM = "        fuse_allreduce_rms: bool = False,\n"
 
 
 @pytest.fixture
-def patched_catalog(tmp_path) -> Path:
-    """A catalog copy where compile-super-kernel has a written patch adding its config key."""
+def pending_catalog(tmp_path) -> Path:
+    """A catalog copy where compile-super-kernel's patch is declared but not written yet."""
     root = catalog_copy(tmp_path / "catalog")
-    rel = "vllm_ascend/ascend_config.py"
-    old = (pristine_tree() / rel).read_text()
-    assert SUPER_KERNEL_PARAM in old
-    new = old.replace(SUPER_KERNEL_PARAM, SUPER_KERNEL_PARAM + "        enable_super_kernel: bool = False,\n", 1)
-    diff = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}"))
-    header = ("Description: accept enable_super_kernel\nOrigin: vendor, test\nForwarded: no\n"
-              "Last-Update: 2026-01-01\nRecipe: compile-super-kernel\n---\n")
-    folder = root / "recipes" / "compile-super-kernel"
-    (folder / "0001-compile-super-kernel.patch").write_text(header + diff)
+    for patch in (root / "recipes" / "compile-super-kernel").glob("*.patch"):
+        patch.unlink()
 
-    def present(recipe):
-        recipe["patches"] = [{**recipe["patches"][0], "status": "present", "targets": [rel]}]
+    def pending(recipe):
+        recipe["patches"] = [{**p, "status": "pending"} for p in recipe["patches"]]
+        recipe["verification"]["level"] = "declared"
 
-    edit_recipe(root, "compile-super-kernel", present)
+    edit_recipe(root, "compile-super-kernel", pending)
     return root
 
 
 @pytest.mark.tree
-def test_patched_tree_knows_the_key_its_patch_adds(patched_catalog, tmp_path):
-    bundle = write(tmp_path / "b", patched_catalog)
-    lock = read_lock(bundle)
-    name = "0001-compile-super-kernel--0001-compile-super-kernel.patch"
-    assert [p["name"] for p in lock["patches"]] == [name]
-    assert lock["patches"][0]["sha256"] == hashlib.sha256((bundle / "patches" / name).read_bytes()).hexdigest()
-    assert [p.name for p in from_bundle(bundle, allow_pending=True)] == [name]  # optkit apply's loader accepts it
-    report = check_bundle(bundle, use_vllm=False)
-    keys = next(c for c in report.checks if c.name == "config-keys")
-    assert not [p for p in keys.problems if "enable_super_kernel" in p], keys.problems
+def test_real_patches_make_their_keys_and_variables_known(flagship):
+    lock = read_lock(flagship)
+    names = [p["name"] for p in lock["patches"]]
+    assert names and (flagship / "patches" / "series").read_text().split() == names
+    assert lock["pending_patches"] == []
+    for entry in lock["patches"]:
+        assert entry["sha256"] == hashlib.sha256((flagship / "patches" / entry["name"]).read_bytes()).hexdigest()
+    assert [p.name for p in from_bundle(flagship)] == names  # optkit apply's loader accepts it
+    report = check_bundle(flagship, use_vllm=False)
+    for name in ("config-keys", "env", "launch", "scripts"):
+        check = next(c for c in report.checks if c.name == name)
+        assert check.problems == [], (name, check.problems)
 
 
 @pytest.mark.tree
-def test_apply_sh_applies_checks_versions_and_reverts(patched_catalog, tmp_path):
+def test_apply_sh_applies_checks_versions_and_reverts(flagship, tmp_path):
     need("git")
-    bundle = write(tmp_path / "b", patched_catalog)
-    tree = tmp_path / "tree" / "vllm_ascend"
-    tree.mkdir(parents=True)
-    for name in ("_version.py", "ascend_config.py"):
-        shutil.copy(pristine_tree() / "vllm_ascend" / name, tree / name)
-    before = (tree / "ascend_config.py").read_bytes()
+    from compat_support import scratch_tree
+    from optkit.tree import tree_checksum
+
+    tree = scratch_tree(tmp_path)
+    before = tree_checksum(tree)
 
     def apply_sh(*args):
-        return subprocess.run(["bash", str(bundle / "apply.sh"), *args], capture_output=True, text=True, timeout=60)
+        return subprocess.run(["bash", str(flagship / "apply.sh"), *args], capture_output=True, text=True, timeout=120)
 
-    refused = apply_sh(str(tree.parent))
-    assert refused.returncode == 1 and "patches that are not written yet" in refused.stderr
-    done = apply_sh("--allow-pending", str(tree.parent))
+    done = apply_sh(str(tree))
     assert done.returncode == 0, done.stderr
-    assert "enable_super_kernel: bool = False" in (tree / "ascend_config.py").read_text()
-    assert (tree.parent / ".optkit" / "apply-sh.done").read_text().split() == [p["name"] for p in read_lock(bundle)["patches"]]
-    assert apply_sh("--allow-pending", str(tree.parent)).returncode == 1  # already applied
-    assert apply_sh("--revert", str(tree.parent)).returncode == 0
-    assert (tree / "ascend_config.py").read_bytes() == before
+    assert "enable_super_kernel: bool = False" in (tree / "vllm_ascend" / "ascend_config.py").read_text()
+    assert (tree / ".optkit" / "apply-sh.done").read_text().split() == [p["name"] for p in read_lock(flagship)["patches"]]
+    assert apply_sh(str(tree)).returncode == 1  # already applied
+    assert apply_sh("--revert", str(tree)).returncode == 0
+    assert tree_checksum(tree) == before
+
+
+def test_apply_sh_refuses_pending_patches(pending_catalog, tmp_path):
+    bundle = write(tmp_path / "b", pending_catalog)
+    assert {"recipe": "compile-super-kernel", "file": "0001-compile-super-kernel.patch"} in read_lock(bundle)["pending_patches"]
+    tree = tmp_path / "tree" / "vllm_ascend"
+    tree.mkdir(parents=True)
+    (tree / "_version.py").write_text("__version__ = version = '0.23.0'\n")
+    proc = subprocess.run(["bash", str(bundle / "apply.sh"), str(tree.parent)], capture_output=True, text=True)
+    assert proc.returncode == 1 and "patches that are not written yet" in proc.stderr
 
 
 def test_apply_sh_refuses_another_version(flagship, tmp_path):

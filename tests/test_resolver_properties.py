@@ -5,7 +5,6 @@ from __future__ import annotations
 from itertools import product
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from optkit.catalog import Catalog

@@ -49,3 +49,46 @@ def test_wrong_version_refused_up_front(tmp_path):
 
 def test_pristine_tree_is_the_real_release():
     assert (pristine() / "vllm_ascend" / "ascend_config.py").is_file()
+
+
+def _flagship_bundle(tmp_path_factory):
+    from optkit.bundle import write_bundle
+    from optkit.plan import load_workspace, plan
+    from optkit.request import Request
+
+    workspace = load_workspace()
+    out = tmp_path_factory.mktemp("flagship") / "bundle"
+    write_bundle(plan(Request(model="qwen3.5-35b", target="910c", mtp=True), workspace), workspace, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def flagship_bundle(tmp_path_factory):
+    return _flagship_bundle(tmp_path_factory)
+
+
+@needs_patches
+@pytest.mark.parametrize("kill_after", range(1, 16), ids=lambda n: f"killed-after-patch-{n}")
+def test_killed_apply_is_rolled_back_by_the_next_command(tmp_path, flagship_bundle, kill_after):
+    """SIGKILL in the middle of the real flagship apply; the next optkit command restores the tree."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    series = (flagship_bundle / "patches" / "series").read_text().split()
+    if kill_after > len(series):
+        pytest.skip(f"the flagship plan has {len(series)} patches")
+    tree = scratch_tree(tmp_path)
+    before = tree_checksum(tree)
+    cli = [sys.executable, "-m", "optkit"]
+    env = {**os.environ, "OPTKIT_FAULT_AFTER": str(kill_after)}
+    killed = subprocess.run([*cli, "apply", str(flagship_bundle), "--tree", str(tree)], env=env,
+                            capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    assert tree_checksum(tree) != before  # it really stopped halfway
+    status = subprocess.run([*cli, "status", "--tree", str(tree)], capture_output=True, text=True)
+    assert "killed" in status.stdout or "interrupted" in status.stdout, status.stdout
+    recovered = subprocess.run([*cli, "revert", "--tree", str(tree)], capture_output=True, text=True)
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    assert tree_checksum(tree) == before

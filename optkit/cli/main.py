@@ -28,6 +28,11 @@ class Group(click.Group):
             sys.exit(exc.exit_code)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
             raise
+        except BrokenPipeError:  # output piped into `head` and closed: not an error
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(0)
         except KeyboardInterrupt:
             click.echo("optkit: interrupted", err=True)
             sys.exit(130)

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from optkit.catalog import load_catalog, project_root
-from optkit.docs import catalog_markdown
 from optkit.lint import lint
 
 CATALOG = load_catalog()
@@ -59,6 +58,8 @@ def test_provenance_and_verification_are_stated(recipe_id):
         assert recipe.verification.needs_npu
 
 
-def test_docs_catalog_is_current():
-    path = project_root() / "docs" / "catalog.md"
-    assert path.read_text(encoding="utf-8") == catalog_markdown(CATALOG), "run `optkit docs` and commit"
+def test_generated_docs_are_current():
+    """docs/catalog.md and the example bundle in docs/example-bundle/ match the current catalog."""
+    from optkit.docs import generated_docs
+
+    assert generated_docs(project_root(), check=True) == [], "run `optkit docs` and commit"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from optkit.catalog import project_root
 from optkit.errors import UnknownName
 
 
@@ -67,22 +68,20 @@ def schema_command():
 
 
 @click.command("docs")
-@click.option("--check", is_flag=True, help="Fail if docs/catalog.md is not current.")
+@click.option("--check", is_flag=True, help="Fail if the generated docs are not current.")
 def docs_command(check):
-    """Generate docs/catalog.md from the catalog (or --check that it is current)."""
-    from optkit.catalog import load_catalog, project_root
-    from optkit.docs import catalog_markdown
+    """Generate docs/catalog.md and docs/example-bundle/ (or --check that they are current)."""
+    from optkit.docs import generated_docs, write_docs
 
-    path = project_root() / "docs" / "catalog.md"
-    text = catalog_markdown(load_catalog())
+    root = project_root()
     if check:
-        current = path.read_text(encoding="utf-8") if path.is_file() else ""
-        if current != text:
-            raise click.ClickException("docs/catalog.md is out of date; run `optkit docs` and commit it")
-        click.echo("docs/catalog.md is current")
+        stale = generated_docs(root, check=True)
+        if stale:
+            raise click.ClickException(f"out of date: {', '.join(stale)}; run `optkit docs` and commit")
+        click.echo("docs/catalog.md and docs/example-bundle/ are current")
         return
-    path.write_text(text, encoding="utf-8")
-    click.echo(f"wrote {path.relative_to(project_root())}")
+    for path in write_docs(root):
+        click.echo(f"wrote {path}")
 
 
 COMMANDS = [recipes_command, show_command, lint_command, schema_command, docs_command]

@@ -40,6 +40,11 @@ def plan_report(plan: Plan, catalog, verbose: bool = False) -> None:
                 facts = ", ".join(f"{k} = {v}" for k, v in d.facts.items())
                 rest.add_row(rid, status.value, d.reason + (f" [{facts}]" if facts else ""))
     console.print(rest)
+    from optkit.plan import count_by_status
+
+    counts = count_by_status(plan)
+    console.print(f"[bold]Totals[/bold]: {counts.pop('selected', 0)} selected of {len(plan.resolution.decisions)}; "
+                  + ", ".join(f"{n} {status}" for status, n in counts.items()))
     _estimates(console, plan)
 
 

@@ -92,3 +92,67 @@ def test_killed_apply_is_rolled_back_by_the_next_command(tmp_path, flagship_bund
     recovered = subprocess.run([*cli, "revert", "--tree", str(tree)], capture_output=True, text=True)
     assert recovered.returncode == 0, recovered.stdout + recovered.stderr
     assert tree_checksum(tree) == before
+
+
+@pytest.fixture(scope="module")
+def fully_patched(tmp_path_factory):
+    """The real 0.23.0 tree with every written patch of the catalog applied."""
+    tree = scratch_tree(tmp_path_factory.mktemp("patched"))
+    apply(tree, specs(all_in_order()))
+    return tree
+
+
+@needs_patches
+@pytest.mark.parametrize("recipe_id", sorted(r.id for r in __import__("compat_support").CATALOG
+                                             if r.versions.vllm_ascend.startswith(">=0.23.0")))
+def test_every_key_and_variable_a_recipe_sets_is_read_by_the_patched_tree(fully_patched, recipe_id):
+    """additional_config keys (nested too) and non-external env vars exist in the patched 0.23.0 tree."""
+    from compat_support import CATALOG
+    from optkit.bundle_check import config_keys, env_names
+
+    recipe = CATALOG[recipe_id]
+    keys, names = config_keys(fully_patched), env_names(fully_patched)
+    for key, value in recipe.additional_config.items():
+        assert key in keys.top, f"{recipe_id}: additional_config key {key!r} is not read by the tree"
+        if isinstance(value, dict) and key in keys.nested:
+            assert set(value) <= keys.nested[key], f"{recipe_id}: {key}.{set(value) - keys.nested[key]}"
+    for env in recipe.env:
+        if not env.external:
+            assert env.name in names, f"{recipe_id}: env var {env.name} is not defined in envs.py"
+
+
+def _scenario_plans():
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parent
+    for path in sorted((root / "cases").glob("*.yaml")):
+        case = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if "error_contains" not in case["expect"]:
+            yield pytest.param(case["request"], id=path.stem)
+
+
+@needs_patches
+@pytest.mark.parametrize("request_fields", list(_scenario_plans()))
+def test_every_scenario_plan_applies_as_a_whole(tmp_path, request_fields):
+    """The patches of each plan the resolver makes for the scenario cases apply together."""
+    from pathlib import Path
+
+    from compat_support import CATALOG
+    from optkit.plan import load_workspace, plan
+    from optkit.request import Request
+
+    fields = dict(request_fields)
+    if "model_config" in fields:
+        fields["model_config"] = str(Path(__file__).resolve().parent.parent / fields["model_config"])
+    result = plan(Request.model_validate(fields), load_workspace())
+    if not str(result.facts["versions.vllm_ascend"]).startswith("0.23"):
+        pytest.skip("the patches are written against 0.23.0")
+    patch_specs = specs([rid for rid in result.selected if CATALOG[rid].patches])
+    if not patch_specs:
+        pytest.skip("this plan selects no source patch")
+    tree = scratch_tree(tmp_path)
+    outcomes = apply(tree, patch_specs).outcomes
+    assert [o.outcome for o in outcomes] == ["applied"] * len(patch_specs)
+    assert check_python(touched_python(tree, patch_specs)) == []

@@ -23,7 +23,7 @@ RECIPE_FILE = "recipe.yaml"
 def project_root() -> Path:
     """The directory holding recipes/, models/, targets/, kernels/ (the repo or the install)."""
     here = Path(__file__).resolve().parent
-    for candidate in (here.parent, here / "data"):
+    for candidate in (here / "data", here.parent):  # an installed wheel's copy, else the checkout
         if (candidate / "recipes").is_dir():
             return candidate
     return here.parent

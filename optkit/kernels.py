@@ -337,7 +337,8 @@ def _declared_targets(spec: KernelSpec) -> tuple[str, ...]:
 
 
 def _references(kernels: Kernels, kid: str, spec: KernelSpec) -> list[Problem]:
-    if spec.reference is None:
+    # References live in tests/, which only a source checkout has (an installed wheel ships none).
+    if spec.reference is None or not (kernels.root / "tests").is_dir():
         return []
     files = [(spec.reference.module, ("reference", "module"))]
     files += [(test, ("reference", "tests", i)) for i, test in enumerate(spec.reference.tests)]

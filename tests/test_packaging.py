@@ -1,0 +1,36 @@
+"""The wheel carries the catalog: `pip install .` then `optkit plan` works outside the checkout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_wheel_ships_the_catalog_and_plans_outside_the_checkout(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    str(ROOT), "-w", str(tmp_path / "dist")], check=True, capture_output=True, cwd=tmp_path)
+    wheel = next((tmp_path / "dist").glob("optkit-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for recipe in (ROOT / "recipes").iterdir():
+        assert f"optkit/data/recipes/{recipe.name}/recipe.yaml" in names
+    for kernel in (ROOT / "kernels").iterdir():
+        assert f"optkit/data/kernels/{kernel.name}/kernel.yaml" in names
+    assert "optkit/data/models/qwen3.5-35b-a3b.yaml" in names and "optkit/data/targets/910c.yaml" in names
+
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    run = subprocess.run([sys.executable, "-m", "optkit", "plan", "qwen3.5-35b", "--target", "910c", "--mtp", "--json"],
+                         cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert '"mtp-enable-k4"' in run.stdout
+    where = subprocess.run([sys.executable, "-c", "import optkit.catalog as c; print(c.project_root())"],
+                           cwd=elsewhere, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(where) == site / "optkit" / "data"

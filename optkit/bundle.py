@@ -24,7 +24,7 @@ from optkit import __version__
 from optkit.errors import OptkitError
 from optkit.patchset import LOCK_NAME, LOCK_VERSION
 from optkit.plan import Plan, Workspace
-from optkit.report import facts_data, plan_data
+from optkit.report import dump_json, facts_data, plan_data
 from optkit.request import Request
 from optkit.schema import Recipe, Verification, compiled
 
@@ -45,11 +45,6 @@ _TOP_LEVEL = {LOCK_NAME, "README.md", "env.sh", "serve.sh", "preflight.sh", "app
 
 class BundleWriteError(OptkitError):
     """A bundle that cannot be written (occupied directory, missing patch file, changed catalog)."""
-
-
-def dump_json(data: Any) -> str:
-    """The one JSON layout of bundle files: indented, sorted keys, UTF-8, final newline."""
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def compact_json(data: Any) -> str:

@@ -62,7 +62,7 @@ def capture_sizes(request: Request) -> list[int]:
     return sorted({decode_rows(c, request.dp, request.k) for c in request.concurrency})
 
 
-def check_request(request: Request, model, target) -> None:
+def check_request(request: Request, target) -> None:
     """Request-level consistency that no recipe could fix."""
     if request.num_speculative_tokens is not None and not request.mtp:
         raise RequestError("--num-speculative-tokens needs --mtp (speculative decoding is off)")
@@ -77,7 +77,7 @@ def check_request(request: Request, model, target) -> None:
 
 def compute_facts(request: Request, model, target) -> Facts:
     """Every fact in ``optkit.factspec.FACTS`` for this request."""
-    check_request(request, model, target)
+    check_request(request, target)
     ascend = parse_version(request.vllm_ascend_version, "--vllm-ascend-version")
     vllm = parse_version(request.vllm_version, "--vllm-version") if request.vllm_version else default_vllm(ascend)
     ep = model.is_moe if request.ep is None else request.ep

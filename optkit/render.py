@@ -6,7 +6,7 @@ from optkit.plan import Plan
 from optkit.resolve import Status, describe_benefit
 
 _ORDER = [Status.selected, Status.upstream, Status.objective, Status.no_effect, Status.regresses,
-          Status.needs_opt_in, Status.blocked, Status.unavailable, Status.excluded, Status.user_excluded, Status.not_applicable]
+          Status.needs_opt_in, Status.unavailable, Status.excluded, Status.user_excluded, Status.not_applicable]
 
 
 def _console():

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from optkit.conditions import format_value
-from optkit.plan import Plan
-from optkit.resolve import Decision
+
+if TYPE_CHECKING:  # type hints only: report stays cheap to import for every command
+    from optkit.plan import Plan
+    from optkit.resolve import Decision
+
+
+def dump_json(data: Any) -> str:
+    """The one JSON layout of optkit's output files and --json: indented, sorted keys, UTF-8, final newline."""
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def _fact_value(value: Any) -> Any:
@@ -15,8 +25,13 @@ def _fact_value(value: Any) -> Any:
     return value
 
 
+def facts_json(facts) -> dict[str, Any]:
+    """Facts as JSON-safe data (versions as strings), sorted by name."""
+    return {name: _fact_value(value) for name, value in sorted(facts.values.items())}
+
+
 def facts_data(plan: Plan) -> dict[str, Any]:
-    return {name: _fact_value(value) for name, value in sorted(plan.facts.values.items())}
+    return facts_json(plan.facts)
 
 
 def decision_data(d: Decision) -> dict[str, Any]:

@@ -45,7 +45,6 @@ class Status(str, Enum):
     no_effect = "no-effect"  # effective_when fails
     needs_opt_in = "needs-opt-in"  # high-severity risk
     regresses = "regresses"  # slower at a requested concurrency
-    blocked = "blocked"  # requires an unavailable recipe, or conflicts with a forced one
     objective = "objective"  # valid, but the optimum leaves it out
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from optkit.catalog import project_root
 from optkit.errors import UnknownName
 
 
@@ -71,6 +70,7 @@ def schema_command():
 @click.option("--check", is_flag=True, help="Fail if the generated docs are not current.")
 def docs_command(check):
     """Generate docs/catalog.md and docs/example-bundle/ (or --check that they are current)."""
+    from optkit.catalog import project_root
     from optkit.docs import generated_docs, write_docs
 
     root = project_root()

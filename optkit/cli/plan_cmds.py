@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from optkit.cli.options import build_request, request_options
 from optkit.errors import UnknownName
+from optkit.report import dump_json
 
 
 def _plan(model, request_file, params):
@@ -16,10 +16,6 @@ def _plan(model, request_file, params):
 
     workspace = load_workspace()
     return workspace, plan(build_request(model, request_file, params), workspace)
-
-
-def dump_json(data) -> str:
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def _plan_from_lock(lock: Path, model, request_file, params):
@@ -108,7 +104,9 @@ def facts_command(model, request_file, as_json, list_names, **params):
     request = build_request(model, request_file, params)
     facts = compute_facts(request, resolve_model(workspace, request), find_target(workspace.targets, request.target))
     if as_json:
-        click.echo(dump_json({k: (str(v) if type(v).__name__ == "Version" else v) for k, v in facts.values.items()}), nl=False)
+        from optkit.report import facts_json
+
+        click.echo(dump_json(facts_json(facts)), nl=False)
         return
     for name, value in facts.values.items():
         click.echo(f"{name} = {format_value(value)}")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from optkit.catalog import load_catalog
-from optkit.patchset import catalog_specs
-from optkit.resolve import dependency_order
-from optkit.tree import fetch
+from optkit.catalog.loader import load_catalog
+from optkit.tree.patchset import catalog_specs
+from optkit.resolve.resolver import dependency_order
+from optkit.tree.fetch import fetch
 
 CATALOG = load_catalog()
 

@@ -1,4 +1,4 @@
-"""Tests of optkit.patchset and optkit.apply: loading bundles, applying, reverting, recovering.
+"""Tests of optkit.tree.patchset and optkit.tree.apply: loading bundles, applying, reverting, recovering.
 
 Trees are small fake vllm-ascend trees built in tmp_path (plain, as an sdist unpacks, and as
 real `git init` checkouts); patches are unified diffs with DEP-3 headers written here; bundles
@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from optkit import apply as applier
-from optkit.apply import apply, revert, status
+from optkit.tree import apply as applier
+from optkit.tree.apply import apply, revert, status
 from optkit.cli.main import cli
 from optkit.errors import BundleError, PatchError, TreeError
-from optkit.patchset import from_bundle, from_lock, load, parse_dep3, patch_paths
-from optkit.tree import tree_checksum
+from optkit.tree.patchset import from_bundle, from_lock, load, parse_dep3, patch_paths
+from optkit.tree.fetch import tree_checksum
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -575,7 +575,7 @@ def test_cli_exit_codes(sdist_tree, tmp_path, args, code, words):
 
 
 def test_cli_tree_fetch(tmp_path, monkeypatch):
-    from optkit import tree as trees
+    from optkit.tree import fetch as trees
 
     def fake_fetch(version, dest, *, package, force):
         assert (version, package, force) == ("0.23.0", "vllm-ascend", False)
@@ -593,7 +593,7 @@ def test_cli_tree_fetch(tmp_path, monkeypatch):
 
 @pytest.mark.tree
 def test_real_vllm_ascend_tree(tmp_path):
-    from optkit.tree import fetch
+    from optkit.tree.fetch import fetch
 
     root = fetch("0.23.0", tmp_path / "tree").path
     pristine = tree_checksum(root)

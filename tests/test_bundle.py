@@ -21,8 +21,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from optkit.bundle import BundleWriteError, request_from_lock, write_bundle
-from optkit.bundle_check import (
+from optkit.bundle.writer import BundleWriteError, request_from_lock, write_bundle
+from optkit.bundle.check import (
     check_bundle,
     check_config_keys,
     check_env,
@@ -34,11 +34,11 @@ from optkit.bundle_check import (
     run_probe,
     serve_sh_argv,
 )
-from optkit.catalog import project_root
+from optkit.catalog.loader import project_root
 from optkit.cli.main import cli
-from optkit.patchset import from_bundle
-from optkit.plan import load_workspace, plan
-from optkit.request import Request
+from optkit.tree.patchset import from_bundle
+from optkit.resolve.plan import load_workspace, plan
+from optkit.resolve.request import Request
 
 ROOT = project_root()
 FLAGSHIP = {"model": "qwen3.5-35b", "target": "910c", "mtp": True}
@@ -76,7 +76,7 @@ def edit_recipe(root: Path, rid: str, change) -> None:
 
 
 def pristine_tree() -> Path:
-    from optkit.tree import fetch
+    from optkit.tree.fetch import fetch
 
     return fetch("0.23.0").path
 
@@ -582,7 +582,7 @@ def test_real_patches_make_their_keys_and_variables_known(flagship):
 def test_apply_sh_applies_checks_versions_and_reverts(flagship, tmp_path):
     need("git")
     from compat_support import scratch_tree
-    from optkit.tree import tree_checksum
+    from optkit.tree.fetch import tree_checksum
 
     tree = scratch_tree(tmp_path)
     before = tree_checksum(tree)
@@ -623,7 +623,7 @@ def test_apply_sh_refuses_another_version(flagship, tmp_path):
 
 @pytest.mark.tree
 def test_bundle_check_cli_fails_when_vllm_is_missing(flagship, monkeypatch):
-    import optkit.bundle_check as bundle_check
+    import optkit.bundle.check as bundle_check
 
     monkeypatch.setattr(bundle_check, "run_probe",
                         lambda request: {"status": "skipped", "reason": "vLLM 0.23.0 not installed (test)"})

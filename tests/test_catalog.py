@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from optkit.catalog import load_catalog, project_root
-from optkit.lint import lint
+from optkit.catalog.loader import load_catalog, project_root
+from optkit.catalog.lint import lint
 
 CATALOG = load_catalog()
 ARTICLE = Path(__file__).resolve().parents[2] / "shared" / "seed" / "ascend-910c-inference-optimization-part2.zh.txt"
@@ -60,6 +60,6 @@ def test_provenance_and_verification_are_stated(recipe_id):
 
 def test_generated_docs_are_current():
     """docs/catalog.md and the example bundle in docs/example-bundle/ match the current catalog."""
-    from optkit.docs import generated_docs
+    from optkit.cli.docs import generated_docs
 
     assert generated_docs(project_root(), check=True) == [], "run `optkit docs` and commit"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from optkit.catalog import load_catalog
+from optkit.catalog.loader import load_catalog
 from optkit.errors import ValidationFailed
-from optkit.lint import lint
+from optkit.catalog.lint import lint
 
 VALID = textwrap.dedent("""\
     id: demo

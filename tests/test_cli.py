@@ -64,12 +64,12 @@ def test_bad_request_file_is_located(tmp_path):
 
 
 def test_internal_error_asks_for_a_report(monkeypatch):
-    import optkit.plan
+    import optkit.resolve.plan
 
     def boom(*args, **kwargs):
         raise ZeroDivisionError("bug")
 
-    monkeypatch.setattr(optkit.plan, "plan", boom)
+    monkeypatch.setattr(optkit.resolve.plan, "plan", boom)
     result = CliRunner().invoke(cli, ["plan", "qwen3.5-35b"])
     assert result.exit_code == 3
     assert "internal error" in result.output and "please report" in result.output

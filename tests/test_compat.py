@@ -6,9 +6,9 @@ import pytest
 
 from compat_support import (all_in_order, check_python, needs_patches, pristine, recipes_with_patches,
                             scratch_tree, specs, touched_python)
-from optkit.apply import apply, revert
+from optkit.tree.apply import apply, revert
 from optkit.errors import OptkitError
-from optkit.tree import tree_checksum
+from optkit.tree.fetch import tree_checksum
 
 pytestmark = [pytest.mark.tree]
 
@@ -52,9 +52,9 @@ def test_pristine_tree_is_the_real_release():
 
 
 def _flagship_bundle(tmp_path_factory):
-    from optkit.bundle import write_bundle
-    from optkit.plan import load_workspace, plan
-    from optkit.request import Request
+    from optkit.bundle.writer import write_bundle
+    from optkit.resolve.plan import load_workspace, plan
+    from optkit.resolve.request import Request
 
     workspace = load_workspace()
     out = tmp_path_factory.mktemp("flagship") / "bundle"
@@ -108,7 +108,7 @@ def fully_patched(tmp_path_factory):
 def test_every_key_and_variable_a_recipe_sets_is_read_by_the_patched_tree(fully_patched, recipe_id):
     """additional_config keys (nested too) and non-external env vars exist in the patched 0.23.0 tree."""
     from compat_support import CATALOG
-    from optkit.bundle_check import config_keys, env_names
+    from optkit.bundle.check import config_keys, env_names
 
     recipe = CATALOG[recipe_id]
     keys, names = config_keys(fully_patched), env_names(fully_patched)
@@ -140,8 +140,8 @@ def test_every_scenario_plan_applies_as_a_whole(tmp_path, request_fields):
     from pathlib import Path
 
     from compat_support import CATALOG
-    from optkit.plan import load_workspace, plan
-    from optkit.request import Request
+    from optkit.resolve.plan import load_workspace, plan
+    from optkit.resolve.request import Request
 
     fields = dict(request_fields)
     if "model_config" in fields:

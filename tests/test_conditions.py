@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, strategies as st
 from packaging.version import Version
 
-from optkit.conditions import compile_condition
+from optkit.catalog.conditions import compile_condition
 from optkit.errors import ConditionError
 
 FACTS = {
@@ -84,6 +84,6 @@ def test_arbitrary_text_never_escapes(text):
         cond = compile_condition(text)
     except ConditionError:
         return
-    from optkit.factspec import FACTS as SPECS
+    from optkit.catalog.factspec import FACTS as SPECS
 
     assert set(cond.fact_names()) <= set(SPECS)

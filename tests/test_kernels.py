@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from optkit.catalog import load_catalog, project_root
+from optkit.catalog.loader import load_catalog, project_root
 from optkit.errors import ValidationFailed
-from optkit.kernels import kernel_ready, lint_kernels, load_kernel, load_kernels
+from optkit.catalog.kernels import kernel_ready, lint_kernels, load_kernel, load_kernels
 
 ROOT = project_root()
 SHIPPED = load_kernels(ROOT)

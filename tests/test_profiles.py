@@ -9,7 +9,7 @@ import pydantic
 import pytest
 
 from optkit.errors import UnknownName, ValidationFailed
-from optkit.profiles import (
+from optkit.resolve.profiles import (
     ModelProfile,
     find_model,
     find_target,

@@ -7,13 +7,13 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from optkit.catalog import Catalog
+from optkit.catalog.loader import Catalog
 from optkit.errors import PlanImpossible
-from optkit.facts import compute_facts
-from optkit.plan import load_workspace
-from optkit.request import Request
-from optkit.resolve import _SOFT, Status, _Classifier, _holds, resolve
-from optkit.schema import Recipe
+from optkit.resolve.facts import compute_facts
+from optkit.resolve.plan import load_workspace
+from optkit.resolve.request import Request
+from optkit.resolve.resolver import _SOFT, Status, _Classifier, _holds, resolve
+from optkit.catalog.schema import Recipe
 
 WS = load_workspace()
 FACTS = compute_facts(Request(model="qwen3.5-35b", mtp=True), WS.models["qwen3.5-35b-a3b"], WS.targets["910c"])

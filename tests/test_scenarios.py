@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 from optkit.errors import OptkitError
-from optkit.plan import load_workspace, plan
-from optkit.report import facts_data
-from optkit.request import Request
+from optkit.resolve.plan import load_workspace, plan
+from optkit.resolve.report import facts_data
+from optkit.resolve.request import Request
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = sorted((ROOT / "tests" / "cases").glob("*.yaml"))
@@ -61,7 +61,7 @@ def test_scenario(path):
 
 def _invariants(result) -> None:
     """What holds for every plan: selected recipes' preconditions hold, links are respected."""
-    from optkit.schema import compiled
+    from optkit.catalog.schema import compiled
 
     chosen = set(result.selected) | set(result.resolution.upstream)
     for rid in result.selected:
@@ -83,7 +83,7 @@ def test_every_recipe_ends_somewhere_with_a_reason():
 
 
 def test_plan_is_deterministic():
-    from optkit.report import plan_data
+    from optkit.resolve.report import plan_data
 
     first = plan_data(plan(Request(model="qwen3.5-35b", mtp=True), WORKSPACE))
     second = plan_data(plan(Request(model="qwen3.5-35b", mtp=True), load_workspace()))

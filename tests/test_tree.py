@@ -1,4 +1,4 @@
-"""Tests of optkit.tree: inspecting, safely unpacking, caching, fetching and checksumming trees."""
+"""Tests of optkit.tree.fetch: inspecting, safely unpacking, caching, fetching and checksumming trees."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from optkit import tree
+from optkit.tree import fetch as tree
 from optkit.errors import TreeError
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")

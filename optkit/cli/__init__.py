@@ -1,1 +1,7 @@
-"""Command-line interface: parse, call one library function, render. Nothing else."""
+"""Stage 7, cli: the ``optkit`` command. Parse, call one library function, render. Nothing else.
+
+One module per command group; the only place that imports click and the renderers (rich), and
+the only place where exceptions become exit codes (``optkit.cli.main``).
+
+May import: every stage.
+"""

@@ -25,7 +25,7 @@ def check_command(bundle_dir, tree_dir, no_vllm, as_json):
     """Check BUNDLE_DIR against vLLM 0.23.0's parser, the tree's config keys and env vars, and shellcheck.
 
     Exits 1 on any problem, and when vLLM 0.23.0 is not installed (unless --no-vllm)."""
-    from optkit.bundle_check import check_bundle
+    from optkit.bundle.check import check_bundle
     from optkit.errors import BundleError
 
     report = check_bundle(bundle_dir, tree=tree_dir, use_vllm=not no_vllm)

@@ -14,7 +14,7 @@ from optkit.errors import UnknownName
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def recipes_command(as_json):
     """The recipe catalog: id, kind, upstream status, verification level."""
-    from optkit.catalog import load_catalog
+    from optkit.catalog.loader import load_catalog
 
     catalog = load_catalog()
     if as_json:
@@ -22,7 +22,7 @@ def recipes_command(as_json):
                  "verification": r.verification.level.value, "needs_npu": r.verification.needs_npu} for r in catalog]
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
-    from optkit.render import recipes_table
+    from optkit.cli.render import recipes_table
 
     recipes_table(catalog)
 
@@ -32,8 +32,8 @@ def recipes_command(as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print the recipe as JSON.")
 def show_command(recipe_id, as_json):
     """Everything about one recipe, with its source quote."""
-    from optkit.catalog import load_catalog
-    from optkit.docs import recipe_markdown
+    from optkit.catalog.loader import load_catalog
+    from optkit.cli.docs import recipe_markdown
 
     catalog = load_catalog()
     if recipe_id not in catalog:
@@ -48,7 +48,7 @@ def show_command(recipe_id, as_json):
 @click.argument("root", required=False, type=click.Path(exists=True, file_okay=False, path_type=Path))
 def lint_command(root):
     """Audit a catalog (default: the shipped one) like `spack audit`."""
-    from optkit.lint import lint
+    from optkit.catalog.lint import lint
 
     findings = lint(root)
     for finding in findings:
@@ -61,7 +61,7 @@ def lint_command(root):
 @click.command("schema")
 def schema_command():
     """JSON Schema of recipe.yaml, for editors."""
-    from optkit.schema import Recipe
+    from optkit.catalog.schema import Recipe
 
     click.echo(json.dumps(Recipe.model_json_schema(), indent=2, sort_keys=True, ensure_ascii=False))
 
@@ -70,8 +70,8 @@ def schema_command():
 @click.option("--check", is_flag=True, help="Fail if the generated docs are not current.")
 def docs_command(check):
     """Generate docs/catalog.md and docs/example-bundle/ (or --check that they are current)."""
-    from optkit.catalog import project_root
-    from optkit.docs import generated_docs, write_docs
+    from optkit.catalog.loader import project_root
+    from optkit.cli.docs import generated_docs, write_docs
 
     root = project_root()
     if check:

@@ -68,7 +68,7 @@ def request_options(func):
 
 def build_request(model: str | None, request_file: Path | None, params: dict):
     """A Request from the file (if any) with the command-line values on top."""
-    from optkit.request import Request, load_request
+    from optkit.resolve.request import Request, load_request
 
     base = load_request(request_file).model_dump(by_alias=True) if request_file else {}
     for _, field, _ in _OPTIONS:

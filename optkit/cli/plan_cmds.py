@@ -8,11 +8,11 @@ import click
 
 from optkit.cli.options import build_request, request_options
 from optkit.errors import UnknownName
-from optkit.report import dump_json
+from optkit.resolve.report import dump_json
 
 
 def _plan(model, request_file, params):
-    from optkit.plan import load_workspace, plan
+    from optkit.resolve.plan import load_workspace, plan
 
     workspace = load_workspace()
     return workspace, plan(build_request(model, request_file, params), workspace)
@@ -23,8 +23,8 @@ def _plan_from_lock(lock: Path, model, request_file, params):
     given = [name for name, value in params.items() if value not in (None, (), [])]
     if model or request_file or given:
         raise click.UsageError("--from-lock takes the request from the lock; give no MODEL, --request or request flags")
-    from optkit.bundle import request_from_lock
-    from optkit.plan import load_workspace, plan
+    from optkit.bundle.writer import request_from_lock
+    from optkit.resolve.plan import load_workspace, plan
 
     workspace = load_workspace()
     request, options = request_from_lock(lock, workspace)
@@ -47,15 +47,15 @@ def plan_command(model, request_file, as_json, verbose, output, k8s, from_lock, 
     else:
         workspace, result = _plan(model, request_file, params)
     if output is not None:
-        from optkit.bundle import write_bundle
+        from optkit.bundle.writer import write_bundle
 
         write_bundle(result, workspace, output, k8s=k8s)
     if as_json:
-        from optkit.report import plan_data
+        from optkit.resolve.report import plan_data
 
         click.echo(dump_json(plan_data(result)), nl=False)
         return
-    from optkit.render import plan_report
+    from optkit.cli.render import plan_report
 
     plan_report(result, workspace.catalog, verbose)
     if output is not None:
@@ -73,11 +73,11 @@ def explain_command(recipe_ids, model, request_file, as_json, **params):
         if rid not in result.resolution.decisions:
             raise UnknownName("recipe", rid, sorted(result.resolution.decisions))
     if as_json:
-        from optkit.report import decision_data
+        from optkit.resolve.report import decision_data
 
         click.echo(dump_json({rid: decision_data(result.resolution.decisions[rid]) for rid in recipe_ids}), nl=False)
         return
-    from optkit.render import explain_report
+    from optkit.cli.render import explain_report
 
     explain_report(result, workspace.catalog, list(recipe_ids))
 
@@ -89,22 +89,22 @@ def explain_command(recipe_ids, model, request_file, as_json, **params):
 def facts_command(model, request_file, as_json, list_names, **params):
     """The facts a request is judged on, derived ones included."""
     if list_names:
-        from optkit.factspec import FACTS
+        from optkit.catalog.factspec import FACTS
 
         for spec in FACTS.values():
             choices = f" ({', '.join(spec.choices)})" if spec.choices else ""
             click.echo(f"{spec.name}  {spec.type}{choices}  {spec.description}")
         return
-    from optkit.facts import compute_facts
-    from optkit.plan import load_workspace, resolve_model
-    from optkit.profiles import find_target
-    from optkit.conditions import format_value
+    from optkit.resolve.facts import compute_facts
+    from optkit.resolve.plan import load_workspace, resolve_model
+    from optkit.resolve.profiles import find_target
+    from optkit.catalog.conditions import format_value
 
     workspace = load_workspace()
     request = build_request(model, request_file, params)
     facts = compute_facts(request, resolve_model(workspace, request), find_target(workspace.targets, request.target))
     if as_json:
-        from optkit.report import facts_json
+        from optkit.resolve.report import facts_json
 
         click.echo(dump_json(facts_json(facts)), nl=False)
         return

@@ -20,8 +20,8 @@ _TREE = click.option("--tree", "tree_dir", required=True, type=click.Path(path_t
 @click.option("--dry-run", is_flag=True, help="Run every check, change nothing.")
 def apply_command(source, tree_dir, force, allow_pending, dry_run):
     """Apply the patches of a bundle (directory or optkit.lock.json) to a tree, all or nothing."""
-    from optkit.apply import apply
-    from optkit.patchset import load
+    from optkit.tree.apply import apply
+    from optkit.tree.patchset import load
 
     result = apply(tree_dir, load(source, allow_pending=allow_pending), force=force, dry_run=dry_run)
     _recovery_lines(result.recovered, result.notes)
@@ -58,7 +58,7 @@ def _recovery_lines(recovered, notes) -> None:
 @click.option("--force", is_flag=True, help="Also discard changes made to patched files since the apply.")
 def revert_command(tree_dir, force):
     """Put a tree back to its exact bytes before `optkit apply`."""
-    from optkit.apply import revert
+    from optkit.tree.apply import revert
 
     result = revert(tree_dir, force=force)
     _recovery_lines(result.recovered, result.notes)
@@ -76,7 +76,7 @@ def revert_command(tree_dir, force):
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def status_command(tree_dir, as_json):
     """A tree's version, applied patches, drift, and any unfinished apply."""
-    from optkit.apply import status
+    from optkit.tree.apply import status
 
     result = status(tree_dir)
     if as_json:
@@ -123,7 +123,7 @@ def tree_group():
 @click.option("--force", is_flag=True, help="Download and unpack again even if cached.")
 def fetch_command(version, dest, package, force):
     """Copy the pristine tree of PACKAGE==VERSION (from its PyPI sdist, cached) to DEST."""
-    from optkit.tree import fetch
+    from optkit.tree.fetch import fetch
 
     result = fetch(version, dest, package=package, force=force)
     click.echo(f"path      {result.path}")

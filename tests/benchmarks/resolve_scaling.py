@@ -6,7 +6,7 @@ The catalogs imitate the real one's structure: recipes come in families of 8 (al
 conflict with each other under some facts, some lifted by an `unless`), requirements point inside
 the family or at one of a few shared "base" recipes, and every link carries a `when` over real
 facts, as do the preconditions. Gains are random reported TPOT numbers at c1/c4/c8, some
-negative. Timed: classification + clause building + exact solve (``optkit.resolve.resolve``),
+negative. Timed: classification + clause building + exact solve (``optkit.resolve.resolver.resolve``),
 with the catalog already loaded (loading is measured separately).
 """
 
@@ -18,12 +18,12 @@ import statistics
 import time
 from pathlib import Path
 
-from optkit.catalog import Catalog
-from optkit.facts import compute_facts
-from optkit.plan import load_workspace
-from optkit.request import Request
-from optkit.resolve import resolve
-from optkit.schema import Recipe
+from optkit.catalog.loader import Catalog
+from optkit.resolve.facts import compute_facts
+from optkit.resolve.plan import load_workspace
+from optkit.resolve.request import Request
+from optkit.resolve.resolver import resolve
+from optkit.catalog.schema import Recipe
 
 CONDITIONS = ["parallel.tp == 2", "spec.mtp", "not spec.async_spec_decode", "workload.decode_rows_max <= 40",
               "model.is_moe", "target.generation == 'A3'", "versions.vllm_ascend < '0.26'", "workload.greedy"]

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from compat_support import scratch_tree, specs
 
-from optkit.apply import apply
+from optkit.tree.apply import apply
 
 PAD_SLOT_ID = -1  # vllm-0.23.0 vllm/v1/attention/backends/utils.py:44
 

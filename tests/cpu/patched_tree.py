@@ -18,8 +18,8 @@ from types import ModuleType
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for compat_support
 
 from compat_support import CATALOG, scratch_tree, specs  # noqa: E402
-from optkit.apply import apply  # noqa: E402
-from optkit.resolve import dependency_order  # noqa: E402
+from optkit.tree.apply import apply  # noqa: E402
+from optkit.resolve.resolver import dependency_order  # noqa: E402
 
 
 def patched_tree(tmp_path: Path, recipe_ids: list[str]) -> Path:

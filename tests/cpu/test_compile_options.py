@@ -25,7 +25,7 @@ torch = pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for compat_support
 
 from compat_support import pristine, scratch_tree, specs  # noqa: E402
-from optkit.apply import apply  # noqa: E402
+from optkit.tree.apply import apply  # noqa: E402
 
 pytestmark = [pytest.mark.tree]
 

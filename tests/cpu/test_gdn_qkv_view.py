@@ -23,7 +23,7 @@ from hypothesis import strategies as st  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for compat_support
 
 from compat_support import scratch_tree, specs  # noqa: E402
-from optkit.apply import apply  # noqa: E402
+from optkit.tree.apply import apply  # noqa: E402
 
 pytestmark = [pytest.mark.tree]
 

@@ -13,7 +13,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from optkit.yamlio import load_yaml
+from optkit.catalog.yamlio import load_yaml
 
 DEFAULT_VLLM_FOR_ASCEND = {"0.18": "0.18.0", "0.23": "0.23.0", "0.26": "0.26.0"}
 
@@ -68,7 +68,7 @@ class Request(BaseModel):
 
 def load_request(path: Path) -> Request:
     """Read a YAML request file (the same fields as the CLI flags)."""
-    from optkit.catalog import parse_model
+    from optkit.catalog.loader import parse_model
 
     data, lines = load_yaml(path)
     return parse_model(Request, data, lines)

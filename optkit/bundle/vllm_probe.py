@@ -1,10 +1,10 @@
 """Run a ``vllm serve`` argument list through the real vLLM parser, in its own process.
 
-    python -m optkit.vllm_probe '{"argv": [...], "labels": [...], "vllm": "0.23.0"}'
-    python -m optkit.vllm_probe '{"batch": [{"argv": ...}, ...]}'     (→ {"results": [...]})
+    python -m optkit.bundle.vllm_probe '{"argv": [...], "labels": [...], "vllm": "0.23.0"}'
+    python -m optkit.bundle.vllm_probe '{"batch": [{"argv": ...}, ...]}'     (→ {"results": [...]})
 
 prints one JSON object on stdout. optkit never imports vLLM itself (the import takes seconds and
-pulls in torch); ``optkit.bundle_check`` runs this module once per check. ``argv`` is what follows
+pulls in torch); ``optkit.bundle.check`` runs this module once per check. ``argv`` is what follows
 ``vllm serve``; ``labels`` names, per token, who put it there, so a rejected argument is blamed on
 the recipe that added it. What is checked, in vLLM's own code:
 

@@ -2,7 +2,7 @@
 
 This registry is the contract between recipes and the resolver: a condition that names a fact
 not listed here, or compares it with a value of the wrong type, is rejected when the catalog
-loads. ``optkit.facts`` computes the values for a request.
+loads. ``optkit.resolve.facts`` computes the values for a request.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, Optional
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from optkit.conditions import Condition, compile_condition
+from optkit.catalog.conditions import Condition, compile_condition
 from optkit.errors import ConditionError
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from optkit.schema import Gain, Recipe
+from optkit.catalog.schema import Gain, Recipe
 
 MS_PER_US = 0.001
 
@@ -67,7 +67,7 @@ class Benefit:
 
 def load_baselines(root: Path) -> list[Baseline]:
     """Read models/reference/article-baselines.yaml (absent file: no baselines)."""
-    from optkit.yamlio import load_yaml
+    from optkit.catalog.yamlio import load_yaml
 
     path = root / "models" / "reference" / "article-baselines.yaml"
     if not path.is_file():

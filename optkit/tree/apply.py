@@ -46,8 +46,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from optkit.errors import PatchError, TreeError
-from optkit.patchset import PatchSpec
-from optkit.tree import TreeInfo, cache_dir, inspect_tree, tree_checksum
+from optkit.tree.patchset import PatchSpec
+from optkit.tree.fetch import TreeInfo, cache_dir, inspect_tree, tree_checksum
 
 HOME = ".optkit"
 FAULT_ENV = "OPTKIT_FAULT_AFTER"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from optkit.catalog import Catalog
+from optkit.catalog.loader import Catalog
 
 
 def _one_line(text: str) -> str:
@@ -108,9 +108,9 @@ EXAMPLE_DIR = "docs/example-bundle"
 
 
 def _example_bundle_files(root) -> dict[str, bytes]:
-    from optkit.bundle import bundle_files
-    from optkit.plan import load_workspace, plan
-    from optkit.request import Request
+    from optkit.bundle.writer import bundle_files
+    from optkit.resolve.plan import load_workspace, plan
+    from optkit.resolve.request import Request
 
     workspace = load_workspace(root)
     return bundle_files(plan(Request(**EXAMPLE_REQUEST), workspace), workspace, k8s=True)
@@ -118,7 +118,7 @@ def _example_bundle_files(root) -> dict[str, bytes]:
 
 def generated_docs(root, check: bool = False) -> list[str]:
     """The generated doc files (relative paths) — with ``check``, only those that are stale."""
-    from optkit.catalog import load_catalog
+    from optkit.catalog.loader import load_catalog
 
     wanted = {"docs/catalog.md": catalog_markdown(load_catalog(root)).encode("utf-8")}
     wanted.update({f"{EXAMPLE_DIR}/{name}": data for name, data in _example_bundle_files(root).items()})
@@ -134,7 +134,7 @@ def write_docs(root) -> list[str]:
     """Write docs/catalog.md and the example bundle (the flagship request, with --k8s)."""
     import shutil
 
-    from optkit.catalog import load_catalog
+    from optkit.catalog.loader import load_catalog
 
     (root / "docs" / "catalog.md").write_text(catalog_markdown(load_catalog(root)), encoding="utf-8")
     example = root / EXAMPLE_DIR

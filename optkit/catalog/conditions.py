@@ -9,7 +9,7 @@ Grammar (recursive descent; nothing is ever passed to ``eval``)::
     operand := FACT | NUMBER | STRING | "true" | "false" | "[" [operand ("," operand)*] "]"
              | "(" expr ")"
 
-Facts are dotted names from ``optkit.factspec.FACTS``. ``compile_condition`` parses and
+Facts are dotted names from ``optkit.catalog.factspec.FACTS``. ``compile_condition`` parses and
 type-checks against that registry, so an unknown fact, a comparison of a number with a string,
 a version fact against a string that is no PEP 440 version, or a string outside a fact's
 choices is an error when the catalog loads, not when a plan runs.
@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 from packaging.version import InvalidVersion, Version
 
 from optkit.errors import ConditionError, InternalError, did_you_mean
-from optkit.factspec import FACTS, FactSpec
+from optkit.catalog.factspec import FACTS, FactSpec
 
 _TOKEN = re.compile(
     r"""\s*(?:

@@ -4,7 +4,7 @@
 catalog, same bytes; no timestamps, no absolute paths of this machine, no host names);
 ``write_bundle`` writes them to a temporary sibling directory and renames it into place, so a
 reader never sees a half-written bundle. The lock (``optkit.lock.json``) follows the bundle
-contract that ``optkit apply`` consumes (``optkit.patchset``); ``launch.argv`` in it is the exact
+contract that ``optkit apply`` consumes (``optkit.tree.patchset``); ``launch.argv`` in it is the exact
 ``vllm serve`` argument list that ``serve.sh`` runs, which ``optkit bundle check`` verifies.
 """
 
@@ -22,11 +22,11 @@ import yaml
 
 from optkit import __version__
 from optkit.errors import OptkitError
-from optkit.patchset import LOCK_NAME, LOCK_VERSION
-from optkit.plan import Plan, Workspace
-from optkit.report import dump_json, facts_data, plan_data
-from optkit.request import Request
-from optkit.schema import Recipe, Verification, compiled
+from optkit.tree.patchset import LOCK_NAME, LOCK_VERSION
+from optkit.resolve.plan import Plan, Workspace
+from optkit.resolve.report import dump_json, facts_data, plan_data
+from optkit.resolve.request import Request
+from optkit.catalog.schema import Recipe, Verification, compiled
 
 DEFAULT_PORT = "8000"
 EXECUTABLE = 0o755

@@ -7,11 +7,11 @@ from typing import Any
 
 from typing import TYPE_CHECKING
 
-from optkit.conditions import format_value
+from optkit.catalog.conditions import format_value
 
 if TYPE_CHECKING:  # type hints only: report stays cheap to import for every command
-    from optkit.plan import Plan
-    from optkit.resolve import Decision
+    from optkit.resolve.plan import Plan
+    from optkit.resolve.resolver import Decision
 
 
 def dump_json(data: Any) -> str:

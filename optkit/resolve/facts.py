@@ -15,8 +15,8 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from optkit.errors import RequestError
-from optkit.factspec import FACTS
-from optkit.request import DEFAULT_VLLM_FOR_ASCEND, Request
+from optkit.catalog.factspec import FACTS
+from optkit.resolve.request import DEFAULT_VLLM_FOR_ASCEND, Request
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def check_request(request: Request, target) -> None:
 
 
 def compute_facts(request: Request, model, target) -> Facts:
-    """Every fact in ``optkit.factspec.FACTS`` for this request."""
+    """Every fact in ``optkit.catalog.factspec.FACTS`` for this request."""
     check_request(request, target)
     ascend = parse_version(request.vllm_ascend_version, "--vllm-ascend-version")
     vllm = parse_version(request.vllm_version, "--vllm-version") if request.vllm_version else default_vllm(ascend)

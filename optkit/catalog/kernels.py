@@ -16,12 +16,12 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from optkit.catalog import Catalog, load_entries, parse_model
+from optkit.catalog.loader import Catalog, load_entries, parse_model
 from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
-from optkit.patchset import parse_dep3, patch_paths
-from optkit.profiles import load_targets
-from optkit.schema import VERIFICATION_ORDER, RecipeId, Verification
-from optkit.yamlio import LineMap, load_yaml
+from optkit.tree.patchset import parse_dep3, patch_paths
+from optkit.resolve.profiles import load_targets
+from optkit.catalog.schema import VERIFICATION_ORDER, RecipeId, Verification
+from optkit.catalog.yamlio import LineMap, load_yaml
 
 KERNEL_FILE = "kernel.yaml"
 DEP3_FIELDS = ("Description", "Origin", "Forwarded", "Last-Update", "Recipe")

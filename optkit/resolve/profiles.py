@@ -26,9 +26,9 @@ from pydantic import (
     field_validator,
 )
 
-from optkit.catalog import parse_model
+from optkit.catalog.loader import parse_model
 from optkit.errors import Location, Problem, UnknownName, ValidationFailed
-from optkit.yamlio import LineMap, dotted, load_yaml
+from optkit.catalog.yamlio import LineMap, dotted, load_yaml
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 Name = typing.Annotated[str, StringConstraints(pattern=NAME_PATTERN)]

@@ -4,13 +4,13 @@
    to the version, a precondition fails, cannot be delivered (op source or patch missing),
    removed by ``--without``, no effect here, a
    high-severity risk that needs an explicit ``--with``, a regression at a requested concurrency.
-   What survives is a *candidate* with a weight (``optkit.objective``).
+   What survives is a *candidate* with a weight (``optkit.resolve.objective``).
 2. *Constrain*: every ``requires``/``conflicts`` link whose ``when`` holds becomes a clause over
    the selection; forced recipes (``--with``, ``implied_by``) are pinned in, excluded ones out.
    An upstream recipe is *present*: it meets others' requirements and lifts conflicts that name
    it in ``unless``; its own links, and conflicts against it, do not bind (the upstream form has
    its own switches).
-3. *Solve* exactly (``optkit.solver``): maximize measured µs saved, then the number of valid
+3. *Solve* exactly (``optkit.resolve.solver``): maximize measured µs saved, then the number of valid
    unquantified recipes, then the documented tie-break (alphabetically-first recipe).
 4. *Explain*: each recipe gets one ``Decision``; an impossible request raises ``PlanImpossible``
    with numbered reasons, each with its "required because" chain, and the smallest sets of
@@ -26,13 +26,13 @@ from typing import Callable
 
 from packaging.specifiers import SpecifierSet
 
-from optkit.catalog import Catalog
-from optkit.conditions import format_value
+from optkit.catalog.loader import Catalog
+from optkit.catalog.conditions import format_value
 from optkit.errors import PlanImpossible, Reason, RequestError, UnknownName
-from optkit.facts import Facts
-from optkit.objective import Benefit, benefit
-from optkit.schema import Recipe, Rule, compiled
-from optkit.solver import Unsatisfiable, maximize
+from optkit.resolve.facts import Facts
+from optkit.resolve.objective import Benefit, benefit
+from optkit.catalog.schema import Recipe, Rule, compiled
+from optkit.resolve.solver import Unsatisfiable, maximize
 
 
 class Status(str, Enum):

@@ -5,7 +5,7 @@ lock's ``launch.sources``, ``launch.env`` and ``launch.argv_sources``):
 
 - ``launch``: serve.sh runs exactly the lock's ``launch.argv``; env.sh exports the lock's env.
 - ``vllm``: the argv passes vLLM 0.23.0's own parser and config classes, and its capture sizes
-  survive vLLM's spec-decode rounding (``optkit.vllm_probe``, one subprocess; skipped, not passed,
+  survive vLLM's spec-decode rounding (``optkit.bundle.vllm_probe``, one subprocess; skipped, not passed,
   when vLLM 0.23.0 is not installed).
 - ``config-keys``: every ``--additional-config`` key (nested ones too) is read by the vllm-ascend
   tree, found statically (``ast``) in the tree after the bundle's patches are applied to a copy.
@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Literal
 
-from optkit.bundle import EXTRA_ARGS
+from optkit.bundle.writer import EXTRA_ARGS
 from optkit.errors import BundleError, OptkitError, did_you_mean
-from optkit.patchset import LOCK_NAME, LOCK_VERSION
+from optkit.tree.patchset import LOCK_NAME, LOCK_VERSION
 
 PROBE_TIMEOUT = 600
 SCRIPT_TIMEOUT = 60
@@ -66,7 +66,7 @@ def check_bundle(bundle: Path, *, tree: Path | None = None, use_vllm: bool = Tru
     """Run every check on the bundle directory ``bundle``.
 
     ``tree`` is the vllm-ascend source tree to check config keys and env vars against (default:
-    the pristine tree of the lock's version, fetched and cached by ``optkit.tree.fetch``).
+    the pristine tree of the lock's version, fetched and cached by ``optkit.tree.fetch.fetch``).
     """
     bundle = Path(bundle)
     lock = read_lock(bundle)
@@ -158,7 +158,7 @@ def check_launch(bundle: Path, lock: dict) -> Check:
 
 
 def probe_request(lock: dict) -> dict:
-    """What ``optkit.vllm_probe`` gets: the argv after ``vllm serve`` with serve.sh's defaults."""
+    """What ``optkit.bundle.vllm_probe`` gets: the argv after ``vllm serve`` with serve.sh's defaults."""
     launch = lock["launch"]
     params = {f"${name}": value or name.lower() for name, value in launch["parameters"].items()}
     argv = [params.get(token, token) for token in launch["argv"][2:]]
@@ -166,10 +166,10 @@ def probe_request(lock: dict) -> dict:
 
 
 def run_probe(request: dict) -> dict:
-    """Run ``python -m optkit.vllm_probe`` once (vLLM is imported there, never here)."""
+    """Run ``python -m optkit.bundle.vllm_probe`` once (vLLM is imported there, never here)."""
     env = {**os.environ, "VLLM_LOGGING_LEVEL": "ERROR", "PYTHONWARNINGS": "ignore"}
     try:
-        proc = subprocess.run([sys.executable, "-m", "optkit.vllm_probe", json.dumps(request)], env=env,
+        proc = subprocess.run([sys.executable, "-m", "optkit.bundle.vllm_probe", json.dumps(request)], env=env,
                               capture_output=True, text=True, timeout=PROBE_TIMEOUT)
     except subprocess.TimeoutExpired:
         raise OptkitError(f"the vLLM probe did not finish in {PROBE_TIMEOUT}s") from None
@@ -339,9 +339,9 @@ def env_names(root: Path) -> set[str]:
 def prepared_tree(bundle: Path, lock: dict, tree: Path | None) -> Iterator[tuple[Path, list[str]]]:
     """The tree to read keys from: ``tree`` (default: the cached pristine tree of the lock's
     version) with the bundle's patches applied to a temporary copy of its ``vllm_ascend/``
-    (``optkit.apply``); also the problems of patches that do not apply."""
+    (``optkit.tree.apply``); also the problems of patches that do not apply."""
     if tree is None:
-        from optkit.tree import fetch
+        from optkit.tree.fetch import fetch
 
         tree = fetch(lock["versions"]["vllm_ascend"]).path
     tree = Path(tree)
@@ -368,9 +368,9 @@ def _copy_sources(tree: Path, copy: Path, targets: list[str]) -> None:
 
 
 def _apply_patches(bundle: Path, copy: Path) -> list[str]:
-    from optkit.apply import apply
+    from optkit.tree.apply import apply
     from optkit.errors import PatchError, TreeError
-    from optkit.patchset import from_bundle
+    from optkit.tree.patchset import from_bundle
 
     try:
         apply(copy, from_bundle(bundle, allow_pending=True), force=True)

@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from optkit.catalog import Catalog, load_catalog, project_root
+from optkit.catalog.loader import Catalog, load_catalog, project_root
 from optkit.errors import OptkitError
-from optkit.facts import Facts, compute_facts
-from optkit.objective import Baseline, find_baseline, load_baselines
-from optkit.profiles import ModelProfile, Target, find_model, find_target, load_models, load_targets, profile_from_hf_config
-from optkit.request import Request
-from optkit.resolve import Resolution, Status, resolve
+from optkit.resolve.facts import Facts, compute_facts
+from optkit.resolve.objective import Baseline, find_baseline, load_baselines
+from optkit.resolve.profiles import ModelProfile, Target, find_model, find_target, load_models, load_targets, profile_from_hf_config
+from optkit.resolve.request import Request
+from optkit.resolve.resolver import Resolution, Status, resolve
 
 _TEMPLATE = re.compile(r"^\$\{([a-z_.]+)\}$")
 
@@ -46,7 +46,7 @@ def unavailable_recipes(catalog: Catalog) -> dict[str, str]:
     (A patch still ``pending`` is not listed: the bundle carries it as pending and ``optkit
     apply`` refuses it unless told otherwise, so the plan can still show what it would do.)
     """
-    from optkit.kernels import kernel_ready, load_kernels
+    from optkit.catalog.kernels import kernel_ready, load_kernels
 
     kernels = load_kernels(catalog.root)
     out = {}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from optkit.plan import Plan
-from optkit.resolve import Status, describe_benefit
+from optkit.resolve.plan import Plan
+from optkit.resolve.resolver import Status, describe_benefit
 
 _ORDER = [Status.selected, Status.upstream, Status.objective, Status.no_effect, Status.regresses,
           Status.needs_opt_in, Status.unavailable, Status.excluded, Status.user_excluded, Status.not_applicable]
@@ -40,7 +40,7 @@ def plan_report(plan: Plan, catalog, verbose: bool = False) -> None:
                 facts = ", ".join(f"{k} = {v}" for k, v in d.facts.items())
                 rest.add_row(rid, status.value, d.reason + (f" [{facts}]" if facts else ""))
     console.print(rest)
-    from optkit.plan import count_by_status
+    from optkit.resolve.plan import count_by_status
 
     counts = count_by_status(plan)
     console.print(f"[bold]Totals[/bold]: {counts.pop('selected', 0)} selected of {len(plan.resolution.decisions)}; "

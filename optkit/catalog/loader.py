@@ -2,7 +2,7 @@
 
 The loader is the one place where pydantic's ``ValidationError`` becomes located problems
 (``file:line: field.path: message (did you mean …?)``). Cross-recipe checks (unknown ids,
-cycles, missing patch files) are the lint pass's job (``optkit.lint``).
+cycles, missing patch files) are the lint pass's job (``optkit.catalog.lint``).
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
-from optkit.schema import Recipe
-from optkit.yamlio import LineMap, load_yaml
+from optkit.catalog.schema import Recipe
+from optkit.catalog.yamlio import LineMap, load_yaml
 
 RECIPE_FILE = "recipe.yaml"
 
 
 def project_root() -> Path:
     """The directory holding recipes/, models/, targets/, kernels/ (the repo or the install)."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent  # the optkit package
     for candidate in (here / "data", here.parent):  # an installed wheel's copy, else the checkout
         if (candidate / "recipes").is_dir():
             return candidate

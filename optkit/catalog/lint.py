@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from optkit.catalog import Catalog, load_catalog
+from optkit.catalog.loader import Catalog, load_catalog
 from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
-from optkit.factspec import FACTS
-from optkit.schema import VERIFICATION_ORDER, Recipe, Verification
+from optkit.catalog.factspec import FACTS
+from optkit.catalog.schema import VERIFICATION_ORDER, Recipe, Verification
 
 _TEMPLATE = re.compile(r"\$\{([^}]*)\}")
 
@@ -26,7 +26,7 @@ def lint(root: Path | None = None) -> list[Problem]:
     except ValidationFailed as exc:
         return exc.problems
     problems: list[Problem] = []
-    from optkit.kernels import lint_kernels
+    from optkit.catalog.kernels import lint_kernels
 
     for check in (_links, _templates, _patches, _kernels, _verification, _settings, _cycles, lint_kernels):
         problems.extend(check(catalog))

@@ -25,8 +25,9 @@ from optkit.tree import apply as applier
 from optkit.tree.apply import apply, revert, status
 from optkit.cli.main import cli
 from optkit.errors import BundleError, PatchError, TreeError
-from optkit.tree.patchset import from_bundle, from_lock, load, parse_dep3, patch_paths
-from optkit.tree.fetch import tree_checksum
+from optkit.catalog.patchfile import parse_dep3, patch_paths
+from optkit.tree.patchset import from_bundle, from_lock, load
+from optkit.tree.inspect import tree_checksum
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

@@ -34,7 +34,7 @@ from optkit.bundle.check import (
     run_probe,
     serve_sh_argv,
 )
-from optkit.catalog.loader import project_root
+from optkit.catalog.paths import project_root
 from optkit.cli.main import cli
 from optkit.tree.patchset import from_bundle
 from optkit.resolve.plan import load_workspace, plan
@@ -582,7 +582,7 @@ def test_real_patches_make_their_keys_and_variables_known(flagship):
 def test_apply_sh_applies_checks_versions_and_reverts(flagship, tmp_path):
     need("git")
     from compat_support import scratch_tree
-    from optkit.tree.fetch import tree_checksum
+    from optkit.tree.inspect import tree_checksum
 
     tree = scratch_tree(tmp_path)
     before = tree_checksum(tree)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from optkit.catalog.loader import load_catalog, project_root
+from optkit.catalog.loader import load_catalog
+from optkit.catalog.paths import project_root
 from optkit.catalog.lint import lint
 
 CATALOG = load_catalog()

@@ -8,7 +8,7 @@ from compat_support import (all_in_order, check_python, needs_patches, pristine,
                             scratch_tree, specs, touched_python)
 from optkit.tree.apply import apply, revert
 from optkit.errors import OptkitError
-from optkit.tree.fetch import tree_checksum
+from optkit.tree.inspect import tree_checksum
 
 pytestmark = [pytest.mark.tree]
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from optkit.catalog.loader import load_catalog, project_root
+from optkit.catalog.loader import load_catalog
+from optkit.catalog.paths import project_root
 from optkit.errors import ValidationFailed
 from optkit.catalog.kernels import kernel_ready, lint_kernels, load_kernel, load_kernels
 

@@ -31,6 +31,6 @@ def test_wheel_ships_the_catalog_and_plans_outside_the_checkout(tmp_path):
                          cwd=elsewhere, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert '"mtp-enable-k4"' in run.stdout
-    where = subprocess.run([sys.executable, "-c", "import optkit.catalog.loader as c; print(c.project_root())"],
+    where = subprocess.run([sys.executable, "-c", "import optkit.catalog.paths as c; print(c.project_root())"],
                            cwd=elsewhere, env=env, capture_output=True, text=True, check=True).stdout.strip()
     assert Path(where) == site / "optkit" / "data"

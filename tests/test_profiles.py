@@ -15,8 +15,8 @@ from optkit.resolve.profiles import (
     find_target,
     load_models,
     load_targets,
-    profile_from_hf_config,
 )
+from optkit.resolve.hf_config import profile_from_hf_config
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "models"

@@ -1,4 +1,4 @@
-"""Tests of optkit.tree.fetch: inspecting, safely unpacking, caching, fetching and checksumming trees."""
+"""Tests of optkit.tree (fetch, extract, inspect, cache): inspecting, safely unpacking, caching, fetching and checksumming trees."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from optkit.catalog.paths import cache_dir
 from optkit.tree import fetch as tree
+from optkit.tree.extract import extract_sdist
+from optkit.tree.inspect import inspect_tree, tree_checksum
 from optkit.errors import TreeError
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -123,7 +126,7 @@ def _a_file(root: Path) -> Path:
 )  # fmt: skip
 def test_inspect_tree_finds_version(tmp_path, build, version, source, is_git):
     path = build(tmp_path / "tree")
-    info = tree.inspect_tree(path)
+    info = inspect_tree(path)
     assert info.version == Version(version)
     assert info.version_source == source
     assert info.is_git is is_git
@@ -133,7 +136,7 @@ def test_inspect_tree_finds_version(tmp_path, build, version, source, is_git):
 @needs_git
 def test_inspect_git_commits_past_tag_keep_base_release(tmp_path):
     root = _git_repo(tmp_path / "tree", extra_commits=2)
-    info = tree.inspect_tree(root)
+    info = inspect_tree(root)
     sha = _git(root, "rev-parse", "--short", "HEAD")
     assert info.version_source == "git"
     assert info.version.public == "0.23.0"
@@ -159,7 +162,7 @@ def test_inspect_git_commits_past_tag_keep_base_release(tmp_path):
 def test_inspect_tree_errors(tmp_path, build, expected):
     path = build(tmp_path / "tree")
     with pytest.raises(TreeError) as info:
-        tree.inspect_tree(path)
+        inspect_tree(path)
     for text in expected:
         assert text in str(info.value)
 
@@ -199,7 +202,7 @@ def test_extract_refuses_unsafe_members(tmp_path, name, attrs, why):
     archive = _sdist(tmp_path / "evil.tar.gz", [(name, attrs)])
     dest = tmp_path / "out" / "tree"
     with pytest.raises(TreeError) as info:
-        tree.extract_sdist(archive, dest)
+        extract_sdist(archive, dest)
     assert "refusing to unpack evil.tar.gz" in str(info.value)
     assert why in str(info.value) and "fetch again with --force" in str(info.value)
     assert not dest.exists()
@@ -212,29 +215,29 @@ def test_extract_refuses_unsafe_members_without_tar_filters(tmp_path, monkeypatc
     monkeypatch.delattr(tarfile, "data_filter", raising=False)
     archive = _sdist(tmp_path / "evil.tar.gz", [(name, attrs)])
     with pytest.raises(TreeError, match="refusing to unpack"):
-        tree.extract_sdist(archive, tmp_path / "tree")
-    assert tree.extract_sdist(_sdist(tmp_path / "ok.tar.gz", []), tmp_path / "ok").is_dir()
+        extract_sdist(archive, tmp_path / "tree")
+    assert extract_sdist(_sdist(tmp_path / "ok.tar.gz", []), tmp_path / "ok").is_dir()
 
 
 def test_extract_safe_sdist_strips_top_dir(tmp_path):
     archive = _sdist(tmp_path / "ok.tar.gz", [("pkg-1.0/sub/link", {"type": tarfile.SYMTYPE, "linkname": "../vllm_ascend/__init__.py"})])
-    dest = tree.extract_sdist(archive, tmp_path / "tree")
+    dest = extract_sdist(archive, tmp_path / "tree")
     assert (dest / "vllm_ascend" / "_version.py").is_file()
     assert (dest / "sub" / "link").is_symlink()
-    assert tree.inspect_tree(dest).version == Version("0.23.0")
+    assert inspect_tree(dest).version == Version("0.23.0")
 
 
 def test_extract_refuses_archive_without_single_top_dir(tmp_path):
     archive = _sdist(tmp_path / "flat.tar.gz", [("other-1.0/x", {})])
     with pytest.raises(TreeError, match="should hold one top directory, found 2 entries"):
-        tree.extract_sdist(archive, tmp_path / "tree")
+        extract_sdist(archive, tmp_path / "tree")
 
 
 def test_extract_refuses_existing_dest(tmp_path):
     archive = _sdist(tmp_path / "ok.tar.gz", [])
     (tmp_path / "tree").mkdir()
     with pytest.raises(TreeError, match="already exists"):
-        tree.extract_sdist(archive, tmp_path / "tree")
+        extract_sdist(archive, tmp_path / "tree")
 
 
 # --------------------------------------------------------------------------- fetch, offline
@@ -265,9 +268,9 @@ def _no_download(*args, **kwargs):
 
 def test_cache_dir_env_and_default(monkeypatch, tmp_path):
     monkeypatch.setenv("OPTKIT_CACHE_DIR", str(tmp_path / "c"))
-    assert tree.cache_dir() == tmp_path / "c"
+    assert cache_dir() == tmp_path / "c"
     monkeypatch.delenv("OPTKIT_CACHE_DIR")
-    assert tree.cache_dir() == Path.home() / ".cache" / "optkit"
+    assert cache_dir() == Path.home() / ".cache" / "optkit"
 
 
 def test_fetch_uses_cache_without_network(cache, tmp_path, monkeypatch):
@@ -277,7 +280,7 @@ def test_fetch_uses_cache_without_network(cache, tmp_path, monkeypatch):
     assert result.from_cache and result.sha256 == sha
     assert result.path == cache / "trees" / "vllm-ascend-0.23.0"
     assert result.sdist == cache / "sdists" / "vllm_ascend-0.23.0.tar.gz"
-    assert tree.inspect_tree(result.path).version == Version("0.23.0")
+    assert inspect_tree(result.path).version == Version("0.23.0")
 
 
 def test_fetch_copies_to_dest_and_refuses_non_empty_dest(cache, tmp_path, monkeypatch):
@@ -285,7 +288,7 @@ def test_fetch_copies_to_dest_and_refuses_non_empty_dest(cache, tmp_path, monkey
     monkeypatch.setattr(tree, "_pip_download", _no_download)
     result = tree.fetch("v0.23.0", tmp_path / "work")
     assert result.path == tmp_path / "work" and result.version == "0.23.0"
-    assert tree.tree_checksum(result.path) == tree.tree_checksum(cache / "trees" / "vllm-ascend-0.23.0")
+    assert tree_checksum(result.path) == tree_checksum(cache / "trees" / "vllm-ascend-0.23.0")
     with pytest.raises(TreeError, match="is not empty; give a new or empty directory"):
         tree.fetch("0.23.0", tmp_path / "work")
 
@@ -368,15 +371,15 @@ def test_tree_checksum(tmp_path):
     (root / "b.txt").write_bytes(b"hello")
     (root / "a" / "c.py").write_bytes(b"")
     (root / "a" / "link").symlink_to("c.py")
-    sums = tree.tree_checksum(root)
+    sums = tree_checksum(root)
     assert list(sums) == ["a/c.py", "b.txt"]
     assert sums["b.txt"] == hashlib.sha256(b"hello").hexdigest()
-    assert tree.tree_checksum(root, ["b.txt", "new.py", "./a/c.py"]) == {"a/c.py": sums["a/c.py"], "b.txt": sums["b.txt"]}
+    assert tree_checksum(root, ["b.txt", "new.py", "./a/c.py"]) == {"a/c.py": sums["a/c.py"], "b.txt": sums["b.txt"]}
     for bad in ("/etc/passwd", "../x", "a/../../x"):
         with pytest.raises(TreeError, match="give a path relative to the tree"):
-            tree.tree_checksum(root, [bad])
+            tree_checksum(root, [bad])
     with pytest.raises(TreeError, match="not a directory"):
-        tree.tree_checksum(root / "b.txt")
+        tree_checksum(root / "b.txt")
 
 
 # --------------------------------------------------------------------------- real trees
@@ -385,17 +388,17 @@ def test_tree_checksum(tmp_path):
 @pytest.mark.tree
 def test_fetch_real_0_23_0():
     result = tree.fetch("0.23.0")
-    assert result.path == tree.cache_dir() / "trees" / "vllm-ascend-0.23.0"
-    info = tree.inspect_tree(result.path)
+    assert result.path == cache_dir() / "trees" / "vllm-ascend-0.23.0"
+    info = inspect_tree(result.path)
     assert info.version == Version("0.23.0") and info.version_source == "_version.py"
     assert (result.path / "vllm_ascend" / "ascend_config.py").is_file()
     again = tree.fetch("0.23.0")
     assert again.from_cache and again.sha256 == result.sha256
-    record = json.loads((tree.cache_dir() / "trees" / "vllm-ascend-0.23.0.json").read_text())
+    record = json.loads((cache_dir() / "trees" / "vllm-ascend-0.23.0.json").read_text())
     assert record["sha256"] == result.sha256 and record["size"] == result.sdist.stat().st_size
 
 
 @pytest.mark.tree
 def test_fetch_real_0_18_0():
     result = tree.fetch("0.18.0")
-    assert tree.inspect_tree(result.path).version == Version("0.18.0")
+    assert inspect_tree(result.path).version == Version("0.18.0")

@@ -17,11 +17,10 @@ from typing import Annotated, Literal, Optional
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from optkit.catalog.loader import Catalog, load_entries, parse_model
-from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
-from optkit.tree.patchset import parse_dep3, patch_paths
-from optkit.resolve.profiles import load_targets
+from optkit.catalog.patchfile import parse_dep3, patch_paths
 from optkit.catalog.schema import VERIFICATION_ORDER, RecipeId, Verification
 from optkit.catalog.yamlio import LineMap, load_yaml
+from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
 
 KERNEL_FILE = "kernel.yaml"
 DEP3_FIELDS = ("Description", "Origin", "Forwarded", "Last-Update", "Recipe")
@@ -276,10 +275,16 @@ def lint_kernels(catalog: Catalog) -> list[Problem]:
 
 
 def _target_soc_versions(root: Path) -> set[str]:
-    try:
-        return {soc for target in load_targets(root / "targets").values() for soc in target.soc_versions}
-    except (ValidationFailed, OSError):
-        return set()  # target files have their own validation; do not report them twice
+    """The SoC names the targets list (read plainly: target files are validated by the resolve stage)."""
+    socs: set[str] = set()
+    for path in sorted((root / "targets").glob("*.yaml")):
+        try:
+            data, _ = load_yaml(path)
+        except ValidationFailed:
+            return set()  # target files have their own validation; do not report them twice
+        listed = data.get("soc_versions") if isinstance(data, dict) else None
+        socs.update(s for s in listed if isinstance(s, str)) if isinstance(listed, list) else None
+    return socs
 
 
 def _recipe_link(kernels: Kernels, kid: str, spec: KernelSpec, catalog: Catalog) -> list[Problem]:

@@ -13,20 +13,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from optkit.catalog.paths import project_root
 from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
 from optkit.catalog.schema import Recipe
 from optkit.catalog.yamlio import LineMap, load_yaml
 
 RECIPE_FILE = "recipe.yaml"
-
-
-def project_root() -> Path:
-    """The directory holding recipes/, models/, targets/, kernels/ (the repo or the install)."""
-    here = Path(__file__).resolve().parent.parent  # the optkit package
-    for candidate in (here / "data", here.parent):  # an installed wheel's copy, else the checkout
-        if (candidate / "recipes").is_dir():
-            return candidate
-    return here.parent
 
 
 @dataclass

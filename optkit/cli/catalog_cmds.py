@@ -33,7 +33,7 @@ def recipes_command(as_json):
 def show_command(recipe_id, as_json):
     """Everything about one recipe, with its source quote."""
     from optkit.catalog.loader import load_catalog
-    from optkit.cli.docs import recipe_markdown
+    from optkit.catalog.markdown import recipe_markdown
 
     catalog = load_catalog()
     if recipe_id not in catalog:
@@ -70,7 +70,7 @@ def schema_command():
 @click.option("--check", is_flag=True, help="Fail if the generated docs are not current.")
 def docs_command(check):
     """Generate docs/catalog.md and docs/example-bundle/ (or --check that they are current)."""
-    from optkit.catalog.loader import project_root
+    from optkit.catalog.paths import project_root
     from optkit.cli.docs import generated_docs, write_docs
 
     root = project_root()

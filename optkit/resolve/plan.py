@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from optkit.catalog.loader import Catalog, load_catalog, project_root
+from optkit.catalog.loader import Catalog, load_catalog
+from optkit.catalog.paths import project_root
 from optkit.errors import OptkitError
 from optkit.resolve.facts import Facts, compute_facts
 from optkit.resolve.objective import Baseline, find_baseline, load_baselines
-from optkit.resolve.profiles import ModelProfile, Target, find_model, find_target, load_models, load_targets, profile_from_hf_config
+from optkit.resolve.profiles import ModelProfile, Target, find_model, find_target, load_models, load_targets
 from optkit.resolve.request import Request
 from optkit.resolve.resolver import Resolution, Status, resolve
 
@@ -143,6 +144,8 @@ def _record(value: Any, recipe: str, sources: dict[str, str], path: str) -> None
 
 def resolve_model(workspace: Workspace, request: Request) -> ModelProfile:
     if request.model_config_path:
+        from optkit.resolve.hf_config import profile_from_hf_config
+
         return profile_from_hf_config(Path(request.model_config_path))
     if not request.model:
         raise OptkitError("name a model (e.g. qwen3.5-35b) or give --model-config config.json")

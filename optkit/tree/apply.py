@@ -47,7 +47,8 @@ from packaging.version import Version
 
 from optkit.errors import PatchError, TreeError
 from optkit.tree.patchset import PatchSpec
-from optkit.tree.fetch import TreeInfo, cache_dir, inspect_tree, tree_checksum
+from optkit.catalog.paths import cache_dir
+from optkit.tree.inspect import TreeInfo, inspect_tree, tree_checksum
 
 HOME = ".optkit"
 FAULT_ENV = "OPTKIT_FAULT_AFTER"

@@ -17,7 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from optkit.catalog.loader import project_root  # noqa: E402
+from optkit.catalog.paths import project_root  # noqa: E402
 from optkit.catalog.kernels import load_kernel  # noqa: E402
 from patched_tree import load_module, patched_tree  # noqa: E402
 

@@ -20,7 +20,7 @@ except ImportError:
 if not torch.npu.is_available() or torch.npu.device_count() == 0:
     pytest.skip("torch_npu is installed but no NPU is visible", allow_module_level=True)
 
-from optkit.catalog.loader import project_root  # noqa: E402
+from optkit.catalog.paths import project_root  # noqa: E402
 from optkit.catalog.kernels import load_kernel  # noqa: E402
 from reference_ar_norm import make_inputs as ar_norm_inputs  # noqa: E402
 from reference_ar_norm import shard, single_device  # noqa: E402

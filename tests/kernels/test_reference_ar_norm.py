@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from optkit.catalog.loader import project_root  # noqa: E402
+from optkit.catalog.paths import project_root  # noqa: E402
 from optkit.catalog.kernels import load_kernel  # noqa: E402
 from reference_ar_norm import (add_rms_norm, make_inputs, shard, single_device, supported,  # noqa: E402
                                unfused_rank_path)

@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from optkit.catalog.loader import project_root  # noqa: E402
+from optkit.catalog.paths import project_root  # noqa: E402
 from optkit.catalog.kernels import load_kernel  # noqa: E402
 from reference_gdn import (fused_path, l2norm_fwd, l2norm_in_kernel, make_inputs,  # noqa: E402
                            recurrent_gated_delta_rule, upstream_path)

@@ -1,0 +1,21 @@
+"""Where optkit's data lives: the catalog root (checkout or installed wheel) and the cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def project_root() -> Path:
+    """The directory holding recipes/, models/, targets/, kernels/ (the repo or the install)."""
+    here = Path(__file__).resolve().parent.parent  # the optkit package
+    for candidate in (here / "data", here.parent):  # an installed wheel's copy, else the checkout
+        if (candidate / "recipes").is_dir():
+            return candidate
+    return here.parent
+
+
+def cache_dir() -> Path:
+    """The optkit cache: ``$OPTKIT_CACHE_DIR`` if set and non-empty, else ``~/.cache/optkit``."""
+    env = os.environ.get("OPTKIT_CACHE_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "optkit"

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from optkit.tree import apply as applier
+from optkit.tree import gitops
 from optkit.tree.apply import apply, revert, status
 from optkit.cli.main import cli
 from optkit.errors import BundleError, PatchError, TreeError
@@ -460,7 +460,7 @@ def test_revert_interrupted_midway_runs_again(sdist_tree, tmp_path):
 def test_failure_midway_restores_every_file(tree, tmp_path, monkeypatch, failure):
     pristine = tree_checksum(tree)
     specs = from_bundle(make_bundle(tmp_path / "b", three_patches()))
-    real_apply, calls = applier._git_apply, []
+    real_apply, calls = gitops.git_apply, []
 
     def second_real_apply_fails(cwd, patch, *flags):
         if cwd == tree and not flags:
@@ -469,7 +469,7 @@ def test_failure_midway_restores_every_file(tree, tmp_path, monkeypatch, failure
                 raise failure
         return real_apply(cwd, patch, *flags)
 
-    monkeypatch.setattr(applier, "_git_apply", second_real_apply_fails)
+    monkeypatch.setattr(gitops, "git_apply", second_real_apply_fails)
     with pytest.raises(PatchError) as exc:
         apply(tree, specs)
     assert f"while applying patch {specs[1].name} (recipe attn-b); every file was restored" in str(exc.value)

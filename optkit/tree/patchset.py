@@ -208,3 +208,8 @@ def catalog_specs(catalog, recipe_ids: list[str]) -> list[PatchSpec]:
                                    tuple(patch_paths(data.decode("utf-8", "surrogateescape"))),
                                    recipe.versions.vllm_ascend))
     return specs
+
+
+def targets_of(patches: list[PatchSpec]) -> list[str]:
+    """Every file the patches touch, once each, in order of first appearance."""
+    return list(dict.fromkeys(rel for p in patches for rel in p.targets))

@@ -1,0 +1,148 @@
+"""Everything checked before a tree is touched.
+
+The tree's version against each recipe's range, the paths (no absolute, ``..``,
+``.optkit/``/``.git/`` or symlinked ones), uncommitted changes of the targets in a git checkout,
+each patch alone (``git apply --check``, else ``--check --reverse`` = already present), and all
+patches in order on a scratch copy of their targets. Each check raises with every problem named
+and the words "nothing was changed".
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path, PurePosixPath
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from optkit.catalog.paths import cache_dir
+from optkit.errors import PatchError, TreeError
+from optkit.tree import gitops
+from optkit.tree.inspect import TreeInfo
+from optkit.tree.journal import HOME
+from optkit.tree.patchset import PatchSpec, targets_of
+
+_RESERVED = (HOME, ".git")
+
+
+def refuse_cache_tree(root: Path) -> None:
+    trees = (cache_dir() / "trees").resolve()
+    if root == trees or trees in root.parents:
+        raise TreeError(
+            f"{root} is optkit's pristine cached tree; patch a copy instead: "
+            "`optkit tree fetch VERSION DEST`, then `optkit apply BUNDLE --tree DEST`"
+        )
+
+
+def _in_range(version: Version, spec: str) -> bool:
+    return SpecifierSet(spec, prereleases=True).contains(version)
+
+
+def check_versions(info: TreeInfo, patches: list[PatchSpec]) -> None:
+    excluded = {p.recipe: p.version_spec for p in patches if not _in_range(info.version, p.version_spec)}
+    if excluded:
+        lines = "\n".join(f"  - recipe {r} needs vllm-ascend {s}" for r, s in excluded.items())
+        raise TreeError(
+            f"the tree {info.root} is vllm-ascend {info.version} (from {info.version_source}), "
+            f"outside the range of {len(excluded)} recipe(s):\n{lines}\n"
+            f"nothing was changed; use a tree of a version these recipes support, or plan again "
+            f"for this version (--vllm-ascend-version {info.version})"
+        )
+
+
+def check_paths(root: Path, patches: list[PatchSpec]) -> None:
+    problems = [f"  - patch {p.name} (recipe {p.recipe}) touches {rel!r}: {why}"
+                for p in patches for rel in p.targets
+                for why in [_unsafe_path(root, rel)] if why]
+    if problems:
+        raise PatchError("refusing to apply: the bundle's patches reach outside the tree\n"
+                         + "\n".join(problems) + "\nnothing was changed")
+
+
+def _unsafe_path(root: Path, rel: str) -> str | None:
+    """Why optkit must not write ``rel`` in the tree at ``root``, or None when it may."""
+    path = PurePosixPath(rel)
+    if path.is_absolute() or rel.startswith("\\") or rel[1:2] == ":":
+        return "an absolute path"
+    if ".." in path.parts:
+        return "a '..' component leaves the tree"
+    if not path.parts:
+        return "an empty path"
+    if path.parts[0] in _RESERVED:
+        return f"{path.parts[0]}/ is not part of the source"
+    full = root / rel
+    if full.is_symlink():
+        return f"it is a symlink (to {os.readlink(full)!r}); optkit patches regular files only"
+    if root not in full.resolve().parents:
+        return "a directory on the way is a symlink pointing outside the tree"
+    return None
+
+
+def check_committed(root: Path, files: list[str]) -> None:
+    if not files:
+        return  # without a pathspec git status would report the whole checkout
+    proc = gitops.git(root, "status", "--porcelain", "--untracked-files=all", "--",
+                *(f":(literal){f}" for f in files))
+    if proc.returncode != 0:
+        raise TreeError(f"`git status` failed in {root}: {proc.stderr.decode(errors='replace').strip()}")
+    dirty = proc.stdout.decode(errors="replace").splitlines()
+    if dirty:
+        raise TreeError(
+            f"the git checkout {root} has uncommitted changes in files the patches touch:\n"
+            + "\n".join(f"  {line}" for line in dirty)
+            + "\ncommit or stash them (or pass --force to patch over them); nothing was changed"
+        )
+
+
+def classify(root: Path, patches: list[PatchSpec], data: dict[str, bytes]) -> tuple[list, list]:
+    """Split into (to apply, already present); refuse listing every patch that fits neither."""
+    to_apply, present, failures = [], [], []
+    for spec in patches:
+        error = gitops.git_apply(root, data[spec.name], "--check")
+        if error is None:
+            _check_targets(root, spec, data[spec.name])
+            to_apply.append(spec)
+        elif gitops.git_apply(root, data[spec.name], "--check", "--reverse") is None:
+            present.append(spec)
+        else:
+            failures.append(f"  - patch {spec.name} (recipe {spec.recipe}):\n{gitops.indent(error)}")
+    if failures:
+        raise PatchError(f"{len(failures)} patch(es) do not apply to {root} and are not already "
+                         "present:\n" + "\n".join(failures) + "\nnothing was changed")
+    return to_apply, present
+
+
+def _check_targets(root: Path, spec: PatchSpec, patch: bytes) -> None:
+    """Cross-check ``spec.targets`` (what optkit backs up) against the files git would write."""
+    proc = gitops.git(root, "apply", "-p1", "--numstat", "-z", stdin=patch)
+    touched = gitops.numstat_paths(proc.stdout.decode(errors="surrogateescape"))
+    if proc.returncode != 0 or not touched <= set(spec.targets):
+        raise PatchError(f"patch {spec.name} (recipe {spec.recipe}): git would write "
+                         f"{sorted(touched)}, but optkit reads {list(spec.targets)} from its headers; "
+                         "the patch uses a form optkit does not parse (quoted or spaced names?)")
+
+
+def check_together(root: Path, to_apply: list[PatchSpec], data: dict[str, bytes]) -> None:
+    """Apply all patches in order to a scratch copy of their targets: catch patches that fight."""
+    if len(to_apply) < 2:
+        return
+    with tempfile.TemporaryDirectory(prefix="optkit-check-") as tmp:
+        scratch = Path(tmp)
+        for rel in targets_of(to_apply):
+            if (root / rel).is_file():
+                (scratch / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(root / rel, scratch / rel)
+        for n, spec in enumerate(to_apply):
+            error = gitops.git_apply(scratch, data[spec.name])
+            if error is not None:
+                raise PatchError(_conflict_message(spec, to_apply[:n], error))
+
+
+def _conflict_message(spec: PatchSpec, earlier: list[PatchSpec], error: str) -> str:
+    rivals = [p for p in earlier if set(p.targets) & set(spec.targets)]
+    named = ", ".join(f"{p.name} (recipe {p.recipe})" for p in rivals) or "the patches before it"
+    return (f"patch {spec.name} (recipe {spec.recipe}) applies alone but not after {named}: "
+            f"they change the same lines\n{gitops.indent(error)}\nthese recipes cannot be applied "
+            "together; nothing was changed")

@@ -1,0 +1,208 @@
+"""The journaled apply: back up, record, patch, commit, and roll back after a crash.
+
+Everything optkit keeps in a tree lives under ``<tree>/.optkit/``::
+
+    lock          the pid of the apply/revert that runs (``optkit.tree.lock``)
+    journal.json  only while an apply runs: {"state": "applying", "backup": {path: sha256 or
+                  null if absent}, "new_dirs": [...], "patches": [...], "done": [names]}
+    backup/       copies of the target files, written (and fsynced) before the journal
+    state.json    after a successful apply: the patches, and per file the sha256 before and after
+    pristine/     the backup, kept for ``revert``
+
+The journal is the commit marker: while it exists the apply is unfinished, and the next apply or
+revert first puts back every file it lists. A file that already has its recorded sha256 is left
+alone, so a restore that is itself interrupted can simply run again.
+
+Testing hook: ``OPTKIT_FAULT_AFTER=n`` makes the apply kill its own process with SIGKILL right
+after the n-th patch is applied and recorded in the journal, so fault tests can check recovery.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from optkit.errors import PatchError, TreeError
+from optkit.tree import gitops
+from optkit.tree.inspect import TreeInfo, tree_checksum
+from optkit.tree.patchset import PatchSpec, targets_of
+
+HOME = ".optkit"
+FAULT_ENV = "OPTKIT_FAULT_AFTER"
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """An interrupted apply that was rolled back before anything else."""
+
+    done: list[str]
+    """Patches the interrupted run had applied."""
+    restored: list[str]
+    """Files put back (rewritten or deleted)."""
+
+
+def apply_journaled(root: Path, info: TreeInfo, patches: list[PatchSpec],
+                     to_apply: list[PatchSpec], data: dict[str, bytes]) -> None:
+    """Back up, write the journal, apply patch by patch; roll back on any failure."""
+    fault_after = int(os.environ.get(FAULT_ENV) or 0)
+    current = None
+    try:
+        backup, new_dirs = _take_backup(root, targets_of(to_apply))
+        journal = {"state": "applying", "pid": os.getpid(), "backup": backup, "new_dirs": new_dirs,
+                   "patches": [p.name for p in to_apply], "done": []}
+        _write_json(root / HOME / "journal.json", journal)
+        for n, spec in enumerate(to_apply, 1):
+            current = spec
+            error = gitops.git_apply(root, data[spec.name])
+            if error is not None:
+                raise PatchError(f"patch {spec.name} (recipe {spec.recipe}) failed on the real tree "
+                                 f"although it passed the checks:\n{gitops.indent(error)}")
+            journal["done"].append(spec.name)
+            _write_json(root / HOME / "journal.json", journal)
+            if n == fault_after:
+                os.kill(os.getpid(), signal.SIGKILL)
+        current = None
+        _commit(root, info, patches, to_apply, backup, new_dirs)
+    except BaseException as exc:
+        recover(root)
+        if not isinstance(exc, (PatchError, OSError, KeyboardInterrupt)):
+            raise
+        where = (f"while applying patch {current.name} (recipe {current.recipe})" if current
+                 else "while saving backups or recording the result")
+        cause = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"failed ({exc})"
+        raise PatchError(f"{cause} {where}; every file was restored, the tree is as before") from exc
+
+
+def _take_backup(root: Path, files: list[str]) -> tuple[dict[str, str | None], list[str]]:
+    """Copy each existing target to ``backup/``; note absent ones and the directories they need."""
+    sums = tree_checksum(root, files)
+    backup_dir = root / HOME / "backup"
+    backup_dir.mkdir()
+    for rel in sums:
+        _copy_synced(root / rel, backup_dir / rel)
+    new_dirs = sorted({d.relative_to(root).as_posix() for rel in files if rel not in sums
+                       for d in (root / rel).parents if root in d.parents and not d.exists()})
+    return {rel: sums.get(rel) for rel in files}, new_dirs
+
+
+def _commit(root: Path, info: TreeInfo, patches: list[PatchSpec], to_apply: list[PatchSpec],
+            backup: dict[str, str | None], new_dirs: list[str]) -> None:
+    """Record the result; removing the journal is the commit point."""
+    after = tree_checksum(root, list(backup))
+    state = {
+        "state_version": 1,
+        "vllm_ascend": str(info.version),
+        "patches": [{"recipe": p.recipe, "name": p.name, "sha256": p.sha256,
+                     "outcome": "applied" if p in to_apply else "already present"} for p in patches],
+        "files": {rel: {"before": sha, "after": after.get(rel)} for rel, sha in backup.items()},
+        "new_dirs": new_dirs,
+    }
+    _write_json(root / HOME / "state.json", state)
+    (root / HOME / "backup").replace(root / HOME / "pristine")
+    (root / HOME / "journal.json").unlink()
+    _fsync_dir(root / HOME)
+
+
+def recover(root: Path) -> Recovery | None:
+    """Roll back an unfinished apply (its journal exists): restore its files, drop its records."""
+    home = root / HOME
+    journal = read_json(home / "journal.json")
+    if journal is None:  # a backup without journal: killed before the first write to the tree
+        shutil.rmtree(home / "backup", ignore_errors=True)
+        return None
+    restored = restore(root, journal["backup"], journal["new_dirs"], [home / "backup", home / "pristine"])
+    (home / "state.json").unlink(missing_ok=True)
+    for leftover in ("backup", "pristine", "tmp"):
+        shutil.rmtree(home / leftover, ignore_errors=True)
+    (home / "journal.json").unlink()
+    _fsync_dir(home)
+    return Recovery(journal["done"], restored)
+
+
+def restore(root: Path, wanted: dict[str, str | None], new_dirs: list[str], sources: list[Path]) -> list[str]:
+    """Give each file its recorded sha256 (None: no file) from a saved copy; list what changed."""
+    current = tree_checksum(root, list(wanted))
+    changed = []
+    for rel, sha in sorted(wanted.items()):
+        if current.get(rel) == sha:
+            continue
+        if sha is None:
+            (root / rel).unlink()
+        else:
+            _replace(root, _saved_copy(sources, rel, sha), rel)
+        changed.append(rel)
+    for rel in sorted(new_dirs, key=lambda d: d.count("/"), reverse=True):
+        try:
+            (root / rel).rmdir()
+        except OSError:
+            pass  # not empty (something else lives there now) or already gone
+    return changed
+
+
+def _saved_copy(sources: list[Path], rel: str, sha: str) -> Path:
+    for source in sources:
+        if tree_checksum(source, [rel]).get(rel) == sha:
+            return source / rel
+    raise TreeError(f"cannot restore {rel}: its saved copy under {HOME}/ is missing or damaged; "
+                    f"restore the file by hand (its pristine sha256 is {sha}), then delete {HOME}/")
+
+
+def _replace(root: Path, copy: Path, rel: str) -> None:
+    """Atomically put ``copy`` at ``root/rel`` (via a temporary file in ``.optkit/tmp``)."""
+    tmp = root / HOME / "tmp" / PurePosixPath(rel).name
+    _copy_synced(copy, tmp)
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tmp, root / rel)
+
+
+def clear(root: Path) -> None:
+    """Remove optkit's records (``state.json`` last: until then a revert can run again)."""
+    home = root / HOME
+    for leftover in ("backup", "pristine", "tmp"):
+        shutil.rmtree(home / leftover, ignore_errors=True)
+    (home / "state.json").unlink(missing_ok=True)
+
+
+def refuse_unfinished(root: Path) -> None:
+    if (root / HOME / "journal.json").exists():
+        raise TreeError(f"{root} has an unfinished optkit apply; run `optkit apply` without "
+                        "--dry-run (or `optkit revert`) to roll it back first")
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise TreeError(f"{path} is damaged ({exc}); restore the tree from {path.parent}/ by hand "
+                        f"or from a fresh copy, then delete {path.parent}/") from None
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _copy_synced(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, dst)
+    with open(dst, "rb+") as f:
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -21,7 +21,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from optkit.bundle.writer import BundleWriteError, request_from_lock, write_bundle
+from optkit.bundle import BundleWriteError
+from optkit.bundle.lock import request_from_lock
+from optkit.bundle.writer import write_bundle
 from optkit.bundle.check import (
     check_bundle,
     check_config_keys,

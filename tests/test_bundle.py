@@ -357,6 +357,28 @@ def test_bench_runs_each_requested_concurrency(flagship):
         assert flag in text
 
 
+@pytest.fixture(scope="module")
+def no_hf_id(tmp_path_factory) -> Path:
+    """A bundle for a model profile without a Hugging Face id (so MODEL has no default)."""
+    base = tmp_path_factory.mktemp("no-hf-id")
+    root = catalog_copy(base / "catalog")
+    profile = root / "models" / "qwen3.5-35b-a3b.yaml"
+    data = yaml.safe_load(profile.read_text(encoding="utf-8"))
+    data.pop("hf_id")
+    profile.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return write(base / "bundle", root)
+
+
+@pytest.mark.parametrize("script, message", [
+    ("serve.sh", "serve.sh: no model: pass --model PATH_OR_HF_ID"),
+    ("bench.sh", "bench.sh: set MODEL"),
+])
+def test_without_a_hf_id_the_scripts_ask_for_a_model(no_hf_id, script, message):
+    proc = subprocess.run(["bash", str(no_hf_id / script)], cwd=no_hf_id, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin"}, timeout=60)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
 # --------------------------------------------------------------------------- preflight
 
 

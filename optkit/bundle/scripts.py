@@ -466,7 +466,7 @@ def bench_sh(launch: Launch) -> str:
         extra += ["--extra-body", compact_json({"min_tokens": request.output_len})]
     runs = "\n".join(f"run {c} {max(10 * c, 20)}" for c in request.concurrency)
     return BENCH_SH.format(header=_header(launch), served=shlex.quote(launch.served_name),
-                           model=shlex.quote(launch.model_default) if launch.model_default else "''",
+                           model=launch.model_default if _plain(launch.model_default) else "",
                            input_len=request.input_len, output_len=request.output_len,
                            extra=" ".join(shlex.quote(w) for w in extra), runs=runs)
 

@@ -15,8 +15,10 @@ from optkit.resolve.plan import Plan, Workspace
 
 DEFAULT_PORT = "8000"
 EXTRA_ARGS = '${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"}'
+"""The last line of serve.sh's command (written in ``templates/serve.sh.j2``): the arguments given
+after ``--``; ``optkit bundle check`` finds the end of the command by it."""
 PLACEHOLDERS = ("$MODEL", "$SERVED_NAME", "$PORT")
-
+"""serve.sh's own parameters as they stand in ``launch.argv``; the script expands them at run time."""
 
 
 def compact_json(data: Any) -> str:

@@ -91,6 +91,11 @@ def _patch_entries(plan: Plan, workspace: Workspace) -> tuple[list[dict], list[d
     return patches, pending
 
 
+def pending_names(lock: dict) -> list[str]:
+    """The lock's pending patches as ``recipe/file`` (how the scripts and the README name them)."""
+    return [f"{p['recipe']}/{p['file']}" for p in lock["pending_patches"]]
+
+
 def request_from_lock(lock_path: Path, workspace: Workspace) -> tuple[Request, dict]:
     """The Request a lock was written for, refused if the catalog changed since (else the bundle
     would differ); also the lock's ``bundle`` options."""
@@ -118,4 +123,4 @@ def request_from_lock(lock_path: Path, workspace: Workspace) -> tuple[Request, d
     return request, lock.get("bundle", {})
 
 
-__all__ = ["lock_data", "request_from_lock", "catalog_sha256", "profiles_sha256"]
+__all__ = ["lock_data", "request_from_lock", "catalog_sha256", "profiles_sha256", "pending_names"]

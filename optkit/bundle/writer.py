@@ -3,8 +3,10 @@
 ``bundle_files(plan, workspace)`` renders every file as bytes (a pure function: same request and
 catalog, same bytes; no timestamps, no absolute paths of this machine, no host names);
 ``write_bundle`` writes them to a temporary sibling directory and renames it into place, so a
-reader never sees a half-written bundle. This module owns the list of files and the write;
-what goes into each file is computed by ``launch``, ``lock``, ``scripts``, ``readme`` and ``k8s``.
+reader never sees a half-written bundle. This module owns which files a bundle has and the
+write. The lock and expected.json are JSON; every other text file is the template
+``templates/<path>.j2`` rendered (``optkit.bundle.render``) with the data that ``CONTEXT[path]``
+computes in ``scripts``, ``readme`` or ``k8s``.
 """
 
 from __future__ import annotations
@@ -13,20 +15,26 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from optkit.bundle import BundleWriteError
-from optkit.bundle.k8s import deployment_yaml
+from optkit.bundle import BundleWriteError, scripts
+from optkit.bundle.k8s import deployment_data
 from optkit.bundle.launch import Launch
 from optkit.bundle.lock import lock_data
-from optkit.bundle.readme import expected_data, readme
-from optkit.bundle.scripts import apply_sh, bench_sh, build_kernels_sh, env_sh, preflight_sh, serve_sh
+from optkit.bundle.readme import expected_data, readme_data
+from optkit.bundle.render import render
 from optkit.resolve.plan import Plan, Workspace
 from optkit.resolve.report import dump_json
 from optkit.tree.patchset import LOCK_NAME
 
 EXECUTABLE = 0o755
 REGULAR = 0o644
-_TOP_LEVEL = {LOCK_NAME, "README.md", "env.sh", "serve.sh", "preflight.sh", "apply.sh", "build-kernels.sh",
-              "bench.sh", "expected.json", "patches", "k8s"}
+CONTEXT = {
+    "env.sh": scripts.env_data, "serve.sh": scripts.serve_data, "preflight.sh": scripts.preflight_data,
+    "apply.sh": scripts.apply_data, "build-kernels.sh": scripts.build_kernels_data, "bench.sh": scripts.bench_data,
+    "README.md": readme_data, "k8s/deployment.yaml": deployment_data,
+}
+"""Every templated file of a bundle (``templates/<path>.j2``) and the function ``(launch, lock) -> data``
+that computes what its template is given."""
+_TOP_LEVEL = {LOCK_NAME, "expected.json", "patches"} | {rel.split("/")[0] for rel in CONTEXT}
 
 
 def write_bundle(plan: Plan, workspace: Workspace, out_dir: Path, *, k8s: bool = False) -> list[Path]:
@@ -86,24 +94,16 @@ def _swap_into_place(staging: Path, out_dir: Path) -> None:
 
 
 def bundle_files(plan: Plan, workspace: Workspace, *, k8s: bool = False) -> dict[str, bytes]:
-    """Every file of the bundle, by relative path (pure: nothing is read but the catalog)."""
+    """Every file of the bundle, by relative path (pure: nothing is read but the catalog and the templates)."""
     launch = Launch(plan, workspace)
     lock = lock_data(plan, workspace, launch, k8s=k8s)
     texts = {
         LOCK_NAME: dump_json(lock),
-        "env.sh": env_sh(launch),
-        "serve.sh": serve_sh(launch),
-        "preflight.sh": preflight_sh(launch, lock),
-        "apply.sh": apply_sh(lock),
-        "bench.sh": bench_sh(launch),
         "expected.json": dump_json(expected_data(plan, workspace)),
-        "README.md": readme(plan, workspace, launch, lock, k8s),
         "patches/series": "".join(p["name"] + "\n" for p in lock["patches"]),
     }
-    if launch.kernels:
-        texts["build-kernels.sh"] = build_kernels_sh(launch)
-    if k8s:
-        texts["k8s/deployment.yaml"] = deployment_yaml(launch)
+    written = {"build-kernels.sh": bool(launch.kernels), "k8s/deployment.yaml": k8s}
+    texts.update({rel: render(f"{rel}.j2", **data(launch, lock)) for rel, data in CONTEXT.items() if written.get(rel, True)})
     files = {rel: text.encode("utf-8") for rel, text in texts.items()}
     for entry in lock["patches"]:
         files[f"patches/{entry['name']}"] = workspace.catalog.patch_path(entry["recipe"], entry["file"]).read_bytes()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import stat
@@ -17,11 +18,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jinja2
 import pytest
 import yaml
 from click.testing import CliRunner
 
-from optkit.bundle.writer import BundleWriteError, request_from_lock, write_bundle
+import optkit.bundle
+from optkit.bundle import BundleWriteError
+from optkit.bundle.lock import request_from_lock
+from optkit.bundle.render import ShellVar, environment, yaml_scalar
+from optkit.bundle.writer import write_bundle
 from optkit.bundle.check import (
     check_bundle,
     check_config_keys,
@@ -36,6 +42,7 @@ from optkit.bundle.check import (
 )
 from optkit.catalog.paths import project_root
 from optkit.cli.main import cli
+from optkit.errors import InternalError
 from optkit.tree.patchset import from_bundle
 from optkit.resolve.plan import load_workspace, plan
 from optkit.resolve.request import Request
@@ -353,6 +360,225 @@ def test_bench_runs_each_requested_concurrency(flagship):
     for flag in ("--dataset-name random", "--random-input-len 1024", "--random-output-len 512", "--ignore-eos",
                  "--save-result", "--result-dir \"$RESULT_DIR\"", "--result-filename \"c$1.json\""):
         assert flag in text
+
+
+@pytest.fixture(scope="module")
+def no_hf_id(tmp_path_factory) -> Path:
+    """A bundle for a model profile without a Hugging Face id (so MODEL has no default)."""
+    base = tmp_path_factory.mktemp("no-hf-id")
+    root = catalog_copy(base / "catalog")
+    profile = root / "models" / "qwen3.5-35b-a3b.yaml"
+    data = yaml.safe_load(profile.read_text(encoding="utf-8"))
+    data.pop("hf_id")
+    profile.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return write(base / "bundle", root)
+
+
+@pytest.mark.parametrize("script, message", [
+    ("serve.sh", "serve.sh: no model: pass --model PATH_OR_HF_ID"),
+    ("bench.sh", "bench.sh: set MODEL"),
+])
+def test_without_a_hf_id_the_scripts_ask_for_a_model(no_hf_id, script, message):
+    proc = subprocess.run(["bash", str(no_hf_id / script)], cwd=no_hf_id, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin"}, timeout=60)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+# --------------------------------------------------------------------------- templates: the quoting rule
+
+TEMPLATES = Path(optkit.bundle.__file__).parent / "templates"
+SHELL_TEMPLATES = sorted(TEMPLATES.glob("*.sh.j2"))
+MARK = "\0"
+
+
+def printed_expressions(template: Path) -> list[jinja2.nodes.Expr]:
+    """Every expression a template prints (``{{ … }}``), in order, from Jinja's own parse of it."""
+    tree = environment().parse(template.read_text(encoding="utf-8"))
+    return [node for output in tree.find_all(jinja2.nodes.Output) for node in output.nodes
+            if not isinstance(node, jinja2.nodes.TemplateData)]
+
+
+def sh_form(node: jinja2.nodes.Expr) -> str | None:
+    """'word' for ``… | sh``, 'bare' for ``… | sh(bare=True)``, None for anything else."""
+    if not isinstance(node, jinja2.nodes.Filter) or node.name != "sh" or node.args or node.dyn_args or node.dyn_kwargs:
+        return None
+    if not node.kwargs:
+        return "word"
+    (bare,) = node.kwargs
+    return "bare" if bare.key == "bare" and isinstance(bare.value, jinja2.nodes.Const) and bare.value.value is True else None
+
+
+def shell_contexts(text: str) -> list[str]:
+    """Where each MARK in shell text sits: 'word', 'quoted' (inside '…' or "…") or 'comment'.
+
+    A small lexer for the shell these templates use: quotes, backslashes, comments and ``$( )``
+    (nested in double quotes too). Heredocs and backquotes are refused, so a template that starts
+    using them fails this check until the lexer understands them."""
+    frames, found, i = [["word", 0]], [], 0
+    while i < len(text):
+        c, (kind, depth) = text[i], frames[-1]
+        if c == MARK:
+            found.append({"word": "word", "squote": "quoted", "dquote": "quoted", "comment": "comment"}[kind])
+        elif kind == "comment":
+            if c == "\n":
+                frames.pop()
+        elif kind == "squote":
+            if c == "'":
+                frames.pop()
+        elif c == "`" or (kind == "word" and text.startswith("<<", i)):
+            raise AssertionError(f"the quoting check does not understand {text[i:i + 2]!r} at offset {i}")
+        elif c == "\\":
+            i += 1
+        elif text.startswith("$(", i):
+            frames.append(["word", 0])
+            i += 1
+        elif kind == "dquote":
+            if c == '"':
+                frames.pop()
+        elif c in "'\"":
+            frames.append(["squote" if c == "'" else "dquote", 0])
+        elif c == "#" and (i == 0 or text[i - 1] in " \t\n;&|("):
+            frames.append(["comment", 0])
+        elif c == "(":
+            frames[-1][1] += 1
+        elif c == ")" and len(frames) > 1:
+            if depth == 0:
+                frames.pop()
+            else:
+                frames[-1][1] -= 1
+        i += 1
+    return found
+
+
+def marked_text(template: Path) -> str:
+    """The template's text with every ``{{ … }}`` replaced by MARK and every tag and comment dropped."""
+    text = re.sub(r"\{\{.*?\}\}", MARK, template.read_text(encoding="utf-8"))
+    return re.sub(r"\{##.*?##\}\n?|\{%.*?%\}\n?", "", text, flags=re.S)
+
+
+def test_every_script_has_a_shell_template():
+    assert {t.name for t in SHELL_TEMPLATES} == {f"{s}.j2" for s in SCRIPTS} | {"_header.sh.j2"}
+
+
+@pytest.mark.parametrize("template", SHELL_TEMPLATES, ids=lambda t: t.name)
+def test_shell_templates_print_values_only_through_sh(template):
+    """The rule of optkit.bundle.render: every {{ … }} of a shell template is `… | sh` where the
+    value stands as a shell word and `… | sh(bare=True)` inside "…", '…' or a comment, with no
+    exception (constants are template text)."""
+    forms = [sh_form(node) for node in printed_expressions(template)]
+    assert None not in forms, f"{template.name}: value {forms.index(None)} is printed without the sh filter"
+    contexts = shell_contexts(marked_text(template))
+    assert len(contexts) == len(forms)
+    wrong = [i for i, (form, where) in enumerate(zip(forms, contexts)) if form == "word" and where != "word"]
+    assert wrong == [], f"{template.name}: values {wrong} are quoted as words but sit inside quotes or a comment"
+
+
+def test_the_k8s_template_prints_values_only_through_yaml():
+    """Each value of the manifest is one YAML scalar of its own (optkit.bundle.render.yaml_scalar)."""
+    nodes = printed_expressions(TEMPLATES / "k8s" / "deployment.yaml.j2")
+    assert nodes and all(isinstance(n, jinja2.nodes.Filter) and n.name == "yaml" and not n.args for n in nodes)
+
+
+@pytest.mark.parametrize("text, contexts", [
+    ('a \0 "x \0" \'\0\' # \0\n\0', ["word", "quoted", "quoted", "comment", "word"]),
+    ('A="$(cd "$(dirname "\0")" && pwd)" \0', ["quoted", "word"]),
+    ('echo ${#A[@]} \0 "\\"\0" (\0)', ["word", "quoted", "word"]),
+    ("X='it''\0' \"'\0'\"", ["quoted", "quoted"]),
+], ids=["quotes-and-comment", "nested-substitution", "not-a-comment", "quotes-inside-quotes"])
+def test_the_quoting_check_knows_shell_contexts(text, contexts):
+    assert shell_contexts(text) == contexts
+
+
+@pytest.mark.parametrize("value, bare, expected", [
+    ("Qwen/Qwen3.5-35B-A3B", False, "Qwen/Qwen3.5-35B-A3B"),
+    ("a b", False, "'a b'"),
+    ("it's $(x)", False, "'it'\"'\"'s $(x)'"),
+    ("", False, "''"),
+    (["--temperature", "0", '{"a": 1}'], False, "--temperature 0 '{\"a\": 1}'"),
+    (ShellVar("PORT"), False, '"$PORT"'),
+    (8, False, "8"),
+    ("9.0.1", True, "9.0.1"),
+    ("", True, ""),
+    (["ascend910_9391", "ascend910_9381"], True, "ascend910_9391 ascend910_9381"),
+], ids=["plain", "space", "quote-and-substitution", "empty", "list", "variable", "int", "bare", "bare-empty",
+        "bare-list"])
+def test_sh_filter(value, bare, expected):
+    template = environment().from_string("{{ value | sh(bare=True) }}" if bare else "{{ value | sh }}")
+    assert template.render(value=value) == expected
+
+
+@pytest.mark.parametrize("value, bare, error", [
+    ("a b", True, BundleWriteError),
+    ("x\nrm -rf /", True, BundleWriteError),
+    ("$(touch pwned)", True, BundleWriteError),
+    (True, False, InternalError),
+    (None, False, InternalError),
+    (ShellVar("PORT"), True, InternalError),
+], ids=["bare-space", "bare-newline", "bare-substitution", "bool", "none", "bare-variable"])
+def test_sh_filter_refuses(value, bare, error):
+    template = environment().from_string("{{ value | sh(bare=True) }}" if bare else "{{ value | sh }}")
+    with pytest.raises(error):
+        template.render(value=value)
+
+
+@pytest.mark.parametrize("value", ["x", "1", "", "a'b", "a\nb", "yes", "null", "~", "#x", "a: b", "- x", "*x", "&x",
+                                   "!x", "%x", "@x", "`x", "--- x", "... x", " lead", "trail ", "é", '{"a":1}', 8])
+def test_yaml_filter_writes_one_scalar_on_one_line(value):
+    text = yaml_scalar(value)
+    assert "\n" not in text
+    assert yaml.safe_load(f"k:\n- {text}\nm:\n  n: {text}\n") == {"k": [value], "m": {"n": value}}
+
+
+HOSTILE_ENV = "AIV'; touch pwned-env; echo '\n$(touch pwned-env2) \"`touch pwned-env3`\""
+
+
+@pytest.fixture(scope="module")
+def hostile_env(tmp_path_factory) -> Path:
+    """A bundle whose HCCL_OP_EXPANSION_MODE value (recipe waterfall-hccl-aiv) is hostile."""
+    base = tmp_path_factory.mktemp("hostile-env")
+    root = catalog_copy(base / "catalog")
+    edit_recipe(root, "waterfall-hccl-aiv", lambda r: r["env"][0].update(value=HOSTILE_ENV))
+    return write(base / "bundle", root, k8s=True)
+
+
+def test_env_sh_exports_a_hostile_value_unchanged(hostile_env):
+    proc = subprocess.run(["bash", "-c", '. ./env.sh && printf %s "$HCCL_OP_EXPANSION_MODE"'], cwd=hostile_env,
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout == HOSTILE_ENV
+    assert [p.name for p in hostile_env.iterdir() if "pwned" in p.name] == []
+
+
+def test_k8s_deployment_carries_a_hostile_value_unchanged(hostile_env):
+    deployment = yaml.safe_load((hostile_env / "k8s" / "deployment.yaml").read_text())
+    env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "HCCL_OP_EXPANSION_MODE", "value": HOSTILE_ENV} in env
+
+
+def test_a_value_that_cannot_be_written_bare_refuses_the_bundle(tmp_path):
+    root = catalog_copy(tmp_path / "catalog")
+    target = root / "targets" / "910c.yaml"
+    data = yaml.safe_load(target.read_text(encoding="utf-8"))
+    data["soc_family"] = "ascend910_93'; touch pwned; '"
+    target.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    with pytest.raises(BundleWriteError) as failure:
+        write(tmp_path / "b", root)
+    assert str(failure.value) == (
+        "build-kernels.sh: \"ascend910_93'; touch pwned; '\" cannot be written into the script: it goes inside "
+        "quotes or a comment there, where only letters, digits and _@%+=:,./- are safe; rename it in its profile "
+        "or recipe")
+    assert not (tmp_path / "b").exists()
+
+
+def test_jinja2_is_imported_only_to_write_a_bundle(tmp_path):
+    code = ("import sys; from optkit.cli.main import cli\n"
+            "cli(sys.argv[1:], standalone_mode=False)\n"
+            "print('JINJA2', 'jinja2' in sys.modules)")
+    imported = {}
+    for case, output in (("plan", []), ("plan -o", ["-o", str(tmp_path / "b")])):
+        proc = subprocess.run([sys.executable, "-c", code, "plan", "qwen3.5-35b", "--mtp", *output],
+                              capture_output=True, text=True, check=True, cwd=tmp_path)
+        imported[case] = "JINJA2 True" in proc.stdout
+    assert imported == {"plan": False, "plan -o": True}
 
 
 # --------------------------------------------------------------------------- preflight

@@ -1,4 +1,5 @@
-"""The wheel carries the catalog: `pip install .` then `optkit plan` works outside the checkout."""
+"""The wheel carries the catalog and the bundle templates: `pip install .` then `optkit plan` (and
+`optkit plan -o`) works outside the checkout."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ def test_wheel_ships_the_catalog_and_plans_outside_the_checkout(tmp_path):
     for kernel in (ROOT / "kernels").iterdir():
         assert f"optkit/data/kernels/{kernel.name}/kernel.yaml" in names
     assert "optkit/data/models/qwen3.5-35b-a3b.yaml" in names and "optkit/data/targets/910c.yaml" in names
+    templates = ROOT / "optkit" / "bundle" / "templates"
+    shipped = {f"optkit/bundle/templates/{t.relative_to(templates).as_posix()}" for t in templates.rglob("*.j2")}
+    assert "optkit/bundle/templates/serve.sh.j2" in shipped and shipped <= names
 
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
@@ -34,3 +38,10 @@ def test_wheel_ships_the_catalog_and_plans_outside_the_checkout(tmp_path):
     where = subprocess.run([sys.executable, "-c", "import optkit.catalog.paths as c; print(c.project_root())"],
                            cwd=elsewhere, env=env, capture_output=True, text=True, check=True).stdout.strip()
     assert Path(where) == site / "optkit" / "data"
+
+    bundle = subprocess.run([sys.executable, "-m", "optkit", "plan", "qwen3.5-35b", "--target", "910c", "--mtp", "--k8s",
+                             "-o", "bundle"], cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert bundle.returncode == 0, bundle.stderr
+    example = ROOT / "docs" / "example-bundle"
+    for rel in ("serve.sh", "preflight.sh", "README.md", "k8s/deployment.yaml"):
+        assert (elsewhere / "bundle" / rel).read_bytes() == (example / rel).read_bytes(), rel

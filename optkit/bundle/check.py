@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Literal
 
-from optkit.bundle.writer import EXTRA_ARGS
+from optkit.bundle.launch import EXTRA_ARGS
 from optkit.errors import BundleError, OptkitError, did_you_mean
 from optkit.tree.patchset import LOCK_NAME, LOCK_VERSION
 

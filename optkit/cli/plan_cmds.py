@@ -23,7 +23,7 @@ def _plan_from_lock(lock: Path, model, request_file, params):
     given = [name for name, value in params.items() if value not in (None, (), [])]
     if model or request_file or given:
         raise click.UsageError("--from-lock takes the request from the lock; give no MODEL, --request or request flags")
-    from optkit.bundle.writer import request_from_lock
+    from optkit.bundle.lock import request_from_lock
     from optkit.resolve.plan import load_workspace, plan
 
     workspace = load_workspace()

@@ -1,0 +1,79 @@
+"""README.md and expected.json: what each selected recipe does, why, and what it is expected to gain.
+
+The gains are the article's reported figures, split into those measured under this plan's
+conditions (MTP, a requested concurrency) and the others; both files label them as estimates.
+``readme_data`` is what ``templates/README.md.j2`` is given; the README's wording is there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from optkit import __version__
+from optkit.bundle.launch import Launch
+from optkit.bundle.lock import pending_names
+from optkit.catalog.schema import Recipe, Verification, compiled
+from optkit.resolve.plan import Plan, Workspace
+from optkit.resolve.report import plan_data
+
+
+def _gain_applies(gain, plan: Plan) -> tuple[bool, str]:
+    if gain.mtp is not None and gain.mtp != plan.request.mtp:
+        return False, f"measured with MTP {'on' if gain.mtp else 'off'}"
+    if gain.concurrency is not None and gain.concurrency not in plan.request.concurrency:
+        return False, f"measured at concurrency {gain.concurrency}, not requested"
+    return True, ""
+
+
+def _gain_data(gain) -> dict[str, Any]:
+    return gain.model_dump(mode="json", exclude_none=True)
+
+
+def expected_data(plan: Plan, workspace: Workspace) -> dict[str, Any]:
+    """The article's figures for this plan (per recipe) and the plan's TPOT estimate."""
+    recipes = {}
+    for rid in plan.selected:
+        recipe = workspace.catalog[rid]
+        applies, other = [], []
+        for gain in recipe.gains:
+            ok, why = _gain_applies(gain, plan)
+            (applies if ok else other).append(_gain_data(gain) if ok else {**_gain_data(gain), "not_applicable": why})
+        recipes[rid] = {"gains": applies, "other_reported": other,
+                        "verification": recipe.verification.level.value}
+    return {
+        "label": "ESTIMATES from the article's reported numbers, not measurements of this deployment; "
+                 "gains were measured stacked and are not strictly additive",
+        "recipes": recipes,
+        "estimate": plan_data(plan)["estimate"],
+        "workload": {"concurrency": list(plan.request.concurrency), "input_len": plan.request.input_len,
+                     "output_len": plan.request.output_len, "dataset": "random"},
+    }
+
+
+def readme_data(launch: Launch, lock: dict) -> dict[str, Any]:
+    """What ``templates/README.md.j2`` is given."""
+    plan = launch.plan
+    decisions = plan.resolution.decisions
+    return {
+        "version": __version__, "model_id": plan.model.id, "target_title": plan.target.title, "request": plan.request,
+        "versions": lock["versions"], "kernels": bool(launch.kernels), "k8s": lock["bundle"]["k8s"],
+        "pending": pending_names(lock), "patches": lock["patches"], "estimates": plan.estimates,
+        "recipes": [_recipe_data(plan, launch.catalog[rid], lock) for rid in plan.selected],
+        "excluded": [(rid, decisions[rid].status.value, decisions[rid].reason)
+                     for rid in sorted(decisions) if rid not in plan.selected],
+    }
+
+
+def _recipe_data(plan: Plan, recipe: Recipe, lock: dict) -> dict[str, Any]:
+    decision = plan.resolution.decisions[recipe.id]
+    levels = list(Verification)
+    return {
+        "id": recipe.id, "title": recipe.title, "kind": recipe.kind.value, "summary": recipe.summary,
+        "reason": decision.reason, "chain": list(decision.chain),
+        "gains": [g for g in recipe.gains if _gain_applies(g, plan)[0]],
+        "other_gains": [g for g in recipe.gains if not _gain_applies(g, plan)[0]],
+        "risks": [r for r in recipe.risks if r.when is None or compiled(r.when).evaluate(plan.facts.values)],
+        "verification": recipe.verification.level.value, "notes": recipe.verification.notes.rstrip(),
+        "hardware_verified": levels.index(recipe.verification.level) >= levels.index(Verification.hardware_verified),
+        "pending": [p["file"] for p in lock["pending_patches"] if p["recipe"] == recipe.id],
+    }

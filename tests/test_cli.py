@@ -75,13 +75,28 @@ def test_internal_error_asks_for_a_report(monkeypatch):
     assert "internal error" in result.output and "please report" in result.output
 
 
-def test_plan_imports_nothing_heavy():
+HEAVY = ["torch", "vllm", "vllm_ascend", "networkx", "numpy"]
+LATER_STAGES = ["optkit.resolve", "optkit.bundle", "optkit.tree", "rich", "pydantic.main", "yaml"]
+
+
+@pytest.mark.parametrize("args, unwanted", [
+    pytest.param(["plan", "qwen3.5-35b", "--mtp"], HEAVY + ["optkit.bundle", "optkit.tree"], id="plan"),
+    pytest.param(["--help"], HEAVY + LATER_STAGES + ["optkit.catalog", "packaging"], id="help"),
+    pytest.param(["status", "--tree", "{tree}"], HEAVY + ["optkit.resolve", "optkit.bundle", "rich", "pydantic.main",
+                                                          "yaml", "optkit.catalog.loader"], id="status"),
+])
+def test_a_command_imports_only_what_it_needs(args, unwanted, tmp_path):
     import subprocess
     import sys
 
+    (tmp_path / "tree" / "vllm_ascend").mkdir(parents=True)
+    (tmp_path / "tree" / "vllm_ascend" / "__init__.py").write_text("")
+    (tmp_path / "tree" / "vllm_ascend" / "_version.py").write_text('__version__ = "0.23.0"\n')
+    args = [arg.format(tree=tmp_path / "tree") for arg in args]
     code = ("import sys; from optkit.cli.main import cli\n"
-            "cli(['plan','qwen3.5-35b','--mtp'], standalone_mode=False)\n"
-            "heavy = [m for m in ('torch','vllm','vllm_ascend','networkx','numpy') if m in sys.modules]\n"
-            "print('HEAVY', heavy)")
+            f"try: cli({args!r}, standalone_mode=False)\n"
+            "except SystemExit: pass\n"
+            f"unwanted = [m for m in sys.modules if m in {unwanted!r} or any(m.startswith(u + '.') for u in {unwanted!r})]\n"
+            "print('UNWANTED', sorted(unwanted))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert "HEAVY []" in out
+    assert "UNWANTED []" in out

@@ -225,18 +225,27 @@ def _code_payload(cache_home: Path, root: Path) -> None:
     _entry(cache_home).write_bytes(_signed(cache_home, payload, key))
 
 
+def _rewrite(change):
+    """Damage that replaces the bytes of the recipes entry by ``change(bytes)``."""
+    return lambda home, root: _entry(home).write_bytes(change(_entry(home).read_bytes()))
+
+
+def _resign_with_stale_key(home: Path, root: Path) -> None:
+    payload = _entry(home).read_bytes()[len(cache.MAGIC) + 64:]
+    _entry(home).write_bytes(_signed(home, payload, b"\0" * 32))
+
+
 DAMAGE = {
-    "truncated-half": lambda home, root: _entry(home).write_bytes(_entry(home).read_bytes()[: len(_entry(home).read_bytes()) // 2]),
-    "truncated-to-header": lambda home, root: _entry(home).write_bytes(cache.MAGIC + b"\0" * 10),
-    "empty": lambda home, root: _entry(home).write_bytes(b""),
-    "garbage": lambda home, root: _entry(home).write_bytes(os.urandom(4096)),
-    "byte-flipped": lambda home, root: _entry(home).write_bytes(_entry(home).read_bytes()[:-1] + b"\x00"),
-    "other-magic": lambda home, root: _entry(home).write_bytes(b"X" + _entry(home).read_bytes()[1:]),
+    "truncated-half": _rewrite(lambda data: data[: len(data) // 2]),
+    "truncated-to-header": _rewrite(lambda data: data[: len(cache.MAGIC) + 10]),
+    "empty": _rewrite(lambda data: b""),
+    "garbage": _rewrite(lambda data: os.urandom(len(data))),
+    "byte-flipped": _rewrite(lambda data: data[:-1] + bytes([data[-1] ^ 1])),
+    "other-magic": _rewrite(lambda data: b"X" + data[1:]),
     "foreign-secret": lambda home, root: (home / "catalog" / "secret").write_bytes(os.urandom(32)),
     "secret-missing": lambda home, root: (home / "catalog" / "secret").unlink(),
     "secret-damaged": lambda home, root: (home / "catalog" / "secret").write_bytes(b"short"),
-    "stale-key": lambda home, root: _entry(home).write_bytes(
-        _signed(home, _entry(home).read_bytes()[len(cache.MAGIC) + 64:], b"\0" * 32)),
+    "stale-key": _resign_with_stale_key,
     "signed-but-runs-code": _code_payload,
     "entry-is-a-directory": lambda home, root: (_entry(home).unlink(), _entry(home).mkdir()),
     "unreadable-entry": lambda home, root: _entry(home).chmod(0),

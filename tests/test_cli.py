@@ -102,7 +102,8 @@ def test_a_command_imports_only_what_it_needs(args, unwanted, tmp_path):
     code = ("import sys; from optkit.cli.main import cli\n"
             f"try: cli({args!r}, standalone_mode=False)\n"
             "except SystemExit: pass\n"
-            f"unwanted = [m for m in sys.modules if m in {unwanted!r} or any(m.startswith(u + '.') for u in {unwanted!r})]\n"
+            f"unwanted = [m for m in sys.modules\n"
+            f"            if m in {unwanted!r} or any(m.startswith(u + '.') for u in {unwanted!r})]\n"
             f"built = [name for name in {VALIDATORS!r} if name.rsplit('.', 1)[0] in sys.modules\n"
             "         and getattr(sys.modules[name.rsplit('.', 1)[0]], name.rsplit('.', 1)[1]).__pydantic_complete__]\n"
             "print('UNWANTED', sorted(unwanted), 'BUILT', built)")

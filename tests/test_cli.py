@@ -75,13 +75,39 @@ def test_internal_error_asks_for_a_report(monkeypatch):
     assert "internal error" in result.output and "please report" in result.output
 
 
-def test_plan_imports_nothing_heavy():
+HEAVY = ["torch", "vllm", "vllm_ascend", "networkx", "numpy"]
+LATER_STAGES = ["optkit.resolve", "optkit.bundle", "optkit.tree", "rich", "pydantic.main", "yaml"]
+VALIDATORS = ["optkit.catalog.schema.Recipe", "optkit.catalog.kernels.KernelSpec",
+              "optkit.resolve.profiles.ModelProfile", "optkit.resolve.profiles.Target"]
+
+
+@pytest.mark.parametrize("args, unwanted", [
+    pytest.param(["plan", "qwen3.5-35b", "--mtp"], HEAVY + ["optkit.bundle", "optkit.tree"], id="plan"),
+    pytest.param(["--help"], HEAVY + LATER_STAGES + ["optkit.catalog", "packaging"], id="help"),
+    pytest.param(["status", "--tree", "{tree}"], HEAVY + ["optkit.resolve", "optkit.bundle", "rich", "pydantic.main",
+                                                          "yaml", "optkit.catalog.loader"], id="status"),
+    pytest.param(["recipes"], HEAVY + ["optkit.resolve", "optkit.bundle", "optkit.tree", "packaging.specifiers"],
+                 id="recipes"),
+])
+def test_a_command_imports_only_what_it_needs(args, unwanted, tmp_path):
+    """Run in a fresh process with a warm catalog cache: nor does it build a catalog validator."""
+    import os
     import subprocess
     import sys
 
+    (tmp_path / "tree" / "vllm_ascend").mkdir(parents=True)
+    (tmp_path / "tree" / "vllm_ascend" / "__init__.py").write_text("")
+    (tmp_path / "tree" / "vllm_ascend" / "_version.py").write_text('__version__ = "0.23.0"\n')
+    args = [arg.format(tree=tmp_path / "tree") for arg in args]
     code = ("import sys; from optkit.cli.main import cli\n"
-            "cli(['plan','qwen3.5-35b','--mtp'], standalone_mode=False)\n"
-            "heavy = [m for m in ('torch','vllm','vllm_ascend','networkx','numpy') if m in sys.modules]\n"
-            "print('HEAVY', heavy)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert "HEAVY []" in out
+            f"try: cli({args!r}, standalone_mode=False)\n"
+            "except SystemExit: pass\n"
+            f"unwanted = [m for m in sys.modules\n"
+            f"            if m in {unwanted!r} or any(m.startswith(u + '.') for u in {unwanted!r})]\n"
+            f"built = [name for name in {VALIDATORS!r} if name.rsplit('.', 1)[0] in sys.modules\n"
+            "         and getattr(sys.modules[name.rsplit('.', 1)[0]], name.rsplit('.', 1)[1]).__pydantic_complete__]\n"
+            "print('UNWANTED', sorted(unwanted), 'BUILT', built)")
+    env = dict(os.environ, OPTKIT_CACHE_DIR=str(tmp_path / "cache"))
+    for _ in range(2):  # the first run fills the catalog cache
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    assert "UNWANTED [] BUILT []" in out

@@ -57,7 +57,8 @@ RelPath = Annotated[str, AfterValidator(_check_relative)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: validators are built on first validation, which a warm catalog cache never needs
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class CsrcOp(_Strict):

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from optkit.catalog.cache import cached
 from optkit.catalog.paths import project_root
 from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
 from optkit.catalog.schema import Recipe
@@ -121,10 +122,17 @@ def load_entries(root: Path, folder: str, filename: str, load_one) -> tuple[dict
     """Load ``root/folder/<id>/filename`` for every id with ``load_one(path, display)``.
 
     Returns (entries, folders, line maps) keyed by id; all problems of all files are reported
-    together as one ``ValidationFailed``.
+    together as one ``ValidationFailed``. A successful load is kept in the catalog cache
+    (``optkit.catalog.cache``), keyed by the content of ``root/folder``.
     """
     base = root / folder
-    entries, folders, lines, problems = {}, {}, {}, []
+    entries, names, lines = cached(folder, base, lambda: _validate_entries(base, folder, filename, load_one))
+    return entries, {entry_id: base / name for entry_id, name in names.items()}, lines
+
+
+def _validate_entries(base: Path, folder: str, filename: str, load_one) -> tuple[dict, dict, dict]:
+    """(entries, folder names, line maps) by id, each file parsed and validated."""
+    entries, names, lines, problems = {}, {}, {}, []
     for sub in sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []:
         display = f"{folder}/{sub.name}/{filename}"
         if not (sub / filename).is_file():
@@ -135,10 +143,10 @@ def load_entries(root: Path, folder: str, filename: str, load_one) -> tuple[dict
         except ValidationFailed as exc:
             problems.extend(exc.problems)
             continue
-        entries[entry.id], folders[entry.id], lines[entry.id] = entry, sub, line_map
+        entries[entry.id], names[entry.id], lines[entry.id] = entry, sub.name, line_map
     if problems:
         raise ValidationFailed(problems)
-    return entries, folders, lines
+    return entries, names, lines
 
 
 def load_catalog(root: Path | None = None) -> Catalog:

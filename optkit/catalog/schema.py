@@ -15,7 +15,6 @@ from enum import Enum
 from functools import lru_cache
 from typing import Annotated, Any, Literal, Optional
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from optkit.catalog.conditions import Condition, compile_condition
@@ -37,6 +36,8 @@ def _check_condition(text: str) -> str:
 
 
 def _check_specifier(text: str) -> str:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # only validating needs it
+
     try:
         SpecifierSet(text)
     except InvalidSpecifier:
@@ -51,7 +52,8 @@ _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: validators are built on first validation, which a warm catalog cache never needs
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Kind(str, Enum):

@@ -8,7 +8,6 @@ import click
 
 from optkit.cli.options import build_request, request_options
 from optkit.errors import UnknownName
-from optkit.resolve.report import dump_json
 
 
 def _plan(model, request_file, params):
@@ -51,7 +50,7 @@ def plan_command(model, request_file, as_json, verbose, output, k8s, from_lock, 
 
         write_bundle(result, workspace, output, k8s=k8s)
     if as_json:
-        from optkit.resolve.report import plan_data
+        from optkit.resolve.report import dump_json, plan_data
 
         click.echo(dump_json(plan_data(result)), nl=False)
         return
@@ -73,7 +72,7 @@ def explain_command(recipe_ids, model, request_file, as_json, **params):
         if rid not in result.resolution.decisions:
             raise UnknownName("recipe", rid, sorted(result.resolution.decisions))
     if as_json:
-        from optkit.resolve.report import decision_data
+        from optkit.resolve.report import decision_data, dump_json
 
         click.echo(dump_json({rid: decision_data(result.resolution.decisions[rid]) for rid in recipe_ids}), nl=False)
         return
@@ -104,7 +103,7 @@ def facts_command(model, request_file, as_json, list_names, **params):
     request = build_request(model, request_file, params)
     facts = compute_facts(request, resolve_model(workspace, request), find_target(workspace.targets, request.target))
     if as_json:
-        from optkit.resolve.report import facts_json
+        from optkit.resolve.report import dump_json, facts_json
 
         click.echo(dump_json(facts_json(facts)), nl=False)
         return

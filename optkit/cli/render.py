@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from optkit.resolve.plan import Plan
-from optkit.resolve.resolver import Status, describe_benefit
+from typing import TYPE_CHECKING
 
-_ORDER = [Status.selected, Status.upstream, Status.objective, Status.no_effect, Status.regresses,
-          Status.needs_opt_in, Status.unavailable, Status.excluded, Status.user_excluded, Status.not_applicable]
+if TYPE_CHECKING:  # the resolver is imported where a plan is drawn, not for `optkit recipes`
+    from optkit.resolve.plan import Plan
+
+
+def _not_selected_order() -> list:
+    """Statuses of the recipes a plan leaves out, in the order the report lists them."""
+    from optkit.resolve.resolver import Status
+
+    return [Status.upstream, Status.objective, Status.no_effect, Status.regresses, Status.needs_opt_in,
+            Status.unavailable, Status.excluded, Status.user_excluded, Status.not_applicable]
 
 
 def _console():
@@ -17,6 +24,8 @@ def _console():
 
 def plan_report(plan: Plan, catalog, verbose: bool = False) -> None:
     from rich.table import Table
+
+    from optkit.resolve.resolver import Status
 
     console = _console()
     r = plan.request
@@ -34,7 +43,7 @@ def plan_report(plan: Plan, catalog, verbose: bool = False) -> None:
     rest = Table(title="Not selected", show_lines=False)
     for col in ("recipe", "status", "reason"):
         rest.add_column(col, overflow="fold")
-    for status in _ORDER[1:]:
+    for status in _not_selected_order():
         for rid, d in sorted(plan.resolution.decisions.items()):
             if d.status is status and (verbose or status is not Status.not_applicable):
                 facts = ", ".join(f"{k} = {v}" for k, v in d.facts.items())
@@ -60,6 +69,8 @@ def _estimates(console, plan: Plan) -> None:
 
 
 def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> None:
+    from optkit.resolve.resolver import describe_benefit
+
     console = _console()
     for rid in recipe_ids:
         d, recipe = plan.resolution.decisions[rid], catalog[rid]

@@ -24,10 +24,12 @@ from pydantic import (
     field_validator,
 )
 
+from optkit.catalog.cache import cached
 from optkit.catalog.loader import parse_model
 from optkit.catalog.yamlio import LineMap, load_yaml
 from optkit.errors import Location, Problem, UnknownName, ValidationFailed
 
+_CODE = ("resolve/profiles.py",)  # what validates model and target files, besides optkit/catalog/
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 Name = typing.Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 
@@ -35,7 +37,7 @@ Name = typing.Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 class ModelProfile(BaseModel):
     """Architecture facts of one model checkpoint."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # see catalog.schema._Strict
 
     id: str = Field(pattern=NAME_PATTERN, description="Catalog id, lowercase, e.g. 'qwen3.5-35b-a3b'.")
     aliases: list[Name] = Field(default_factory=list, description="Other accepted names (lowercase).")
@@ -127,7 +129,7 @@ class ModelProfile(BaseModel):
 class TargetVariant(BaseModel):
     """One named SKU of a target (same SoC family, different bin or clocks)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # see catalog.schema._Strict
 
     id: str = Field(pattern=NAME_PATTERN, description="Variant id, lowercase, e.g. '752t'.")
     description: str = Field(description="What the variant is and where it is referenced.")
@@ -136,7 +138,7 @@ class TargetVariant(BaseModel):
 class Target(BaseModel):
     """One Ascend NPU generation that plans are made for."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # see catalog.schema._Strict
 
     id: str = Field(pattern=NAME_PATTERN, description="Target id, lowercase, e.g. '910c'.")
     aliases: list[Name] = Field(default_factory=list, description="Other accepted names (lowercase).")
@@ -234,6 +236,10 @@ def _find(entries: dict, name: str, kind: str):
 def _load_catalog(directory: Path, schema: type[BaseModel], kind: str) -> dict:
     if not directory.is_dir():
         raise ValidationFailed([Problem(Location(str(directory)), f"{kind} catalog directory not found")])
+    return cached(f"{kind}s", directory, lambda: _validate_catalog(directory, schema, kind), code=_CODE)
+
+
+def _validate_catalog(directory: Path, schema: type[BaseModel], kind: str) -> dict:
     entries: dict[str, tuple[BaseModel, LineMap]] = {}
     problems: list[Problem] = []
     for path in sorted(directory.glob("*.yaml")):

@@ -1,0 +1,197 @@
+"""The compiled catalog cache: what a loader validated last time, if nothing it depends on changed.
+
+Parsing and validating every YAML file costs more than planning from them, so a loader stores
+its result (validated models and line maps, pickled) in ``cache_dir()/catalog/<name>.pickle``
+and uses it again while its key still matches. The key is a sha256 of the bytes and relative
+path of every file under the loader's folder, of optkit's own validating code, and of the
+versions of Python, pydantic, PyYAML and packaging: an edited, added or removed file, or another
+optkit, never meets an old entry (file times play no part).
+
+An entry is trusted only if it is whole and was written by optkit with this cache's secret (an
+HMAC-SHA256 over key and payload; the secret is a random file beside the entries, readable by its
+owner only), and it is unpickled by a loader that can build optkit's data classes (pydantic
+models, enums, dataclasses) and dates, nothing else. Whatever is wrong with the cache (missing,
+stale, corrupt, truncated, foreign, unreadable, unwritable) the loader validates the files as if
+there were none: the cache is never needed for correctness, and since only a successful load is
+stored, errors always come from validating the files themselves.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import hmac
+import io
+import os
+import pickle
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, TypeVar
+
+from optkit.catalog.paths import cache_dir
+
+T = TypeVar("T")
+MAGIC = b"optkit catalog cache 1\n"
+_DIGEST = 32  # bytes of a sha256 key and of its HMAC
+_DATES = {"date", "datetime", "time", "timedelta", "timezone"}
+_PACKAGE = Path(__file__).resolve().parent.parent  # optkit/
+
+
+def cached(name: str, folder: Path, build: Callable[[], T], code: tuple[str, ...] = ()) -> T:
+    """``build()``, or the value it returned before for the same files under ``folder``.
+
+    ``name`` is the entry (one per loader; a new key replaces the old value). ``code`` names
+    further optkit source files (relative to the package) that ``build`` validates with, besides
+    ``optkit/catalog/``. Exceptions of ``build`` propagate, and nothing is stored.
+    """
+    try:
+        key = folder_key(folder, code)
+    except OSError:  # an unreadable file: validating reports it
+        return build()
+    found = _read(name, key)
+    if found is not None:
+        return found
+    value = build()
+    if _unchanged(folder, code, key):  # else the value may mix old and new files: do not store it
+        _write(name, key, value)
+    return value
+
+
+def _unchanged(folder: Path, code: tuple[str, ...], key: bytes) -> bool:
+    try:
+        return folder_key(folder, code) == key
+    except OSError:
+        return False
+
+
+def folder_key(folder: Path, code: tuple[str, ...] = ()) -> bytes:
+    """sha256 of every file under ``folder`` (relative path and bytes) and of the code fingerprint."""
+    digest = hashlib.sha256(_fingerprint(code))
+    for path in _files(folder):
+        data = path.read_bytes()
+        digest.update(f"{path.relative_to(folder).as_posix()}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.digest()
+
+
+def _files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    found = []
+    for parent, dirs, files in os.walk(folder):
+        dirs.sort()
+        found += [Path(parent, name) for name in sorted(files)]
+    return found
+
+
+@lru_cache(maxsize=None)
+def _fingerprint(code: tuple[str, ...]) -> bytes:
+    """What, besides the files, decides a loader's result: optkit's validating code and its libraries."""
+    import packaging
+    import pydantic.version
+    import yaml
+
+    versions = (sys.version, pydantic.version.VERSION, yaml.__version__, yaml.__with_libyaml__,
+                packaging.__version__)
+    digest = hashlib.sha256(repr(versions).encode())
+    sources = sorted((_PACKAGE / "catalog").glob("*.py")) + [_PACKAGE / "__init__.py", _PACKAGE / "errors.py"]
+    for path in sources + [_PACKAGE / name for name in code]:
+        digest.update(f"{path.relative_to(_PACKAGE).as_posix()}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.digest()
+
+
+# --------------------------------------------------------------------------- entries
+
+
+def _read(name: str, key: bytes):
+    """The value stored under ``key``, or None when there is no usable entry."""
+    try:
+        data = (_folder() / f"{name}.pickle").read_bytes()
+        secret = _secret(create=False)
+    except OSError:
+        return None
+    body = data[len(MAGIC):]
+    stored_key, mac, payload = body[:_DIGEST], body[_DIGEST:2 * _DIGEST], body[2 * _DIGEST:]
+    if secret is None or not data.startswith(MAGIC) or stored_key != key:
+        return None
+    if not hmac.compare_digest(mac, hmac.new(secret, key + payload, "sha256").digest()):
+        return None
+    return _unpickle(payload)
+
+
+def _write(name: str, key: bytes, value) -> None:
+    """Store ``value`` under ``key``; a cache that cannot be written is no cache (and no error)."""
+    try:
+        payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return
+    if _unpickle(payload) is None:  # holds something the restricted loader refuses: never readable
+        return
+    try:
+        folder = _folder()
+        folder.mkdir(parents=True, exist_ok=True)
+        secret = _secret(create=True)
+        mac = hmac.new(secret, key + payload, "sha256").digest()
+        temporary = folder / f".{name}.{os.getpid()}.tmp"
+        try:
+            temporary.write_bytes(MAGIC + key + mac + payload)
+            os.replace(temporary, folder / f"{name}.pickle")  # readers see the old entry or the new one, whole
+        finally:
+            temporary.unlink(missing_ok=True)
+    except OSError:
+        return
+
+
+def _folder() -> Path:
+    try:
+        return cache_dir() / "catalog"
+    except (RuntimeError, KeyError) as exc:  # no home directory to put ~/.cache in
+        raise OSError(str(exc)) from None
+
+
+def _secret(create: bool) -> bytes | None:
+    """This cache's HMAC secret; None if there is none. ``create`` makes one (or replaces a damaged one)."""
+    path = _folder() / "secret"
+    try:
+        secret = path.read_bytes()
+    except FileNotFoundError:
+        secret = b""
+    if len(secret) == _DIGEST or not create:
+        return secret if len(secret) == _DIGEST else None
+    secret = os.urandom(_DIGEST)
+    temporary = path.with_name(f".secret.{os.getpid()}.tmp")
+    with os.fdopen(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+        out.write(secret)
+    os.replace(temporary, path)  # a racing writer's entries then fail their HMAC once and are rebuilt
+    return secret
+
+
+class _DataOnly(pickle.Unpickler):
+    """Builds optkit's data classes and dates, and refuses any other global (functions, os, …)."""
+
+    def find_class(self, module: str, name: str):
+        if module == "datetime" and name in _DATES:
+            return getattr(datetime, name)
+        if module.startswith("optkit.") and module in sys.modules:
+            found = getattr(sys.modules[module], name, None)
+            if isinstance(found, type) and _is_data_class(found):
+                return found
+        raise pickle.UnpicklingError(f"the catalog cache may not build {module}.{name}")
+
+
+def _is_data_class(cls: type) -> bool:
+    import dataclasses
+    import enum
+
+    from pydantic import BaseModel
+
+    return issubclass(cls, (BaseModel, enum.Enum)) or dataclasses.is_dataclass(cls)
+
+
+def _unpickle(payload: bytes):
+    try:
+        return _DataOnly(io.BytesIO(payload)).load()
+    except Exception:  # noqa: BLE001 - any failure means "no usable entry", never an error
+        return None

@@ -15,6 +15,13 @@ def project_root() -> Path:
     return here.parent
 
 
+def checkout_root() -> Path | None:
+    """The source checkout optkit runs from (``pyproject.toml``, ``docs/`` and ``recipes/`` beside
+    the package), or None for an installed optkit, whose data has no docs/ to regenerate."""
+    root = Path(__file__).resolve().parent.parent.parent
+    return root if all((root / name).exists() for name in ("pyproject.toml", "docs", "recipes")) else None
+
+
 def cache_dir() -> Path:
     """The optkit cache: ``$OPTKIT_CACHE_DIR`` if set and non-empty, else ``~/.cache/optkit``."""
     env = os.environ.get("OPTKIT_CACHE_DIR")

@@ -70,10 +70,15 @@ def schema_command():
 @click.option("--check", is_flag=True, help="Fail if the generated docs are not current.")
 def docs_command(check):
     """Generate docs/catalog.md and docs/example-bundle/ (or --check that they are current)."""
-    from optkit.catalog.paths import project_root
+    from optkit.catalog.paths import checkout_root, project_root
     from optkit.cli.docs import generated_docs, write_docs
+    from optkit.errors import OptkitError
 
-    root = project_root()
+    root = checkout_root()
+    if root is None:
+        raise OptkitError(f"optkit docs{' --check' if check else ''} works on a source checkout (it regenerates "
+                          f"docs/ beside recipes/), and this optkit is installed without one (its data is in "
+                          f"{project_root()}); run it in a clone of the repository, e.g. after `pip install -e .`")
     if check:
         stale = generated_docs(root, check=True)
         if stale:

@@ -62,15 +62,19 @@ def plan_command(model, request_file, as_json, verbose, output, k8s, from_lock, 
 
 
 @click.command("explain")
-@click.argument("recipe_ids", nargs=-1, required=True)
-@request_options
+@click.argument("words", nargs=-1, required=True, metavar="RECIPE_ID... [MODEL]")
+@request_options(model_argument=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the decisions as JSON.")
-def explain_command(recipe_ids, model, request_file, as_json, **params):
-    """Why each RECIPE_ID is selected or not for a request (MODEL via --request or the flags)."""
-    workspace, result = _plan(model, request_file, params)
+def explain_command(words, request_file, as_json, **params):
+    """Why each RECIPE_ID is selected or not for a request: MODEL last, or --model-config, or --request."""
+    from optkit.resolve.plan import load_workspace, plan
+
+    workspace = load_workspace()
+    recipe_ids, model = split_explain_words(list(words), workspace.catalog, bool(params.get("model_config")))
     for rid in recipe_ids:
-        if rid not in result.resolution.decisions:
-            raise UnknownName("recipe", rid, sorted(result.resolution.decisions))
+        if rid not in workspace.catalog:
+            raise UnknownName("recipe", rid, sorted(workspace.catalog.recipes))
+    result = plan(build_request(model, request_file, params), workspace)
     if as_json:
         from optkit.resolve.report import decision_data, dump_json
 
@@ -78,7 +82,15 @@ def explain_command(recipe_ids, model, request_file, as_json, **params):
         return
     from optkit.cli.render import explain_report
 
-    explain_report(result, workspace.catalog, list(recipe_ids))
+    explain_report(result, workspace.catalog, recipe_ids)
+
+
+def split_explain_words(words: list[str], catalog, model_config: bool) -> tuple[list[str], str | None]:
+    """``RECIPE_ID... [MODEL]``: the last word is MODEL when it is no recipe id and --model-config
+    does not name the model already (then every word is a recipe id, and a typo gets a did-you-mean)."""
+    if len(words) > 1 and not model_config and words[-1] not in catalog:
+        return words[:-1], words[-1]
+    return words, None
 
 
 @click.command("facts")

@@ -23,9 +23,14 @@ same architecture (derived from its config.json, family 'custom'), so conditions
 
 
 def lint(root: Path | None = None) -> list[Problem]:
-    """Every problem in the catalog under ``root`` (default: the shipped one), sorted."""
+    """Every problem in the catalog under ``root`` (default: the shipped one), sorted.
+
+    ``root`` is a catalog root (it has ``recipes/``), or a folder of recipe folders as ``--catalog``
+    takes it, audited layered over the shipped catalog (its links may name shipped recipes).
+    """
+    layered = root is not None and not (Path(root) / "recipes").is_dir()
     try:
-        catalog = load_catalog(root)
+        catalog = load_catalog(None, [root]) if layered else load_catalog(root)
     except ValidationFailed as exc:
         return exc.problems
     problems: list[Problem] = []

@@ -22,6 +22,21 @@ def checkout_root() -> Path | None:
     return root if all((root / name).exists() for name in ("pyproject.toml", "docs", "recipes")) else None
 
 
+CATALOG_PATH_ENV = "OPTKIT_CATALOG_PATH"
+"""Environment variable: recipe folders layered over the shipped catalog, separated by os.pathsep."""
+
+
+def catalog_path(flags=()) -> list[Path]:
+    """The extra recipe folders: ``$OPTKIT_CATALOG_PATH`` (in order), then each ``--catalog DIR``;
+    a folder named twice counts once."""
+    named = [part for part in os.environ.get(CATALOG_PATH_ENV, "").split(os.pathsep) if part]
+    out: list[Path] = []
+    for folder in [*named, *map(str, flags)]:
+        if Path(folder) not in out:
+            out.append(Path(folder))
+    return out
+
+
 def cache_dir() -> Path:
     """The optkit cache: ``$OPTKIT_CACHE_DIR`` if set and non-empty, else ``~/.cache/optkit``."""
     env = os.environ.get("OPTKIT_CACHE_DIR")

@@ -7,16 +7,18 @@ from pathlib import Path
 
 import click
 
+from optkit.cli.options import catalog_dirs, catalog_option
 from optkit.errors import UnknownName
 
 
 @click.command("recipes")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-def recipes_command(as_json):
+@catalog_option
+def recipes_command(as_json, catalogs):
     """The recipe catalog: id, kind, upstream status, verification level."""
     from optkit.catalog.loader import load_catalog
 
-    catalog = load_catalog()
+    catalog = load_catalog(None, catalog_dirs(catalogs))
     if as_json:
         rows = [{"id": r.id, "kind": r.kind.value, "upstream": r.provenance.upstream.status.value,
                  "verification": r.verification.level.value, "needs_npu": r.verification.needs_npu} for r in catalog]
@@ -30,12 +32,13 @@ def recipes_command(as_json):
 @click.command("show")
 @click.argument("recipe_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the recipe as JSON.")
-def show_command(recipe_id, as_json):
+@catalog_option
+def show_command(recipe_id, as_json, catalogs):
     """Everything about one recipe, with its source quote."""
     from optkit.catalog.loader import load_catalog
     from optkit.catalog.markdown import recipe_markdown
 
-    catalog = load_catalog()
+    catalog = load_catalog(None, catalog_dirs(catalogs))
     if recipe_id not in catalog:
         raise UnknownName("recipe", recipe_id, sorted(catalog.recipes))
     if as_json:
@@ -47,7 +50,8 @@ def show_command(recipe_id, as_json):
 @click.command("lint")
 @click.argument("root", required=False, type=click.Path(exists=True, file_okay=False, path_type=Path))
 def lint_command(root):
-    """Audit a catalog (default: the shipped one) like `spack audit`."""
+    """Audit a catalog like `spack audit`: the shipped one, a catalog root (with recipes/), or a folder of
+    your own recipe folders (as --catalog takes it), checked layered over the shipped catalog."""
     from optkit.catalog.lint import lint
 
     findings = lint(root)

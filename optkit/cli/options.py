@@ -60,6 +60,21 @@ _OPTIONS = [
 ]
 
 
+def catalog_option(func):
+    """``--catalog DIR`` (repeatable): recipe folders layered over the shipped catalog, after the
+    ones in ``$OPTKIT_CATALOG_PATH``."""
+    return click.option("--catalog", "catalogs", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+                        help="A folder of your own recipe folders, layered over the shipped catalog (repeatable; "
+                             "also OPTKIT_CATALOG_PATH, separated like PATH).")(func)
+
+
+def catalog_dirs(catalogs) -> list[Path]:
+    """``$OPTKIT_CATALOG_PATH`` then the ``--catalog`` folders."""
+    from optkit.catalog.paths import catalog_path
+
+    return catalog_path(catalogs)
+
+
 def request_options(func=None, *, model_argument: bool = True):
     """Decorate a command with MODEL (unless ``model_argument`` is false), --request FILE and every
     request flag."""

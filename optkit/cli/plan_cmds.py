@@ -6,14 +6,14 @@ from pathlib import Path
 
 import click
 
-from optkit.cli.options import build_request, request_options
+from optkit.cli.options import build_request, catalog_dirs, catalog_option, request_options
 from optkit.errors import UnknownName
 
 
 def _plan(model, request_file, params):
     from optkit.resolve.plan import load_workspace, plan
 
-    workspace = load_workspace()
+    workspace = load_workspace(catalogs=catalog_dirs(params.pop("catalogs", ())))
     return workspace, plan(build_request(model, request_file, params), workspace)
 
 
@@ -21,17 +21,19 @@ def _plan_from_lock(lock: Path, model, request_file, params):
     """The plan a lock was written for (same request, same catalog) and the lock's bundle options."""
     given = [name for name, value in params.items() if value not in (None, (), [])]
     if model or request_file or given:
-        raise click.UsageError("--from-lock takes the request from the lock; give no MODEL, --request or request flags")
-    from optkit.bundle.lock import request_from_lock
+        raise click.UsageError("--from-lock takes the request and the --catalog folders from the lock; give no MODEL, "
+                               "--request, --catalog or request flags")
+    from optkit.bundle.lock import lock_catalogs, request_from_lock
     from optkit.resolve.plan import load_workspace, plan
 
-    workspace = load_workspace()
+    workspace = load_workspace(catalogs=lock_catalogs(lock))  # the lock's --catalog folders, not the environment's
     request, options = request_from_lock(lock, workspace)
     return workspace, plan(request, workspace), options
 
 
 @click.command("plan")
 @request_options
+@catalog_option
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("--verbose", "-v", is_flag=True, help="Also list recipes for other versions.")
 @click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), help="Write a launch bundle here.")
@@ -64,12 +66,13 @@ def plan_command(model, request_file, as_json, verbose, output, k8s, from_lock, 
 @click.command("explain")
 @click.argument("words", nargs=-1, required=True, metavar="RECIPE_ID... [MODEL]")
 @request_options(model_argument=False)
+@catalog_option
 @click.option("--json", "as_json", is_flag=True, help="Print the decisions as JSON.")
 def explain_command(words, request_file, as_json, **params):
     """Why each RECIPE_ID is selected or not for a request: MODEL last, or --model-config, or --request."""
     from optkit.resolve.plan import load_workspace, plan
 
-    workspace = load_workspace()
+    workspace = load_workspace(catalogs=catalog_dirs(params.pop("catalogs", ())))
     recipe_ids, model = split_explain_words(list(words), workspace.catalog, bool(params.get("model_config")))
     for rid in recipe_ids:
         if rid not in workspace.catalog:
@@ -95,6 +98,7 @@ def split_explain_words(words: list[str], catalog, model_config: bool) -> tuple[
 
 @click.command("facts")
 @request_options
+@catalog_option
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
 @click.option("--list", "list_names", is_flag=True, help="List every fact name, its type and meaning.")
 def facts_command(model, request_file, as_json, list_names, **params):
@@ -111,7 +115,7 @@ def facts_command(model, request_file, as_json, list_names, **params):
     from optkit.resolve.profiles import find_target
     from optkit.catalog.conditions import format_value
 
-    workspace = load_workspace()
+    workspace = load_workspace(catalogs=catalog_dirs(params.pop("catalogs", ())))
     request = build_request(model, request_file, params)
     facts = compute_facts(request, resolve_model(workspace, request), find_target(workspace.targets, request.target))
     if as_json:

@@ -34,9 +34,10 @@ class Workspace:
     unavailable: dict[str, str] = field(default_factory=dict)
 
 
-def load_workspace(root: Path | None = None) -> Workspace:
+def load_workspace(root: Path | None = None, catalogs=()) -> Workspace:
+    """The shipped data under ``root``, with the recipe folders ``catalogs`` (``--catalog``) layered over it."""
     root = root or project_root()
-    catalog = load_catalog(root)
+    catalog = load_catalog(root, catalogs)
     return Workspace(root, catalog, load_models(root / "models"), load_targets(root / "targets"),
                      load_baselines(root), unavailable_recipes(catalog))
 

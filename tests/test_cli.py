@@ -9,6 +9,8 @@ from click.testing import CliRunner
 
 from optkit.cli.main import cli
 
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
 
 def run(*args):
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
@@ -150,3 +152,31 @@ def test_a_command_imports_only_what_it_needs(args, unwanted, tmp_path):
     for _ in range(2):  # the first run fills the catalog cache
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
     assert "UNWANTED [] BUILT []" in out
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("a <!-- optkit:flagship-series -->stale 15<!-- /optkit:flagship-series --> b",
+     "a <!-- optkit:flagship-series -->2 patches in the series, 1 still pending<!-- /optkit:flagship-series --> b"),
+    ("<!-- optkit:flagship-patches -->?<!-- /optkit:flagship-patches -->",
+     "<!-- optkit:flagship-patches -->2 patches of 1 recipes, touching 3 files<!-- /optkit:flagship-patches -->"),
+    ("no region", "no region"),
+], ids=["series", "patch-count", "untouched"])
+def test_generated_figures_in_docs(text, expected):
+    from optkit.cli.docs import _filled
+
+    lock = {"patches": [{"recipe": "r", "targets": ["a", "b"]}, {"recipe": "r", "targets": ["b", "c"]}],
+            "pending_patches": [{"recipe": "s", "file": "x.patch"}]}
+    assert _filled(text, {"optkit.lock.json": json.dumps(lock).encode()}) == expected
+
+
+def test_docs_check_names_a_stale_figure(tmp_path, monkeypatch):
+    import shutil
+
+    from optkit.cli.docs import generated_docs
+
+    root = tmp_path / "repo"
+    for name in ("recipes", "models", "targets", "kernels", "docs"):
+        shutil.copytree(ROOT / name, root / name)
+    page = root / "docs" / "apply.md"
+    page.write_text(page.read_text().replace("-->14 patches", "-->15 patches"))
+    assert generated_docs(root, check=True) == ["docs/apply.md"]

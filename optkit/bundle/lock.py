@@ -52,7 +52,7 @@ def _files_sha256(root: Path, patterns: list[str]) -> str:
     return digest.hexdigest()
 
 
-def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s: bool = False) -> dict[str, Any]:
+def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s=None) -> dict[str, Any]:
     """The lock, per the bundle contract (plus ``launch.argv`` and what ``bundle check`` needs)."""
     data = plan_data(plan)
     patches, pending = _patch_entries(plan, workspace)
@@ -76,7 +76,7 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s: bool = F
         "target": {"id": plan.target.id, "soc_version": plan.target.default_soc_version,
                    "soc_versions": list(plan.target.soc_versions)},
         "versions": {"vllm_ascend": str(plan.facts["versions.vllm_ascend"]), "vllm": str(plan.facts["versions.vllm"])},
-        "bundle": {"k8s": k8s},
+        "bundle": {"k8s": bool(k8s), **({"k8s_options": k8s.data()} if k8s else {})},
     }
 
 

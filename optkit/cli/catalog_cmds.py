@@ -87,7 +87,7 @@ def docs_command(check):
         stale = generated_docs(root, check=True)
         if stale:
             raise click.ClickException(f"out of date: {', '.join(stale)}; run `optkit docs` and commit")
-        click.echo("docs/catalog.md and docs/example-bundle/ are current")
+        click.echo("docs/catalog.md, docs/example-bundle/ and the generated figures in docs/ are current")
         return
     for path in write_docs(root):
         click.echo(f"wrote {path}")

@@ -37,20 +37,31 @@ def _plan_from_lock(lock: Path, model, request_file, params):
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("--verbose", "-v", is_flag=True, help="Also list recipes for other versions.")
 @click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), help="Write a launch bundle here.")
-@click.option("--k8s", is_flag=True, help="With -o: also write k8s/deployment.yaml.")
+@click.option("--k8s", is_flag=True, help="With -o: also write k8s/deployment.yaml and k8s/service.yaml.")
+@click.option("--replicas", type=click.IntRange(1, 1000), help="With --k8s: replicas of the Deployment (default 1).")
+@click.option("--k8s-device-plugin", type=click.Choice(["mindcluster", "cce"]),
+              help="With --k8s: the device plugin naming the NPUs: mindcluster (Ascend Device Plugin, "
+                   "huawei.com/Ascend910; default) or cce (Huawei Cloud CCE AI Suite, huawei.com/ascend-1980).")
 @click.option("--from-lock", "from_lock", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Plan the request recorded in an optkit.lock.json again (the catalog must be unchanged).")
-def plan_command(model, request_file, as_json, verbose, output, k8s, from_lock, **params):
+def plan_command(model, request_file, as_json, verbose, output, k8s, replicas, k8s_device_plugin, from_lock,
+                 **params):
     """Choose the best valid recipe set for MODEL on a target, and explain it."""
+    given = {"replicas": replicas, "device_plugin": k8s_device_plugin}
     if from_lock is not None:
         workspace, result, options = _plan_from_lock(from_lock, model, request_file, params)
         k8s = k8s or bool(options.get("k8s"))
+        given = {**options.get("k8s_options", {}), **{k: v for k, v in given.items() if v is not None}}
     else:
         workspace, result = _plan(model, request_file, params)
+    if not k8s and any(v is not None for v in given.values()):
+        raise click.UsageError("--replicas and --k8s-device-plugin go with --k8s")
     if output is not None:
+        from optkit.bundle.k8s import K8sOptions
         from optkit.bundle.writer import write_bundle
 
-        write_bundle(result, workspace, output, k8s=k8s)
+        write_bundle(result, workspace, output,
+                     k8s=K8sOptions(**{k: v for k, v in given.items() if v is not None}) if k8s else False)
     if as_json:
         from optkit.resolve.report import dump_json, plan_data
 

@@ -672,7 +672,7 @@ def test_k8s_deployment_requests_ascend_devices(tmp_path, target, plugin, resour
     assert container["resources"]["limits"] == {resource: 2}
     assert container["readinessProbe"]["httpGet"]["path"] == "/health"
     assert container["command"] == ["vllm", "serve"]
-    assert [e["name"] for e in container["env"]] == [e["name"] for e in read_lock(bundle)["launch"]["env"]]
+    assert [e["name"] for e in container["env"]] == [e["name"] for e in read_lock(bundle)["launch"]["env"]] + ["HF_HOME"]
 
 
 K8S_PLANS = [
@@ -705,7 +705,8 @@ def test_the_pod_has_what_a_910c_pod_needs(tmp_path, fields, options):
     assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": f"{2 * devices}Gi"}
     assert "persistentVolumeClaim" in volumes["model-weights"]
     assert {m["mountPath"]: m["name"] for m in container["volumeMounts"]} == {
-        "/root/.cache": "model-weights", "/dev/shm": "dshm"}
+        "/var/cache/huggingface": "model-weights", "/dev/shm": "dshm"}
+    assert {"name": "HF_HOME", "value": "/var/cache/huggingface"} in container["env"]
     static = "waterfall-static-kernel" in read_lock(bundle)["selected"]
     startup = container["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] == (3600 if static else 1200)

@@ -7,8 +7,8 @@ validate both against the Kubernetes schema of ``KUBERNETES_VERSION`` (``tests/k
 What a 910C pod needs to start, and where each choice comes from:
 
 - the NPUs, as the device plugin names them (``DEVICE_RESOURCES``);
-- the weights: a PersistentVolumeClaim mounted as the Hugging Face cache (``/root/.cache``, as
-  vllm-ascend's own A3 Kubernetes example mounts it), so ``vllm serve <repo id>`` finds them;
+- the weights: a PersistentVolumeClaim mounted as the Hugging Face cache (``HF_HOME``; vllm-ascend's
+  own A3 Kubernetes example mounts the cache the same way), so ``vllm serve <repo id>`` finds them;
 - ``/dev/shm`` in memory, sized for the TP group (``SHM_GIB_PER_DEVICE`` per device; vllm-ascend's
   A3 example gives a 16-device pod 15Gi, ~1 GiB each, which we double for headroom);
 - a startup probe long enough for graph capture, and for static-kernel compilation when the plan
@@ -37,6 +37,8 @@ plugin on Huawei Cloud registers ``huawei.com/ascend-1980``, which vllm-ascend's
 CI requests (docs/source/developer_guide/contribution/multi_node_test.md:171)."""
 DEVICE_PLUGINS = tuple(DEVICE_RESOURCES)
 SHM_GIB_PER_DEVICE = 2
+WEIGHTS_MOUNT = "/var/cache/huggingface"
+"""Where the weights volume is mounted; HF_HOME points there."""
 STARTUP_MINUTES = {"graph-capture": 20, "static-kernel": 60}
 """How long the startup probe waits: weight loading and graph capture, or those plus
 static-kernel compilation (a plan that selects waterfall-static-kernel)."""
@@ -71,7 +73,8 @@ def deployment_data(launch: Launch, lock: dict) -> dict[str, Any]:
     phase = "static-kernel" if "waterfall-static-kernel" in plan.selected else "graph-capture"
     return {
         "version": __version__, "name": _name(launch), "replicas": options.replicas, "kubernetes": "v" + KUBERNETES_VERSION,
-        "args": args, "env": [{"name": e["name"], "value": e["value"]} for e in launch.env],
+        "args": args, "env": [{"name": e["name"], "value": e["value"]} for e in launch.env] + [
+            {"name": "HF_HOME", "value": WEIGHTS_MOUNT}],  # where vllm serve <repo id> looks for the weights
         "image": "vllm-ascend:v{}".format(plan.facts["versions.vllm_ascend"]), "port": int(params["PORT"]),
         "resource": DEVICE_RESOURCES[options.device_plugin][plan.target.device_generation], "devices": launch.devices,
         "shm": f"{SHM_GIB_PER_DEVICE * launch.devices}Gi", "weights_claim": _name(launch) + "-weights",

@@ -25,6 +25,8 @@ from click.testing import CliRunner
 
 import optkit.bundle
 from optkit.bundle import BundleWriteError
+from k8s_support import validate_file
+from optkit.bundle.k8s import K8sOptions
 from optkit.bundle.lock import request_from_lock
 from optkit.bundle.render import ShellVar, environment, yaml_scalar
 from optkit.bundle.writer import write_bundle
@@ -57,7 +59,7 @@ CI = os.environ.get("CI") == "true"
 # --------------------------------------------------------------------------- helpers
 
 
-def write(dest: Path, root: Path | None = None, k8s: bool = False, **fields) -> Path:
+def write(dest: Path, root: Path | None = None, k8s=False, **fields) -> Path:
     workspace = load_workspace(root)
     write_bundle(plan(Request(**{**FLAGSHIP, **fields}), workspace), workspace, dest, k8s=k8s)
     return dest
@@ -188,7 +190,7 @@ def test_from_lock_refuses_a_changed_catalog(flagship, tmp_path):
 def test_from_lock_takes_no_request_flags(flagship):
     result = CliRunner().invoke(cli, ["plan", "--from-lock", str(flagship / "optkit.lock.json"), "--tp", "4"])
     assert result.exit_code == 2
-    assert "--from-lock takes the request from the lock" in result.output
+    assert "--from-lock takes the request and the --catalog folders from the lock" in result.output
 
 
 def test_no_machine_paths_or_host_name_in_any_file(flagship):
@@ -473,9 +475,10 @@ def test_shell_templates_print_values_only_through_sh(template):
     assert wrong == [], f"{template.name}: values {wrong} are quoted as words but sit inside quotes or a comment"
 
 
-def test_the_k8s_template_prints_values_only_through_yaml():
-    """Each value of the manifest is one YAML scalar of its own (optkit.bundle.render.yaml_scalar)."""
-    nodes = printed_expressions(TEMPLATES / "k8s" / "deployment.yaml.j2")
+@pytest.mark.parametrize("template", sorted((TEMPLATES / "k8s").glob("*.j2")), ids=lambda p: p.name)
+def test_the_k8s_templates_print_values_only_through_yaml(template):
+    """Each value of a manifest is one YAML scalar of its own (optkit.bundle.render.yaml_scalar)."""
+    nodes = printed_expressions(template)
     assert nodes and all(isinstance(n, jinja2.nodes.Filter) and n.name == "yaml" and not n.args for n in nodes)
 
 
@@ -657,15 +660,72 @@ def test_expected_json_quotes_the_article_and_labels_estimates(flagship):
     assert all(g["quote"] for g in gains)
 
 
-@pytest.mark.parametrize("target, resource", [("910c", "huawei.com/ascend-1980"), ("910b", "huawei.com/Ascend910")])
-def test_k8s_deployment_requests_ascend_devices(tmp_path, target, resource):
-    bundle = write(tmp_path / "b", target=target, k8s=True)
+@pytest.mark.parametrize("target, plugin, resource", [
+    ("910c", None, "huawei.com/Ascend910"), ("910c", "cce", "huawei.com/ascend-1980"),
+    ("910b", "mindcluster", "huawei.com/Ascend910"), ("910b", "cce", "huawei.com/ascend-1980"),
+], ids=["910c-default", "910c-cce", "910b-mindcluster", "910b-cce"])
+def test_k8s_deployment_requests_ascend_devices(tmp_path, target, plugin, resource):
+    options = K8sOptions(device_plugin=plugin) if plugin else True
+    bundle = write(tmp_path / "b", target=target, k8s=options)
     deployment = yaml.safe_load((bundle / "k8s" / "deployment.yaml").read_text())
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"] == {resource: 2}
     assert container["readinessProbe"]["httpGet"]["path"] == "/health"
     assert container["command"] == ["vllm", "serve"]
-    assert [e["name"] for e in container["env"]] == [e["name"] for e in read_lock(bundle)["launch"]["env"]]
+    assert [e["name"] for e in container["env"]] == [e["name"] for e in read_lock(bundle)["launch"]["env"]] + ["HF_HOME"]
+
+
+K8S_PLANS = [
+    pytest.param(dict(), True, id="flagship"),
+    pytest.param(dict(model="qwen3.6-27b"), K8sOptions(replicas=4), id="qwen3.6-4-replicas"),
+    pytest.param(dict(target="910b", mtp=False), K8sOptions(device_plugin="cce"), id="910b-cce"),
+    pytest.param(dict(tp=8, dp=2), True, id="tp8-dp2"),
+    pytest.param(dict(enforce_eager=True), True, id="eager"),
+]
+
+
+@pytest.mark.parametrize("fields, options", K8S_PLANS)
+def test_every_manifest_is_valid_for_kubernetes(tmp_path, fields, options):
+    """Each generated manifest passes the real Kubernetes schema (strict: an unknown field fails)."""
+    bundle = write(tmp_path / "b", k8s=options, **fields)
+    assert [kind for name in ("deployment", "service") for kind in validate_file(bundle / "k8s" / f"{name}.yaml")] == [
+        "Deployment", "Service"]
+
+
+@pytest.mark.parametrize("fields, options", K8S_PLANS)
+def test_the_pod_has_what_a_910c_pod_needs(tmp_path, fields, options):
+    bundle = write(tmp_path / "b", k8s=options, **fields)
+    options = K8sOptions() if options is True else options
+    deployment = yaml.safe_load((bundle / "k8s" / "deployment.yaml").read_text())
+    spec = deployment["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    devices = fields.get("tp", 2) * fields.get("dp", 1)
+    assert deployment["spec"]["replicas"] == options.replicas
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": f"{2 * devices}Gi"}
+    assert "persistentVolumeClaim" in volumes["model-weights"]
+    assert {m["mountPath"]: m["name"] for m in container["volumeMounts"]} == {
+        "/var/cache/huggingface": "model-weights", "/dev/shm": "dshm"}
+    assert {"name": "HF_HOME", "value": "/var/cache/huggingface"} in container["env"]
+    static = "waterfall-static-kernel" in read_lock(bundle)["selected"]
+    startup = container["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] == (3600 if static else 1200)
+    service = yaml.safe_load((bundle / "k8s" / "service.yaml").read_text())
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+
+
+def test_k8s_options_survive_from_lock(tmp_path):
+    result = CliRunner().invoke(cli, ["plan", "qwen3.5-35b", "--mtp", "-o", str(tmp_path / "a"), "--k8s",
+                                      "--replicas", "3", "--k8s-device-plugin", "cce"])
+    assert result.exit_code == 0, result.output
+    again = CliRunner().invoke(cli, ["plan", "--from-lock", str(tmp_path / "a" / "optkit.lock.json"),
+                                     "-o", str(tmp_path / "b")])
+    assert again.exit_code == 0, again.output
+    for name in ("deployment.yaml", "service.yaml"):
+        assert (tmp_path / "a" / "k8s" / name).read_bytes() == (tmp_path / "b" / "k8s" / name).read_bytes()
+    assert "replicas: 3" in (tmp_path / "b" / "k8s" / "deployment.yaml").read_text()
+    alone = CliRunner().invoke(cli, ["plan", "qwen3.5-35b", "--replicas", "2", "-o", str(tmp_path / "c")])
+    assert alone.exit_code == 2 and "--replicas and --k8s-device-plugin go with --k8s" in alone.output
 
 
 # --------------------------------------------------------------------------- bundle check: vLLM
@@ -858,5 +918,6 @@ def test_bundle_check_cli_fails_when_vllm_is_missing(flagship, monkeypatch):
     result = CliRunner().invoke(cli, ["bundle", "check", str(flagship)])
     assert result.exit_code == 1
     assert "SKIP  vllm  (skipped: vLLM 0.23.0 not installed (test))" in result.output
+    assert "(install vLLM 0.23.0 as docs/bundle.md shows, or pass --no-vllm to skip the check)" in result.output
     no_vllm = CliRunner().invoke(cli, ["bundle", "check", str(flagship), "--no-vllm"])
     assert "vllm" not in [line.split()[1] for line in no_vllm.output.splitlines() if line[:4] in ("PASS", "SKIP", "FAIL")]

@@ -45,3 +45,9 @@ def test_wheel_ships_the_catalog_and_plans_outside_the_checkout(tmp_path):
     example = ROOT / "docs" / "example-bundle"
     for rel in ("serve.sh", "preflight.sh", "README.md", "k8s/deployment.yaml"):
         assert (elsewhere / "bundle" / rel).read_bytes() == (example / rel).read_bytes(), rel
+
+    for args in (["docs"], ["docs", "--check"]):  # outside a checkout: a clear error, not an internal one
+        docs = subprocess.run([sys.executable, "-m", "optkit", *args], cwd=elsewhere, env=env, capture_output=True,
+                              text=True)
+        assert docs.returncode == 1, docs.stderr
+        assert "works on a source checkout" in docs.stderr and "internal error" not in docs.stderr, docs.stderr

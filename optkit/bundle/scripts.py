@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from optkit import __version__
+from optkit.bundle import BundleWriteError
 from optkit.bundle.launch import PLACEHOLDERS, Launch, compact_json
 from optkit.bundle.lock import pending_names
 from optkit.bundle.render import ShellVar, plain
@@ -39,8 +40,13 @@ def serve_data(launch: Launch, lock: dict) -> dict[str, Any]:
 
 
 def _shell_default(text: str) -> str:
-    """A default the script can write inside ``"${VAR:-…}"``: the text if it needs no quoting, else none."""
-    return text if plain(text) else ""
+    """The model default serve.sh and bench.sh write inside ``"${MODEL:-…}"``: text that needs no
+    quoting there, or none (a profile without a model; the scripts then ask for ``--model``). A
+    name that would need quoting is refused rather than silently dropped."""
+    if plain(text):
+        return text
+    raise BundleWriteError(f"the model name {text!r} needs shell quoting, so serve.sh cannot default to it; give "
+                           "--model-id with a Hugging Face repo id or a path of letters, digits and ._/-")
 
 
 def _option_lines(argv: list[str]) -> list[list[str | ShellVar]]:

@@ -218,6 +218,9 @@ class Recipe(_Strict):
     gains: list[Gain] = Field(default_factory=list, description="Reported gains (and regressions).")
     risks: list[Risk] = Field(default_factory=list, description="What can go wrong.")
     verification: VerificationInfo = Field(description="How far it has been verified.")
+    replaces_shipped: bool = Field(
+        False, description="In a catalog given with --catalog: true to replace the shipped recipe of the same id "
+        "(without it, reusing a shipped id is an error).")
 
     @model_validator(mode="after")
     def _unless_only_on_conflicts(self) -> "Recipe":

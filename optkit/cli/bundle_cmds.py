@@ -39,8 +39,15 @@ def check_command(bundle_dir, tree_dir, no_vllm, as_json):
     vllm_skipped = [c for c in report.skipped if c.name == "vllm"]
     if report.problems or vllm_skipped:
         what = [f"{len(report.problems)} problem(s)"] if report.problems else []
-        what += [f"vLLM check {c.note}" for c in vllm_skipped]
+        what += [f"vLLM check {c.note} (install vLLM {_probe_version(bundle_dir)} as docs/bundle.md shows, "
+                 "or pass --no-vllm to skip the check)" for c in vllm_skipped]
         raise BundleError([f"bundle {bundle_dir}: {'; '.join(what)} (listed above)"])
+
+
+def _probe_version(bundle_dir: Path) -> str:
+    from optkit.bundle.check import read_lock
+
+    return read_lock(bundle_dir)["versions"]["vllm"]
 
 
 COMMANDS = [bundle]

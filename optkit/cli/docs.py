@@ -1,12 +1,53 @@
 """What ``optkit docs`` writes and checks: each stage's generated pages, gathered in one place.
 
-``docs/catalog.md`` (from the catalog) and ``docs/example-bundle/`` (the flagship plan's bundle,
-with ``--k8s``). ``optkit docs --check`` lists the files that differ from what would be written.
+``docs/catalog.md`` (from the catalog), ``docs/example-bundle/`` (the flagship plan's bundle, with
+``--k8s``), and the figures inside hand-written pages: a region ``<!-- optkit:NAME -->…<!--
+/optkit:NAME -->`` of any ``docs/*.md`` is rewritten with ``SNIPPETS[NAME]`` of the example bundle,
+so a count in prose cannot go stale. ``optkit docs --check`` lists the files that differ from what
+would be written.
 """
 
 from __future__ import annotations
 
+import json
+import re
+
 from optkit.catalog.markdown import catalog_markdown
+
+_REGION = re.compile(r"(<!-- optkit:([a-z-]+) -->)(.*?)(<!-- /optkit:\2 -->)", re.S)
+
+
+def _lock(files: dict[str, bytes]) -> dict:
+    return json.loads(files["optkit.lock.json"])
+
+
+def _patch_count(files: dict[str, bytes]) -> str:
+    lock = _lock(files)
+    targets = {t for p in lock["patches"] for t in p["targets"]}
+    recipes = {p["recipe"] for p in lock["patches"]}
+    return f"{len(lock['patches'])} patches of {len(recipes)} recipes, touching {len(targets)} files"
+
+
+def _series_state(files: dict[str, bytes]) -> str:
+    lock = _lock(files)
+    pending = len(lock["pending_patches"])
+    state = f"{len(lock['patches'])} patches in the series"
+    return state + (f", {pending} still pending" if pending else ", none pending")
+
+
+SNIPPETS = {"flagship-patches": _patch_count, "flagship-series": _series_state}
+"""Figures that hand-written docs quote, computed from the example bundle's files."""
+
+
+def _filled(text: str, files: dict[str, bytes]) -> str:
+    def fill(match: re.Match) -> str:
+        if match.group(2) not in SNIPPETS:
+            from optkit.errors import OptkitError
+
+            raise OptkitError(f"docs: unknown generated figure optkit:{match.group(2)}; known: {', '.join(SNIPPETS)}")
+        return match.group(1) + SNIPPETS[match.group(2)](files) + match.group(4)
+
+    return _REGION.sub(fill, text)
 
 
 EXAMPLE_REQUEST = {"model": "qwen3.5-35b", "target": "910c", "mtp": True}
@@ -27,13 +68,25 @@ def generated_docs(root, check: bool = False) -> list[str]:
     from optkit.catalog.loader import load_catalog
 
     wanted = {"docs/catalog.md": catalog_markdown(load_catalog(root)).encode("utf-8")}
-    wanted.update({f"{EXAMPLE_DIR}/{name}": data for name, data in _example_bundle_files(root).items()})
+    example = _example_bundle_files(root)
+    wanted.update({f"{EXAMPLE_DIR}/{name}": data for name, data in example.items()})
+    wanted.update(_pages_with_figures(root, example))
     if not check:
         return sorted(wanted)
     present = {p.relative_to(root).as_posix() for p in (root / EXAMPLE_DIR).rglob("*") if p.is_file()}
     stale = [rel for rel, data in wanted.items() if not (root / rel).is_file() or (root / rel).read_bytes() != data]
     stale += sorted(present - set(wanted))
     return sorted(stale)
+
+
+def _pages_with_figures(root, example: dict[str, bytes]) -> dict[str, bytes]:
+    """Every ``docs/*.md`` with a generated region, as it should read."""
+    out = {}
+    for page in sorted((root / "docs").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        if _REGION.search(text):
+            out[page.relative_to(root).as_posix()] = _filled(text, example).encode("utf-8")
+    return out
 
 
 def write_docs(root) -> list[str]:
@@ -46,10 +99,14 @@ def write_docs(root) -> list[str]:
     example = root / EXAMPLE_DIR
     if example.exists():
         shutil.rmtree(example)
-    for name, data in _example_bundle_files(root).items():
+    files = _example_bundle_files(root)
+    pages = _pages_with_figures(root, files)
+    for rel, data in pages.items():
+        (root / rel).write_bytes(data)
+    for name, data in files.items():
         path = example / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
         if name.endswith(".sh"):
             path.chmod(0o755)
-    return ["docs/catalog.md", EXAMPLE_DIR + "/"]
+    return ["docs/catalog.md", EXAMPLE_DIR + "/", *pages]

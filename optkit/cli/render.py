@@ -66,6 +66,8 @@ def _estimates(console, plan: Plan) -> None:
         else:
             console.print(f"  c{e.concurrency}: {e.baseline_ms} ms baseline − {e.saved_ms:.2f} ms ≈ "
                           f"{e.estimate_ms:.2f} ms ({e.basis})")
+        if e.note:
+            console.print(f"    {e.note}")
 
 
 def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> None:

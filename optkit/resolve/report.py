@@ -76,7 +76,7 @@ def plan_data(plan: Plan) -> dict[str, Any]:
                 {"concurrency": e.concurrency, "baseline_tpot_ms": e.baseline_ms,
                  "expected_saving_ms": round(e.saved_ms, 4),
                  "estimated_tpot_ms": None if e.estimate_ms is None else round(e.estimate_ms, 3),
-                 "basis": e.basis}
+                 "basis": e.basis, "regression_fixes_left_out_ms": round(e.left_out_ms, 4), "note": e.note}
                 for e in plan.estimates],
         },
     }

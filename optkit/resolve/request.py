@@ -8,6 +8,7 @@ default), MTP with k = 4 when asked.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -26,6 +27,9 @@ class Request(BaseModel):
     model: Optional[str] = Field(None, description="Model id or alias from models/ (or use model_config).")
     model_config_path: Optional[str] = Field(
         None, alias="model_config", description="Path to a Hugging Face config.json for a user checkpoint.")
+    model_id: Optional[str] = Field(
+        None, min_length=1, description="With model_config: the model's name (HF repo id or the path vllm "
+        "serve loads; also the served name), when config.json has no _name_or_path.")
     target: str = Field("910c", description="Target id or alias from targets/.")
     variant: Optional[str] = Field(None, description="Hardware variant of the target (e.g. 752t, 560t).")
     tp: int = Field(2, ge=1, description="Tensor-parallel size (910C: one card = two dies = TP2).")
@@ -53,6 +57,16 @@ class Request(BaseModel):
     with_recipes: list[str] = Field([], alias="with", description="Recipe ids to force in.")
     without_recipes: list[str] = Field([], alias="without", description="Recipe ids to leave out.")
 
+    @field_validator("concurrency", mode="before")
+    @classmethod
+    def _comma_separated(cls, value):
+        """``1,4,8`` as the command line takes it, or one level alone, besides a list."""
+        if isinstance(value, str):
+            return parse_levels(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return [value]
+        return value
+
     @field_validator("concurrency")
     @classmethod
     def _positive_sorted(cls, value: list[int]) -> list[int]:
@@ -64,6 +78,14 @@ class Request(BaseModel):
     def k(self) -> int:
         """Speculative tokens per step (0 without MTP)."""
         return (self.num_speculative_tokens or 4) if self.mtp else 0
+
+
+def parse_levels(text: str) -> list[int]:
+    """Concurrency levels written ``1,4,8`` (the flag and a request file take the same form)."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not parts or not all(re.fullmatch(r"\d+", part) for part in parts):
+        raise ValueError(f"{text!r}: give comma-separated integers, e.g. 1,4,8")
+    return [int(part) for part in parts]
 
 
 def load_request(path: Path) -> Request:

@@ -327,6 +327,8 @@ def _left_out_text(rid: str, clause, decisions, problem: _Problem, chosen: set[i
         mine = describe_benefit(decisions[rid].benefit) if decisions[rid].benefit else "—"
         theirs = describe_benefit(od.benefit) if od.benefit else "—"
         return f"{text}; {other} won (its gain: {theirs}; this one: {mine})"
+    if od.status in (Status.selected, Status.objective):  # valid, and left out by the optimum as well
+        return f"{text}; {other} is left out by the optimum too (no better-scoring valid set includes either)"
     return f"{text}; {other} is not selected ({od.status.value}: {od.reason})"
 
 
@@ -398,17 +400,28 @@ def _chain(problem: _Problem, reason_of, var: int, seen: set[int]) -> list[str]:
 
 def _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for, unavailable) -> list[list[str]]:
     """Every smallest set of overrides whose removal makes the request feasible."""
-    words = {"--with": "drop --with {}", "--without": "drop --without {}",
-             "implied": "drop what implies {} ({})"}
     for size in range(1, len(overrides) + 1):
         found = []
         for drop in combinations(overrides, size):
             keep = [o for o in overrides if o not in drop]
             if _feasible(catalog, facts, keep, baseline_for, unavailable):
-                found.append([words[k].format(r, decisions[r].forced) for k, r in drop])
+                found.append([_drop_words(kind, rid, catalog, decisions) for kind, rid in drop])
         if found:
             return found
     return []
+
+
+def _drop_words(kind: str, rid: str, catalog, decisions) -> str:
+    """How to drop one override: the flag itself, or for an implied recipe the request flags that
+    imply it ("drop --mtp (it implies mtp-enable-k4)") when each fact it reads has one."""
+    if kind != "implied":
+        return f"drop {kind} {rid}"
+    from optkit.catalog.factspec import FACTS
+
+    flags = [FACTS[name].flag for name in compiled(catalog[rid].implied_by).fact_names()]
+    if flags and all(flags):
+        return f"drop {' and '.join(flags)} (it implies {rid})"
+    return f"drop what implies {rid} ({decisions[rid].forced})"
 
 
 def _feasible(catalog, facts, overrides, baseline_for, unavailable) -> bool:

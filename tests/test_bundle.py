@@ -590,17 +590,18 @@ echo "| 0     {chip}            | OK            | 176.5       39                
 """
 
 
-def run_preflight(bundle: Path, tmp_path: Path, chip: str, applied: bool = True) -> subprocess.CompletedProcess:
+def run_preflight(bundle: Path, tmp_path: Path, chip: str, applied: bool = True, cann: str = "9.1.0",
+                  versions: tuple[str, str] = ("0.23.0", "0.23.0")) -> subprocess.CompletedProcess:
     bin_dir, site, toolkit, tree = (tmp_path / d for d in ("bin", "site", "toolkit", "tree"))
     bin_dir.mkdir()
     (bin_dir / "npu-smi").write_text(FAKE_NPU_SMI.format(chip=chip))
     (bin_dir / "npu-smi").chmod(0o755)
-    for dist, version in (("vllm", "0.23.0"), ("vllm_ascend", "0.23.0"), ("torch_npu", "2.10.0.post4")):
+    for dist, version in (("vllm", versions[0]), ("vllm_ascend", versions[1]), ("torch_npu", "2.10.0.post4")):
         info = site / f"{dist}-{version}.dist-info"
         info.mkdir(parents=True)
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
     (toolkit / "x86_64-linux").mkdir(parents=True)
-    (toolkit / "x86_64-linux" / "ascend_toolkit_install.info").write_text("package_name=Ascend-cann-toolkit\nversion=9.0.1\n")
+    (toolkit / "x86_64-linux" / "ascend_toolkit_install.info").write_text(f"package_name=Ascend-cann-toolkit\nversion={cann}\n")
     (tree / "vllm_ascend").mkdir(parents=True)
     if applied:  # what `optkit apply` records in the tree
         (tree / ".optkit").mkdir()
@@ -614,10 +615,26 @@ def run_preflight(bundle: Path, tmp_path: Path, chip: str, applied: bool = True)
 def test_preflight_passes_on_a_matching_host(flagship, tmp_path):
     proc = run_preflight(flagship, tmp_path, "Ascend910")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    for line in ("PASS  chip:", "PASS  devices: 2 visible, TP2 x DP1 needs 2", "PASS  CANN: 9.0.1 (>= 9.0.1)",
+    for line in ("PASS  chip:", "PASS  devices: 2 visible, TP2 x DP1 needs 2", "PASS  CANN: 9.1.0 (>= 9.1.0)",
                  "PASS  vllm_ascend: 0.23.0", "PASS  vllm: 0.23.0", "PASS  torch_npu: 2.10.0.post4"):
         assert line in proc.stdout
     assert "FAIL" not in proc.stdout
+
+
+@pytest.mark.parametrize("version, vllm, host_cann, line", [
+    pytest.param("0.23.0", "0.23.0", "9.0.1", "FAIL  CANN: 9.0.1 is older than 9.1.0, which vllm-ascend 0.23.0 needs",
+                 id="0.23.0-needs-9.1.0-as-its-op-package"),
+    pytest.param("0.23.0.post1", "0.23.0", "9.1.0", "PASS  CANN: 9.1.0 (>= 9.1.0)", id="0.23.0.post1-has-a-minimum"),
+    pytest.param("0.30.0rc2", "0.30.0", "9.1.0", "FAIL  CANN: 9.1.0 is older than 9.2.0, which vllm-ascend 0.30.0rc2 needs",
+                 id="0.30.0rc2-needs-its-image-cann"),
+    pytest.param("0.18.0", "0.18.0", "8.5.1", "PASS  CANN: 8.5.1 (>= 8.5.1)", id="0.18.0"),
+])
+def test_preflight_checks_the_release_cann_minimum(tmp_path, version, vllm, host_cann, line):
+    """preflight.sh's CANN floor is the release's own (versions/<version>.yaml), for every release."""
+    bundle = write(tmp_path / "bundle", vllm_ascend_version=version)
+    (tmp_path / "host").mkdir()
+    proc = run_preflight(bundle, tmp_path / "host", "Ascend910", cann=host_cann, versions=(vllm, version))
+    assert line in proc.stdout, proc.stdout
 
 
 def test_preflight_fails_when_patches_are_not_applied(flagship, tmp_path):

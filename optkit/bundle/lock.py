@@ -56,7 +56,7 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s: bool = F
         "request": plan.request.model_dump(by_alias=True, mode="json"),
         "facts": facts_data(plan),
         "selected": list(plan.selected),
-        "recipes": {r.id: _recipe_entry(r) for r in launch.recipes},
+        "recipes": {r.id: _recipe_entry(r, plan.verdicts.get(r.id)) for r in launch.recipes},
         "decisions": data["decisions"],
         "patches": patches,
         "pending_patches": pending,
@@ -69,16 +69,23 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s: bool = F
     }
 
 
-def _recipe_entry(recipe: Recipe) -> dict[str, Any]:
+def _recipe_entry(recipe: Recipe, verdict) -> dict[str, Any]:
+    """The recipe as the lock records it; ``versions.vllm_ascend`` is the range its patch set was
+    written for (what ``optkit apply`` checks the tree against)."""
+    ascend = verdict.patch_versions if verdict is not None and verdict.patches else recipe.versions.vllm_ascend
     return {"kind": recipe.kind.value, "title": recipe.title,
-            "versions": {"vllm_ascend": recipe.versions.vllm_ascend, "vllm": recipe.versions.vllm},
+            "versions": {"vllm_ascend": ascend, "vllm": recipe.versions.vllm},
             "verification": recipe.verification.level.value, "needs_npu": recipe.verification.needs_npu}
 
 
 def _patch_entries(plan: Plan, workspace: Workspace) -> tuple[list[dict], list[dict]]:
     patches, pending = [], []
     for rid in plan.selected:
-        for patch in workspace.catalog[rid].patches:
+        recipe = workspace.catalog[rid]
+        chosen = set(plan.verdicts[rid].patches) if rid in plan.verdicts and recipe.releases else None
+        for patch in recipe.patches:
+            if chosen is not None and patch.file not in chosen:
+                continue
             if patch.status == "pending":
                 pending.append({"recipe": rid, "file": patch.file})
                 continue

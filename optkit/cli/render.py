@@ -6,7 +6,8 @@ from optkit.resolve.plan import Plan
 from optkit.resolve.resolver import Status, describe_benefit
 
 _ORDER = [Status.selected, Status.upstream, Status.objective, Status.no_effect, Status.regresses,
-          Status.needs_opt_in, Status.unavailable, Status.excluded, Status.user_excluded, Status.not_applicable]
+          Status.needs_opt_in, Status.unavailable, Status.no_patch, Status.knob_missing, Status.superseded,
+          Status.broken, Status.absent, Status.excluded, Status.user_excluded, Status.not_applicable]
 
 
 def _console():
@@ -20,15 +21,16 @@ def plan_report(plan: Plan, catalog, verbose: bool = False) -> None:
 
     console = _console()
     r = plan.request
+    where = f", tree {plan.release.tree}" if plan.release is not None and plan.release.tree else ""
     console.print(f"[bold]optkit plan[/bold]: {plan.model.id} on {plan.target.id} "
-                  f"(TP{r.tp} DP{r.dp}, {r.dtype}, vllm-ascend {plan.facts['versions.vllm_ascend']}, "
+                  f"(TP{r.tp} DP{r.dp}, {r.dtype}, vllm-ascend {plan.facts['versions.vllm_ascend']}{where}, "
                   f"MTP {'k=' + str(r.k) if r.mtp else 'off'}, concurrency {','.join(map(str, r.concurrency))})")
     table = Table(title="Selected recipes (dependency order)", show_lines=False)
     for col in ("recipe", "kind", "why", "verification"):
         table.add_column(col, overflow="fold")
     for rid in plan.selected:
         d, recipe = plan.resolution.decisions[rid], catalog[rid]
-        why = d.reason + (f" — {'; '.join(d.chain)}" if d.chain else "")
+        why = d.reason + (f" — {'; '.join(d.chain)}" if d.chain else "") + "".join(f" [{n}]" for n in d.notes)
         table.add_row(rid, recipe.kind.value, why, recipe.verification.level.value)
     console.print(table)
     rest = Table(title="Not selected", show_lines=False)
@@ -38,7 +40,8 @@ def plan_report(plan: Plan, catalog, verbose: bool = False) -> None:
         for rid, d in sorted(plan.resolution.decisions.items()):
             if d.status is status and (verbose or status is not Status.not_applicable):
                 facts = ", ".join(f"{k} = {v}" for k, v in d.facts.items())
-                rest.add_row(rid, status.value, d.reason + (f" [{facts}]" if facts else ""))
+                rest.add_row(rid, status.value, d.reason + (f" [{facts}]" if facts else "")
+                             + "".join(f" [{n}]" for n in d.notes))
     console.print(rest)
     from optkit.resolve.plan import count_by_status
 

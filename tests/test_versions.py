@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -11,10 +12,15 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from compat_support import release_trees
+from compat_support import CATALOG, release_trees
+from optkit.tree.apply import apply
+from optkit.tree.patchset import catalog_specs
 from optkit.versions.knobs import Section, scan_knobs
+from optkit.versions.onrelease import has_knob
+from optkit.versions.probes import in_range, inspect_recipes
 from optkit.versions.releases import UnknownRelease, known_versions, load_moves, load_release, versions_dir
-from optkit.versions.scan import release_yaml, scan_tree
+from optkit.versions.scan import registry_data, release_yaml, scan_tree
+from optkit.versions.schema import Knobs
 
 KNOWN = [str(v) for v in known_versions()]
 
@@ -242,3 +248,106 @@ def test_scan_cli_writes_the_release_file(tmp_path):
     assert (data["commit"], data["vllm"], data["cann"]["minimum"]) == ("gabc", {"value": "0.99.1", "source": "Dockerfile.a3:3"}, "9.3.0")
     assert data["pins"]["torch_npu"] == {"value": "2.10.0.post9", "source": "requirements.txt:2"}
     assert json.dumps(data).count(str(tmp_path)) == 0
+
+
+# --------------------------------------------------------------------------- probes, on every release
+
+
+@pytest.mark.tree
+@pytest.mark.parametrize("version", KNOWN)
+def test_probes_agree_with_the_declared_statuses(version):
+    """On every release, each probed recipe's declared entry holds, and no entry of another status does."""
+    problems = []
+    for found in inspect_recipes(CATALOG, release_trees()[version], Version(version)):
+        if not found.agrees:
+            failed = [r.why for results in found.results for r in results if not r.holds]
+            declared = found.declared.status if found.declared else "nothing"
+            problems.append(f"{found.recipe}: declared {declared}, probes say {found.status} ({failed})")
+    assert problems == []
+
+
+@pytest.mark.parametrize("recipe_id", [r.id for r in CATALOG if r.patches])
+def test_every_known_release_is_covered_once(recipe_id):
+    for version in known_versions():
+        covering = [e.versions for e in CATALOG[recipe_id].releases if in_range(version, e.versions)]
+        assert len(covering) == 1, f"{version}: {covering}"
+
+
+@pytest.mark.tree
+def test_patch_sets_add_the_knobs_they_declare(tmp_path):
+    """A release entry's `adds` are missing from the release's tree and present once its patch set is applied."""
+    entries = [(r.id, e) for r in CATALOG for e in r.releases if e.adds]
+    assert entries, "no release entry declares added knobs"
+    for rid, entry in entries:
+        version = next(v for v in known_versions() if in_range(v, entry.versions))
+        tree = tmp_path / rid
+        shutil.copytree(release_trees()[str(version)], tree, symlinks=True)
+        before = Knobs.model_validate(registry_data(scan_knobs(tree)))
+        apply(tree, [s for s in catalog_specs(CATALOG, [rid]) if s.path.name in entry.patches])
+        after = Knobs.model_validate(registry_data(scan_knobs(tree)))
+        for knob in entry.adds:
+            assert not has_knob(before, knob), f"{rid}: {knob} is already in {version}"
+            assert has_knob(after, knob), f"{rid}: its patches do not add {knob}"
+
+
+# --------------------------------------------------------------------------- tree inspect, plan --tree
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "optkit", *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.tree
+def test_tree_inspect_on_a_release():
+    proc = _run("tree", "inspect", str(release_trees()["0.28.0rc1"]), "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    status = {r["recipe"]: r["status"] for r in report["recipes"]}
+    assert report["version"] == "0.28.0rc1" and all(r["agrees"] for r in report["recipes"])
+    assert (status["compile-super-kernel"], status["gdn-conv-weight-transpose-cache"],
+            status["worker-pinned-staging-reuse"], status["attn-weight-prefetch-next-layer"]) == (
+        "upstream", "upstream", "superseded", "broken")
+
+
+@pytest.fixture
+def backported(tmp_path) -> Path:
+    """A 0.23.0 tree with upstream's super kernel backported (as a user's internal branch might have)."""
+    tree = tmp_path / "branch"
+    shutil.copytree(release_trees()["0.23.0"], tree, symlinks=True)
+    config = tree / "vllm_ascend" / "ascend_config.py"
+    config.write_text(config.read_text() + textwrap.dedent('''
+        def _default_super_kernel(data):
+            if "enable_super_kernel" not in data and "enable_static_kernel" in data:
+                data["enable_super_kernel"] = data["enable_static_kernel"]
+        '''))
+    compiler = tree / "vllm_ascend" / "compilation" / "compiler_interface.py"
+    compiler.write_text(compiler.read_text() + '\n# options["super_kernel_optimize"] = True\n')
+    return tree
+
+
+@pytest.mark.tree
+def test_probes_beat_the_version_number(backported):
+    inspected = json.loads(_run("tree", "inspect", str(backported), "--json").stdout)
+    row = next(r for r in inspected["recipes"] if r["recipe"] == "compile-super-kernel")
+    assert (row["status"], row["declared"], row["agrees"]) == ("upstream", "new", False)
+    proc = _run("plan", "qwen3.5-35b", "--target", "910c", "--mtp", "--tree", str(backported), "--json")
+    assert proc.returncode == 0, proc.stderr
+    decision = json.loads(proc.stdout)["decisions"]["compile-super-kernel"]
+    assert decision["status"] == "upstream"
+    assert decision["notes"] == [f"probes on {backported.resolve()} show 'upstream' (>=0.28.0rc1), not 'new' as declared for 0.23.0"]
+
+
+@pytest.mark.tree
+def test_plan_for_a_release_tree_equals_the_plan_for_its_version():
+    for version in ("0.23.0.post1", "0.30.0rc2"):
+        by_tree = json.loads(_run("plan", "qwen3.5-35b", "--mtp", "--tree", str(release_trees()[version]), "--json").stdout)
+        by_version = json.loads(_run("plan", "qwen3.5-35b", "--mtp", "--vllm-ascend-version", version, "--json").stdout)
+        assert (by_tree["selected"], by_tree["launch"]) == (by_version["selected"], by_version["launch"])
+
+
+def test_tree_and_a_different_version_are_refused(tmp_path):
+    tree = _tree(tmp_path / "tree", LEGACY)
+    (tree / "vllm_ascend" / "_version.py").write_text("__version__ = '0.23.0'\n")
+    proc = _run("plan", "qwen3.5-35b", "--tree", str(tree), "--vllm-ascend-version", "0.30.0rc2")
+    assert proc.returncode == 1
+    assert f"--vllm-ascend-version 0.30.0rc2 but --tree {tree.resolve()} is vllm-ascend 0.23.0; drop one of them" in proc.stderr

@@ -43,6 +43,14 @@ class RecipeOnTree:
     """The entry whose range contains the tree's version (None: the version is not covered)."""
     results: list[list[ProbeResult]] = field(default_factory=list)
     """Per entry of the recipe, its probes' results."""
+    _entries: tuple[ReleaseRange, ...] = ()
+
+    @property
+    def declared_results(self) -> list[ProbeResult]:
+        """The probe results of the entry the tree's version declares."""
+        if self.declared is None:
+            return []
+        return next(rs for rs, e in zip(self.results, self._entries) if e is self.declared)
 
     @property
     def agrees(self) -> bool:
@@ -85,9 +93,14 @@ def run_probe(probe: Probe, files: _Files) -> ProbeResult:
     return ProbeResult(probe, True)
 
 
+def in_range(version: Version, spec: str) -> bool:
+    """Whether ``version`` is in the PEP 440 range ``spec``, pre-releases included."""
+    return version in SpecifierSet(spec, prereleases=True)
+
+
 def declared_entry(recipe: Recipe, version: Version) -> ReleaseRange | None:
     """The release entry whose range contains ``version``."""
-    return next((e for e in recipe.releases if version in SpecifierSet(e.versions, prereleases=True)), None)
+    return next((e for e in recipe.releases if in_range(version, e.versions)), None)
 
 
 def recipe_on_tree(recipe: Recipe, root: Path, version: Version, files: _Files | None = None) -> RecipeOnTree:
@@ -96,10 +109,29 @@ def recipe_on_tree(recipe: Recipe, root: Path, version: Version, files: _Files |
     holding = [e for e, rs in zip(recipe.releases, results) if all(r.holds for r in rs)]
     declared = declared_entry(recipe, version)
     entry = declared if declared in holding else (holding[0] if holding else None)
-    return RecipeOnTree(recipe.id, entry.status if entry else "unknown", entry, declared, results)
+    return RecipeOnTree(recipe.id, entry.status if entry else "unknown", entry, declared, results, tuple(recipe.releases))
 
 
 def inspect_recipes(catalog: Catalog, root: Path, version: Version) -> list[RecipeOnTree]:
     """Every probed recipe of the catalog on the tree at ``root`` (of ``version``), by id."""
     files = _Files(Path(root))
     return [recipe_on_tree(r, root, version, files) for r in catalog if r.releases]
+
+
+@dataclass(frozen=True)
+class TreeReport:
+    """``optkit tree inspect DIR``: a tree's version and what every probed recipe is there."""
+
+    root: Path
+    version: Version
+    version_source: str
+    recipes: list[RecipeOnTree]
+
+
+def inspect_tree_recipes(path: Path, catalog: Catalog) -> TreeReport:
+    """Run every probe of every recipe on the vllm-ascend tree at ``path`` (any tree: a release, a
+    user's own branch); the version comes from the tree, as ``optkit apply`` reads it."""
+    from optkit.tree.inspect import inspect_tree
+
+    info = inspect_tree(path)
+    return TreeReport(info.root, info.version, info.version_source, inspect_recipes(catalog, info.root, info.version))

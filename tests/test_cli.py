@@ -34,7 +34,9 @@ def run(*args):
     (["show", "waterfall-hcl-aiv"], 1, "did you mean 'waterfall-hccl-aiv'"),
     (["lint"], 0, "catalog ok"),
     (["schema"], 0, '"title": "Recipe"'),
-    (["docs", "--check"], 0, "current"),
+    pytest.param(["docs", "--check"], 0, "current", marks=pytest.mark.tree),
+    (["plan", "qwen3.5-35b", "--vllm-ascend-version", "0.26.0"], 1, "vllm-ascend 0.26.0 is not a release optkit knows"),
+    (["versions", "list"], 0, "| 0.30.0rc2 | 2026-10-13 | 0.30.0 |"),
 ])
 def test_commands(args, code, fragment):
     result = run(*args)

@@ -96,3 +96,27 @@ def recipes_table(catalog) -> None:
 
 def text(lines: list[str]) -> None:
     _console().print("\n".join(lines), markup=False)
+
+
+def compat_tables(matrix) -> None:
+    """optkit compat: patches × releases and knobs × releases, marks as in docs/compat.md."""
+    from rich.table import Table
+
+    from optkit.versions.markdown import KNOB_MARK, PATCH_MARK
+
+    console = _console()
+    cells = {(c.recipe, c.patch, c.version): c for c in matrix.patches}
+    table = Table(title="patches × releases (✓ clean, ✓~ offset, F fuzz, ✗ conflict, – target missing, U upstream, S superseded)")
+    for col in ("recipe", "patch", *matrix.versions):
+        table.add_column(col, overflow="fold")
+    for recipe, patch in sorted({(c.recipe, c.patch) for c in matrix.patches}):
+        table.add_row(recipe, patch.removesuffix(".patch"), *(PATCH_MARK[cells[(recipe, patch, v)].result] for v in matrix.versions))
+    console.print(table)
+    knobs = {(c.knob, c.version): c for c in matrix.knobs}
+    table = Table(title="knobs × releases (✓ present, + added by patch, → renamed/moved, ✗ removed, R rejected, I ignored)")
+    for col in ("knob", *matrix.versions):
+        table.add_column(col, overflow="fold")
+    for knob in sorted({c.knob for c in matrix.knobs}):
+        table.add_row(knob, *(KNOB_MARK[knobs[(knob, v)].state] for v in matrix.versions))
+    console.print(table)
+    console.print("details: optkit compat --json, or docs/compat.md")

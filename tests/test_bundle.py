@@ -34,7 +34,7 @@ from optkit.bundle.check import (
     check_env,
     check_scripts,
     check_vllm,
-    config_keys,
+    tree_knobs,
     probe_request,
     read_lock,
     run_probe,
@@ -102,12 +102,14 @@ def flagship(tmp_path_factory) -> Path:
     return write(tmp_path_factory.mktemp("flagship") / "bundle", k8s=True)
 
 
-def _add_config_key(recipe):
-    recipe.setdefault("additional_config", {})["multistream_overlap_shared_expret"] = True
+def _add_config_key(lock):
+    """A key the plan would refuse (knob-missing), written into the lock by hand: bundle check still finds it."""
+    lock["launch"]["additional_config"]["multistream_overlap_shared_expret"] = True
+    lock["launch"]["sources"]["additional_config.multistream_overlap_shared_expret"] = EDITED
 
 
-def _add_env(recipe):
-    recipe.setdefault("env", []).append({"name": "VLLM_ASCEND_NO_SUCH_SWITCH", "value": "1"})
+def _add_env(lock):
+    lock["launch"]["env"].append({"name": "VLLM_ASCEND_NO_SUCH_SWITCH", "value": "1", "recipe": EDITED, "external": False})
 
 
 def _small_capture_sizes(recipe):
@@ -118,8 +120,8 @@ def _bad_serve_arg(recipe):
     recipe["serve_args"] = ["--no-such-flag"]
 
 
-EDITS = {"config-key": _add_config_key, "env": _add_env, "capture-sizes": _small_capture_sizes,
-         "serve-arg": _bad_serve_arg}
+EDITS = {"capture-sizes": _small_capture_sizes, "serve-arg": _bad_serve_arg}
+LOCK_EDITS = {"config-key": _add_config_key, "env": _add_env}
 
 
 @pytest.fixture(scope="session")
@@ -131,6 +133,12 @@ def edited(tmp_path_factory) -> dict[str, Path]:
         root = catalog_copy(base / "catalog")
         edit_recipe(root, EDITED, change)
         bundles[name] = write(base / "bundle", root)
+    for name, change in LOCK_EDITS.items():
+        bundle = write(tmp_path_factory.mktemp(name) / "bundle")
+        lock = read_lock(bundle)
+        change(lock)
+        (bundle / "optkit.lock.json").write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
+        bundles[name] = bundle
     return bundles
 
 
@@ -735,13 +743,13 @@ def test_vllm_rounding_is_vllms_own_code():
 
 @pytest.mark.tree
 def test_config_keys_are_read_statically_from_the_tree():
-    keys = config_keys(pristine_tree())
+    keys = tree_knobs(pristine_tree()).additional_config.keys
     assert {"multistream_overlap_shared_expert", "enable_fused_mc2", "ascend_compilation_config",
-            "weight_prefetch_config", "enable_reduce_sample"} <= keys.top
-    assert keys.nested["ascend_compilation_config"] == {
+            "weight_prefetch_config", "enable_reduce_sample"} <= set(keys)
+    assert set(keys["ascend_compilation_config"].keys) == {
         "enable_npugraph_ex", "enable_static_kernel", "fuse_norm_quant", "fuse_qknorm_rope", "fuse_allreduce_rms",
         "fuse_muls_add"}
-    assert "enabled" in keys.nested["weight_prefetch_config"]
+    assert "enabled" in keys["weight_prefetch_config"].keys
 
 
 @pytest.mark.tree

@@ -69,6 +69,8 @@ def scan_knobs(root: Path) -> Registry:
     registry = Registry(env=_envs_py(root), env_read=_direct_env_reads(root))
     for name in registry.env:
         registry.env_read.pop(name, None)
+    if not (root / ASCEND_CONFIG).is_file():
+        return registry
     module = _parse(root, ASCEND_CONFIG)
     classes = _config_classes(module)
     if "AscendConfig" in classes:

@@ -351,3 +351,37 @@ def test_tree_and_a_different_version_are_refused(tmp_path):
     proc = _run("plan", "qwen3.5-35b", "--tree", str(tree), "--vllm-ascend-version", "0.30.0rc2")
     assert proc.returncode == 1
     assert f"--vllm-ascend-version 0.30.0rc2 but --tree {tree.resolve()} is vllm-ascend 0.23.0; drop one of them" in proc.stderr
+
+
+# --------------------------------------------------------------------------- done means
+
+
+@pytest.mark.tree
+@pytest.mark.parametrize("version", ["0.27.1rc1", "0.30.0rc2"])
+def test_flagship_sets_nothing_the_release_lacks_or_rejects(version):
+    """Every env var of the flagship plan is read by the real tree, every --additional-config key (nested ones
+    too) is one the real tree's AscendConfig has (re-read from the tree now, not from versions/)."""
+    from optkit.resolve.plan import load_workspace, plan
+    from optkit.resolve.request import Request
+
+    result = plan(Request(model="qwen3.5-35b", target="910c", mtp=True, vllm_ascend_version=version), load_workspace())
+    knobs = Knobs.model_validate(registry_data(scan_knobs(release_trees()[version])))
+    assert knobs.additional_config.unknown_keys == "rejected"
+    env = [f"env:{s.key}" for s in result.env if not _external(result, s)]
+    config = [f"additional_config:{p}" for p in _leaves(result.additional_config)]
+    assert [k for k in env + config if not has_knob(knobs, k)] == []
+    assert "env:VLLM_ASCEND_ENABLE_FUSED_MC2" not in env and "additional_config:enable_fused_mc2" in config
+    assert "additional_config:ascend_compilation_config.enable_super_kernel" not in config
+
+
+def _external(result, setting) -> bool:
+    recipe = CATALOG[setting.recipe]
+    return any(e.name == setting.key and e.external for e in recipe.env)
+
+
+def _leaves(fragment, prefix=""):
+    for key, value in fragment.items():
+        if isinstance(value, dict) and value:
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}"

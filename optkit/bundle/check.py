@@ -61,22 +61,50 @@ class BundleReport:
         return [c for c in self.checks if c.status == "skipped"]
 
 
-def check_bundle(bundle: Path, *, tree: Path | None = None, use_vllm: bool = True) -> BundleReport:
+def check_bundle(bundle: Path, *, tree: Path | None = None, use_vllm: bool = True,
+                 vllm_python: Path | None = None) -> BundleReport:
     """Run every check on the bundle directory ``bundle``.
 
     ``tree`` is the vllm-ascend source tree to check config keys and env vars against (default:
     the pristine tree of the lock's version, fetched and cached by ``optkit.tree.fetch.fetch``).
+    vLLM's parser is the one of the vLLM the bundle's release pairs with (``find_vllm_python``).
     """
     bundle = Path(bundle)
     lock = read_lock(bundle)
     checks = [check_launch(bundle, lock)]
+    python, found = find_vllm_python(lock["versions"]["vllm"], vllm_python) if use_vllm else (None, "")
     if use_vllm:
-        checks.append(check_vllm(lock))
+        checks.append(check_vllm(lock, python=python, missing=found))
     with prepared_tree(bundle, lock, tree) as (root, patch_problems):
         checks.append(check_config_keys(lock, root, patch_problems))
+        if use_vllm:
+            checks.append(check_ascend_config(lock, root, python, found))
         checks.append(check_env(lock, root))
     checks.append(check_scripts(bundle))
     return BundleReport(bundle, checks)
+
+
+def find_vllm_python(version: str, given: Path | None = None) -> tuple[str | None, str]:
+    """(the Python to run vLLM ``version`` in, how it was found — or why there is none): ``given``;
+    else this Python if its vLLM is that version (read from its metadata, not imported); else the
+    virtualenv ``scripts/vllm-venv VERSION`` builds under the optkit cache."""
+    from importlib.metadata import PackageNotFoundError, version as installed_version
+
+    from optkit.catalog.paths import cache_dir
+
+    if given is not None:
+        return str(given), f"--vllm-python {given}"
+    try:
+        here = installed_version("vllm")
+    except PackageNotFoundError:
+        here = None
+    if here == version:
+        return sys.executable, "this Python"
+    venv = cache_dir() / "venvs" / f"vllm-{version}"
+    if (venv / ".complete").is_file():
+        return str(venv / "bin" / "python"), str(venv)
+    return None, (f"vLLM {version} not installed (this Python has {here or 'no vLLM'}, and there is no {venv}); "
+                  f"build it with `bash scripts/vllm-venv {version}` or pass --vllm-python")
 
 
 def read_lock(bundle: Path) -> dict:
@@ -164,19 +192,22 @@ def probe_request(lock: dict) -> dict:
     return {"argv": argv, "labels": launch["argv_sources"][2:], "vllm": lock["versions"]["vllm"]}
 
 
-def run_probe(request: dict) -> dict:
-    """Run ``python -m optkit.bundle.vllm_probe`` once (vLLM is imported there, never here)."""
-    env = {**os.environ, "VLLM_LOGGING_LEVEL": "ERROR", "PYTHONWARNINGS": "ignore"}
+def run_probe(request: dict, python: str | None = None, *, script: str = "vllm_probe.py",
+              env: dict[str, str] | None = None) -> dict:
+    """Run a probe script of this package (``vllm_probe.py``: vLLM is imported there, never here)
+    in ``python`` (default: this one), by path, so the interpreter needs nothing of optkit's."""
+    env = {**os.environ, "VLLM_LOGGING_LEVEL": "ERROR", "PYTHONWARNINGS": "ignore", **(env or {})}
+    path = Path(__file__).with_name(script)
     try:
-        proc = subprocess.run([sys.executable, "-m", "optkit.bundle.vllm_probe", json.dumps(request)], env=env,
+        proc = subprocess.run([python or sys.executable, str(path), json.dumps(request)], env=env,
                               capture_output=True, text=True, timeout=PROBE_TIMEOUT)
     except subprocess.TimeoutExpired:
-        raise OptkitError(f"the vLLM probe did not finish in {PROBE_TIMEOUT}s") from None
+        raise OptkitError(f"the probe {script} did not finish in {PROBE_TIMEOUT}s") from None
     try:
         return json.loads(proc.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
         tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-        raise OptkitError(f"the vLLM probe failed (exit {proc.returncode}):\n{tail}") from None
+        raise OptkitError(f"the probe {script} failed (exit {proc.returncode}):\n{tail}") from None
 
 
 def _blame(problem: dict, lock: dict) -> list[str]:
@@ -188,9 +219,12 @@ def _blame(problem: dict, lock: dict) -> list[str]:
     return problem["blame"]
 
 
-def check_vllm(lock: dict, result: dict | None = None) -> Check:
-    """vLLM's verdict on the argv (``result``: a probe result already at hand, e.g. in tests)."""
-    result = result if result is not None else run_probe(probe_request(lock))
+def check_vllm(lock: dict, result: dict | None = None, *, python: str | None = None, missing: str = "") -> Check:
+    """vLLM's verdict on the argv, in ``python`` (``result``: a probe result already at hand, e.g. in
+    tests; no ``python`` and no ``result``: skipped, ``missing`` says why)."""
+    if result is None and python is None and missing:
+        return Check("vllm", "skipped", [], f"skipped: {missing}")
+    result = result if result is not None else run_probe(probe_request(lock), python)
     if result["status"] == "skipped":
         return Check("vllm", "skipped", [], f"skipped: {result['reason']}")
     problems = [f"{', '.join(_who(b) for b in _blame(p, lock))}: {p['message']}" for p in result["problems"]]
@@ -295,6 +329,25 @@ def _leaf_paths(fragment: dict, prefix: str = "") -> list[str]:
     for key, value in sorted(fragment.items()):
         out += _leaf_paths(value, f"{prefix}{key}.") if isinstance(value, dict) and value else [f"{prefix}{key}"]
     return out
+
+
+def check_ascend_config(lock: dict, root: Path, python: str | None, found: str) -> Check:
+    """On a strict release (pydantic AscendConfig, 0.27.1rc1 on): the tree's own AscendConfig
+    validates the --additional-config (``ascend_config_probe.py`` in the paired vLLM's Python)."""
+    config = tree_knobs(root).additional_config
+    if config.unknown_keys != "rejected":
+        return Check("ascend-config", "skipped", [], "a lenient release: unknown keys are ignored, checked statically by config-keys")
+    if python is None:
+        return Check("ascend-config", "skipped", [], f"skipped: {found}")
+    env = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_PLUGINS": "", "PYTHONPATH": str(root)}
+    result = run_probe({"additional_config": lock["launch"]["additional_config"], "factory": list(config.factory)},
+                       python, script="ascend_config_probe.py", env=env)
+    if result["status"] == "skipped":
+        return Check("ascend-config", "skipped", [], f"skipped: {result['reason']}")
+    sources = lock["launch"]["sources"]
+    problems = [f"{_who(sources.get('additional_config.' + p['loc'], 'optkit'))}: AscendConfig rejects "
+                f"--additional-config {p['loc'] or '(whole)'}: {p['message']}" for p in result["problems"]]
+    return _result("ascend-config", problems, f"vllm-ascend {lock['versions']['vllm_ascend']}'s AscendConfig, in {found}")
 
 
 def _hint(name: str, known) -> str:

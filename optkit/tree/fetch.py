@@ -140,11 +140,12 @@ def _copy_tree(tree: Path, dest: Path) -> Path:
 
 
 def _require_build_tools() -> None:
-    missing = [m for m in ("setuptools_scm", "wheel") if importlib.util.find_spec(m) is None]
+    """optkit depends on these (pyproject.toml); a Python where they were removed gets the fix."""
+    missing = [m for m in ("setuptools", "setuptools_scm", "wheel") if importlib.util.find_spec(m) is None]
     if missing:
         raise TreeError(
-            f"fetching a source tree needs {' and '.join(missing)} in this Python "
-            f"({sys.executable}): run `pip install setuptools_scm wheel` and try again"
+            f"fetching a source tree needs {', '.join(missing)} in this Python ({sys.executable}): pip runs "
+            f"the sdist's setup.py with them; run `pip install {' '.join(missing)}` and try again"
         )
 
 

@@ -877,7 +877,7 @@ def test_bundle_check_cli_fails_when_vllm_is_missing(flagship, monkeypatch):
     import optkit.bundle.check as bundle_check
 
     monkeypatch.setattr(bundle_check, "run_probe",
-                        lambda request: {"status": "skipped", "reason": "vLLM 0.23.0 not installed (test)"})
+                        lambda request, python=None, **kw: {"status": "skipped", "reason": "vLLM 0.23.0 not installed (test)"})
     monkeypatch.setattr(bundle_check, "check_config_keys", lambda *a: bundle_check.Check("config-keys", "pass"))
     monkeypatch.setattr(bundle_check, "check_env", lambda *a: bundle_check.Check("env", "pass"))
     result = CliRunner().invoke(cli, ["bundle", "check", str(flagship)])

@@ -74,6 +74,8 @@ def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> None:
             console.print(f"  fact: {name} = {value}")
         for link in d.chain:
             console.print(f"  {link}")
+        for note in d.notes:
+            console.print(f"  on this release: {note}")
         if d.forced:
             console.print(f"  forced: {d.forced}")
         if d.benefit is not None and not d.reason.startswith("expected gain"):

@@ -36,7 +36,7 @@ from optkit.bundle.check import (
     check_env,
     check_scripts,
     check_vllm,
-    config_keys,
+    tree_knobs,
     probe_request,
     read_lock,
     run_probe,
@@ -104,12 +104,14 @@ def flagship(tmp_path_factory) -> Path:
     return write(tmp_path_factory.mktemp("flagship") / "bundle", k8s=True)
 
 
-def _add_config_key(recipe):
-    recipe.setdefault("additional_config", {})["multistream_overlap_shared_expret"] = True
+def _add_config_key(lock):
+    """A key the plan would refuse (knob-missing), written into the lock by hand: bundle check still finds it."""
+    lock["launch"]["additional_config"]["multistream_overlap_shared_expret"] = True
+    lock["launch"]["sources"]["additional_config.multistream_overlap_shared_expret"] = EDITED
 
 
-def _add_env(recipe):
-    recipe.setdefault("env", []).append({"name": "VLLM_ASCEND_NO_SUCH_SWITCH", "value": "1"})
+def _add_env(lock):
+    lock["launch"]["env"].append({"name": "VLLM_ASCEND_NO_SUCH_SWITCH", "value": "1", "recipe": EDITED, "external": False})
 
 
 def _small_capture_sizes(recipe):
@@ -120,8 +122,8 @@ def _bad_serve_arg(recipe):
     recipe["serve_args"] = ["--no-such-flag"]
 
 
-EDITS = {"config-key": _add_config_key, "env": _add_env, "capture-sizes": _small_capture_sizes,
-         "serve-arg": _bad_serve_arg}
+EDITS = {"capture-sizes": _small_capture_sizes, "serve-arg": _bad_serve_arg}
+LOCK_EDITS = {"config-key": _add_config_key, "env": _add_env}
 
 
 @pytest.fixture(scope="session")
@@ -133,6 +135,12 @@ def edited(tmp_path_factory) -> dict[str, Path]:
         root = catalog_copy(base / "catalog")
         edit_recipe(root, EDITED, change)
         bundles[name] = write(base / "bundle", root)
+    for name, change in LOCK_EDITS.items():
+        bundle = write(tmp_path_factory.mktemp(name) / "bundle")
+        lock = read_lock(bundle)
+        change(lock)
+        (bundle / "optkit.lock.json").write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
+        bundles[name] = bundle
     return bundles
 
 
@@ -593,17 +601,18 @@ echo "| 0     {chip}            | OK            | 176.5       39                
 """
 
 
-def run_preflight(bundle: Path, tmp_path: Path, chip: str, applied: bool = True) -> subprocess.CompletedProcess:
+def run_preflight(bundle: Path, tmp_path: Path, chip: str, applied: bool = True, cann: str = "9.1.0",
+                  versions: tuple[str, str] = ("0.23.0", "0.23.0")) -> subprocess.CompletedProcess:
     bin_dir, site, toolkit, tree = (tmp_path / d for d in ("bin", "site", "toolkit", "tree"))
     bin_dir.mkdir()
     (bin_dir / "npu-smi").write_text(FAKE_NPU_SMI.format(chip=chip))
     (bin_dir / "npu-smi").chmod(0o755)
-    for dist, version in (("vllm", "0.23.0"), ("vllm_ascend", "0.23.0"), ("torch_npu", "2.10.0.post4")):
+    for dist, version in (("vllm", versions[0]), ("vllm_ascend", versions[1]), ("torch_npu", "2.10.0.post4")):
         info = site / f"{dist}-{version}.dist-info"
         info.mkdir(parents=True)
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
     (toolkit / "x86_64-linux").mkdir(parents=True)
-    (toolkit / "x86_64-linux" / "ascend_toolkit_install.info").write_text("package_name=Ascend-cann-toolkit\nversion=9.0.1\n")
+    (toolkit / "x86_64-linux" / "ascend_toolkit_install.info").write_text(f"package_name=Ascend-cann-toolkit\nversion={cann}\n")
     (tree / "vllm_ascend").mkdir(parents=True)
     if applied:  # what `optkit apply` records in the tree
         (tree / ".optkit").mkdir()
@@ -617,10 +626,26 @@ def run_preflight(bundle: Path, tmp_path: Path, chip: str, applied: bool = True)
 def test_preflight_passes_on_a_matching_host(flagship, tmp_path):
     proc = run_preflight(flagship, tmp_path, "Ascend910")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    for line in ("PASS  chip:", "PASS  devices: 2 visible, TP2 x DP1 needs 2", "PASS  CANN: 9.0.1 (>= 9.0.1)",
+    for line in ("PASS  chip:", "PASS  devices: 2 visible, TP2 x DP1 needs 2", "PASS  CANN: 9.1.0 (>= 9.1.0)",
                  "PASS  vllm_ascend: 0.23.0", "PASS  vllm: 0.23.0", "PASS  torch_npu: 2.10.0.post4"):
         assert line in proc.stdout
     assert "FAIL" not in proc.stdout
+
+
+@pytest.mark.parametrize("version, vllm, host_cann, line", [
+    pytest.param("0.23.0", "0.23.0", "9.0.1", "FAIL  CANN: 9.0.1 is older than 9.1.0, which vllm-ascend 0.23.0 needs",
+                 id="0.23.0-needs-9.1.0-as-its-op-package"),
+    pytest.param("0.23.0.post1", "0.23.0", "9.1.0", "PASS  CANN: 9.1.0 (>= 9.1.0)", id="0.23.0.post1-has-a-minimum"),
+    pytest.param("0.30.0rc2", "0.30.0", "9.1.0", "FAIL  CANN: 9.1.0 is older than 9.2.0, which vllm-ascend 0.30.0rc2 needs",
+                 id="0.30.0rc2-needs-its-image-cann"),
+    pytest.param("0.18.0", "0.18.0", "8.5.1", "PASS  CANN: 8.5.1 (>= 8.5.1)", id="0.18.0"),
+])
+def test_preflight_checks_the_release_cann_minimum(tmp_path, version, vllm, host_cann, line):
+    """preflight.sh's CANN floor is the release's own (versions/<version>.yaml), for every release."""
+    bundle = write(tmp_path / "bundle", vllm_ascend_version=version)
+    (tmp_path / "host").mkdir()
+    proc = run_preflight(bundle, tmp_path / "host", "Ascend910", cann=host_cann, versions=(vllm, version))
+    assert line in proc.stdout, proc.stdout
 
 
 def test_preflight_fails_when_patches_are_not_applied(flagship, tmp_path):
@@ -778,13 +803,13 @@ def test_vllm_rounding_is_vllms_own_code():
 
 @pytest.mark.tree
 def test_config_keys_are_read_statically_from_the_tree():
-    keys = config_keys(pristine_tree())
+    keys = tree_knobs(pristine_tree()).additional_config.keys
     assert {"multistream_overlap_shared_expert", "enable_fused_mc2", "ascend_compilation_config",
-            "weight_prefetch_config", "enable_reduce_sample"} <= keys.top
-    assert keys.nested["ascend_compilation_config"] == {
+            "weight_prefetch_config", "enable_reduce_sample"} <= set(keys)
+    assert set(keys["ascend_compilation_config"].keys) == {
         "enable_npugraph_ex", "enable_static_kernel", "fuse_norm_quant", "fuse_qknorm_rope", "fuse_allreduce_rms",
         "fuse_muls_add"}
-    assert "enabled" in keys.nested["weight_prefetch_config"]
+    assert "enabled" in keys["weight_prefetch_config"].keys
 
 
 @pytest.mark.tree
@@ -912,7 +937,7 @@ def test_bundle_check_cli_fails_when_vllm_is_missing(flagship, monkeypatch):
     import optkit.bundle.check as bundle_check
 
     monkeypatch.setattr(bundle_check, "run_probe",
-                        lambda request: {"status": "skipped", "reason": "vLLM 0.23.0 not installed (test)"})
+                        lambda request, python=None, **kw: {"status": "skipped", "reason": "vLLM 0.23.0 not installed (test)"})
     monkeypatch.setattr(bundle_check, "check_config_keys", lambda *a: bundle_check.Check("config-keys", "pass"))
     monkeypatch.setattr(bundle_check, "check_env", lambda *a: bundle_check.Check("env", "pass"))
     result = CliRunner().invoke(cli, ["bundle", "check", str(flagship)])

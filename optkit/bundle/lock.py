@@ -67,7 +67,7 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s=None) -> 
         "request": plan.request.model_dump(by_alias=True, mode="json"),
         "facts": facts_data(plan),
         "selected": list(plan.selected),
-        "recipes": {r.id: _recipe_entry(r, workspace.catalog) for r in launch.recipes},
+        "recipes": {r.id: _recipe_entry(r, workspace.catalog, plan.verdicts.get(r.id)) for r in launch.recipes},
         "decisions": data["decisions"],
         "patches": patches,
         "pending_patches": pending,
@@ -80,17 +80,24 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s=None) -> 
     }
 
 
-def _recipe_entry(recipe: Recipe, catalog) -> dict[str, Any]:
+def _recipe_entry(recipe: Recipe, catalog, verdict) -> dict[str, Any]:
+    """The recipe as the lock records it: the catalog it came from, and as ``versions.vllm_ascend``
+    the range its patch set was written for (what ``optkit apply`` checks the tree against)."""
     origin = catalog.origins.get(recipe.id)
+    ascend = verdict.patch_versions if verdict is not None and verdict.patches else recipe.versions.vllm_ascend
     return {"catalog": "shipped" if origin is None else str(origin), "kind": recipe.kind.value, "title": recipe.title,
-            "versions": {"vllm_ascend": recipe.versions.vllm_ascend, "vllm": recipe.versions.vllm},
+            "versions": {"vllm_ascend": ascend, "vllm": recipe.versions.vllm},
             "verification": recipe.verification.level.value, "needs_npu": recipe.verification.needs_npu}
 
 
 def _patch_entries(plan: Plan, workspace: Workspace) -> tuple[list[dict], list[dict]]:
     patches, pending = [], []
     for rid in plan.selected:
-        for patch in workspace.catalog[rid].patches:
+        recipe = workspace.catalog[rid]
+        chosen = set(plan.verdicts[rid].patches) if rid in plan.verdicts and recipe.releases else None
+        for patch in recipe.patches:
+            if chosen is not None and patch.file not in chosen:
+                continue
             if patch.status == "pending":
                 pending.append({"recipe": rid, "file": patch.file})
                 continue

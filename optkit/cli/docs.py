@@ -1,10 +1,11 @@
 """What ``optkit docs`` writes and checks: each stage's generated pages, gathered in one place.
 
 ``docs/catalog.md`` (from the catalog), ``docs/example-bundle/`` (the flagship plan's bundle, with
-``--k8s``), and the figures inside hand-written pages: a region ``<!-- optkit:NAME -->…<!--
-/optkit:NAME -->`` of any ``docs/*.md`` is rewritten with ``SNIPPETS[NAME]`` of the example bundle,
-so a count in prose cannot go stale. ``optkit docs --check`` lists the files that differ from what
-would be written.
+``--k8s``), ``docs/compat.md`` (the compatibility matrix over every known release, from the real
+trees: fetched and cached on first use), the generated blocks of ``docs/versions.md``, and the
+figures inside hand-written pages: a region ``<!-- optkit:NAME -->…<!-- /optkit:NAME -->`` of any
+``docs/*.md`` is rewritten with ``SNIPPETS[NAME]`` of the example bundle, so a count in prose
+cannot go stale. ``optkit docs --check`` lists the files that differ from what would be written.
 """
 
 from __future__ import annotations
@@ -63,11 +64,23 @@ def _example_bundle_files(root) -> dict[str, bytes]:
     return bundle_files(plan(Request(**EXAMPLE_REQUEST), workspace), workspace, k8s=True)
 
 
+def _versions_docs(root, catalog) -> dict[str, bytes]:
+    """docs/compat.md, and docs/versions.md with its generated blocks filled."""
+    from optkit.versions.compat import release_matrix
+    from optkit.versions.markdown import compat_markdown, fill_blocks, moves_table, probes_table, releases_table
+
+    text = (root / "docs" / "versions.md").read_text(encoding="utf-8")
+    blocks = {"releases": releases_table(), "moves": moves_table(), "probes": probes_table(catalog)}
+    return {"docs/compat.md": compat_markdown(release_matrix(catalog)).encode("utf-8"),
+            "docs/versions.md": fill_blocks(text, blocks).encode("utf-8")}
+
+
 def generated_docs(root, check: bool = False) -> list[str]:
     """The generated doc files (relative paths) — with ``check``, only those that are stale."""
     from optkit.catalog.loader import load_catalog
 
-    wanted = {"docs/catalog.md": catalog_markdown(load_catalog(root)).encode("utf-8")}
+    catalog = load_catalog(root)
+    wanted = {"docs/catalog.md": catalog_markdown(catalog).encode("utf-8"), **_versions_docs(root, catalog)}
     example = _example_bundle_files(root)
     wanted.update({f"{EXAMPLE_DIR}/{name}": data for name, data in example.items()})
     wanted.update(_pages_with_figures(root, example))
@@ -95,7 +108,10 @@ def write_docs(root) -> list[str]:
 
     from optkit.catalog.loader import load_catalog
 
-    (root / "docs" / "catalog.md").write_text(catalog_markdown(load_catalog(root)), encoding="utf-8")
+    catalog = load_catalog(root)
+    (root / "docs" / "catalog.md").write_text(catalog_markdown(catalog), encoding="utf-8")
+    for rel, data in _versions_docs(root, catalog).items():
+        (root / rel).write_bytes(data)
     example = root / EXAMPLE_DIR
     if example.exists():
         shutil.rmtree(example)
@@ -109,4 +125,4 @@ def write_docs(root) -> list[str]:
         path.write_bytes(data)
         if name.endswith(".sh"):
             path.chmod(0o755)
-    return ["docs/catalog.md", EXAMPLE_DIR + "/", *pages]
+    return ["docs/catalog.md", "docs/compat.md", "docs/versions.md", EXAMPLE_DIR + "/", *pages]

@@ -102,6 +102,8 @@ class Plan:
     serve_args: list[Setting] = field(default_factory=list)
     config_sources: dict[str, str] = field(default_factory=dict)  # "additional_config.a.b" → recipe
     estimates: list[Estimate] = field(default_factory=list)
+    release: Any = None  # optkit.versions.onrelease.ReleaseView: the release (or tree) planned for
+    verdicts: dict[str, Any] = field(default_factory=dict)  # recipe → optkit.versions.onrelease.Verdict
 
     @property
     def selected(self) -> list[str]:
@@ -161,37 +163,85 @@ def resolve_model(workspace: Workspace, request: Request) -> ModelProfile:
 
 
 def plan(request: Request, workspace: Workspace | None = None) -> Plan:
-    """Resolve ``request`` against the catalog and collect the launch settings of the result."""
+    """Resolve ``request`` against the catalog on its release (or ``--tree``) and collect the launch
+    settings of the result, each knob in the form that release reads."""
+    from optkit.resolve.facts import ascend_version
+    from optkit.versions.onrelease import release_view, verdict
+
     ws = workspace or load_workspace()
     model = resolve_model(ws, request)
     target = find_target(ws.targets, request.target)
-    facts = compute_facts(request, model, target)
+    tree = Path(request.tree) if request.tree else None
+    release = release_view(ascend_version(request), tree, ws.catalog)
+    facts = compute_facts(request, model, target, release)
+    verdicts = {r.id: verdict(r, release) for r in ws.catalog}
 
     def baseline_for(c: int) -> Baseline | None:  # the article's baselines belong to catalog profiles only
         return find_baseline(ws.baselines, model.id, target.id, c) if model.source == "catalog" else None
 
     resolution = resolve(ws.catalog, facts, request.with_recipes, request.without_recipes, baseline_for,
-                         ws.unavailable)
-    result = Plan(request, model, target, facts, resolution)
+                         ws.unavailable, verdicts)
+    result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts)
     for rid in resolution.selected:
-        _collect(result, ws.catalog[rid], facts)
+        _collect(result, ws.catalog[rid], facts, verdicts[rid])
     result.estimates = _estimates(result, baseline_for)
     return result
 
 
-def _collect(result: Plan, recipe, facts: Facts) -> None:
+def _collect(result: Plan, recipe, facts: Facts, verdict) -> None:
+    """Merge the recipe's settings into the plan, each knob as the release reads it (``verdict``)."""
     sources = result.config_sources
+    emitted = {k.knob: k for k in verdict.knobs}
+    additional = substitute(recipe.additional_config, facts)
     for env in recipe.env:
-        if not env.build_time:
-            value = str(substitute(env.value, facts))
-            clash = next((s for s in result.env if s.key == env.name and s.value != value), None)
-            if clash:
-                raise ConflictingSettings(f"env {env.name}: {clash.recipe} sets {clash.value!r} but {recipe.id} sets {value!r}")
-            result.env.append(Setting(env.name, value, recipe.id))
-    merge_into(result.additional_config, substitute(recipe.additional_config, facts), recipe.id, sources, "additional_config")
+        if env.build_time:
+            continue
+        value = str(substitute(env.value, facts))
+        knob = emitted.get(f"env:{env.name}")
+        if knob is not None and not knob.emitted.startswith("env:"):
+            _set_path(additional, knob.emitted.split(":", 1)[1], _convert(value, knob.convert))
+            continue
+        name = knob.emitted.split(":", 1)[1] if knob is not None else env.name
+        clash = next((s for s in result.env if s.key == name and s.value != value), None)
+        if clash:
+            raise ConflictingSettings(f"env {name}: {clash.recipe} sets {clash.value!r} but {recipe.id} sets {value!r}")
+        result.env.append(Setting(name, value, recipe.id))
+    for knob in verdict.knobs:
+        if knob.knob.startswith("additional_config:") and knob.emitted != knob.knob:
+            old = knob.knob.split(":", 1)[1]
+            _set_path(additional, knob.emitted.split(":", 1)[1], _pop_path(additional, old))
+    merge_into(result.additional_config, additional, recipe.id, sources, "additional_config")
     merge_into(result.compilation_config, substitute(recipe.compilation_config, facts), recipe.id, sources, "compilation_config")
     merge_into(result.speculative_config, substitute(recipe.speculative_config, facts), recipe.id, sources, "speculative_config")
     result.serve_args.extend(Setting(arg, None, recipe.id) for arg in recipe.serve_args)
+
+
+def _convert(value: str, how: str) -> Any:
+    """An env var's string as the config key that replaced it takes it."""
+    if how == "int":
+        return int(value)
+    if how == "bool":
+        return value.strip().lower() in ("1", "true", "yes")
+    return value
+
+
+def _set_path(fragment: dict, dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    for key in parents:
+        fragment = fragment.setdefault(key, {})
+    fragment[last] = value
+
+
+def _pop_path(fragment: dict, dotted: str) -> Any:
+    *parents, last = dotted.split(".")
+    chain = [fragment]
+    for key in parents:
+        chain.append(chain[-1][key])
+    value = chain[-1].pop(last)
+    for key, parent in zip(reversed(parents), reversed(chain[:-1])):
+        if not parent[key]:
+            del parent[key]
+    return value
 
 
 def _estimates(result: Plan, baseline_for) -> list[Estimate]:

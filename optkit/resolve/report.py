@@ -44,6 +44,8 @@ def decision_data(d: Decision) -> dict[str, Any]:
         data["chain"] = list(d.chain)
     if d.forced:
         data["forced"] = d.forced
+    if d.notes:
+        data["notes"] = list(d.notes)
     if d.benefit is not None:
         data["expected_tpot_saving_ms"] = {
             f"c{c}": (None if v is None else round(v, 4)) for c, v in sorted(d.benefit.per_concurrency.items())}

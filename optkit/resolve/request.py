@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from optkit.catalog.yamlio import load_yaml
 
-DEFAULT_VLLM_FOR_ASCEND = {"0.18": "0.18.0", "0.23": "0.23.0", "0.26": "0.26.0"}
+DEFAULT_VLLM_ASCEND = "0.23.0"
 
 
 class Request(BaseModel):
@@ -48,8 +48,10 @@ class Request(BaseModel):
     async_scheduling: bool = Field(True, description="Async scheduling (vLLM 0.23.0 turns it on by default).")
     mtp: bool = Field(False, description="MTP speculative decoding.")
     num_speculative_tokens: Optional[int] = Field(None, ge=1, le=16, description="k; default 4 with MTP.")
-    vllm_ascend_version: str = Field("0.23.0", description="vllm-ascend version on the host.")
-    vllm_version: Optional[str] = Field(None, description="vLLM version; default: the one vllm-ascend pins.")
+    vllm_ascend_version: Optional[str] = Field(
+        None, description="vllm-ascend release on the host (default 0.23.0, or the version of --tree).")
+    vllm_version: Optional[str] = Field(None, description="vLLM version; default: the one the vllm-ascend release pairs with.")
+    tree: Optional[str] = Field(None, description="A vllm-ascend source tree to plan for: knobs and probes read from it.")
     dtype: Literal["bfloat16", "float16", "float32"] = Field("bfloat16", description="Serving dtype.")
     quantized: bool = Field(False, description="Quantized weights (w8a8 etc.).")
     enforce_eager: bool = Field(False, description="Run without graphs (--enforce-eager).")

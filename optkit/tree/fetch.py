@@ -2,7 +2,10 @@
 
 ``fetch`` downloads a release's sdist with ``pip download`` (run as a subprocess), keeps it in
 the cache (``optkit.tree.cache``) and unpacks it safely (``optkit.tree.extract``) into
-``<cache>/trees/<package>-<version>/``; a second fetch of the same release is offline.
+``<cache>/trees/<package>-<version>/``; a second fetch of the same release is offline. Each
+release's cache entry is filled under an exclusive lock (``cache.entry_lock``), so processes (or
+threads) fetching the same release at once wait for one download instead of racing on it;
+``fetch_many`` fetches several releases in parallel.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +29,7 @@ from packaging.version import InvalidVersion, Version
 
 from optkit.catalog.paths import cache_dir
 from optkit.errors import TreeError
-from optkit.tree.cache import read_record, sha256_file, tree_path, write_record
+from optkit.tree.cache import entry_lock, read_record, sha256_file, tree_path, write_record
 from optkit.tree.extract import extract_sdist
 
 SOC_VERSION = "ascend910_9391"
@@ -68,22 +72,34 @@ def fetch(
     package = _check_package(package)
     if dest is not None:
         dest = _check_dest(Path(dest))
-    record = None if force else read_record(package, version)
-    if record is None:
-        _require_build_tools()
-        sdist, sha256 = _download_into_cache(package, version)
-        _unpack_into_cache(package, version, sdist)
-        write_record(package, version, sdist, sha256)
-        from_cache = False
-    else:
-        sdist, sha256 = cache_dir() / "sdists" / record["sdist"], record["sha256"]
-        if not tree_path(package, version).is_dir():
+    with entry_lock(package, version):
+        record = None if force else read_record(package, version)
+        if record is None:
+            _require_build_tools()
+            sdist, sha256 = _download_into_cache(package, version)
             _unpack_into_cache(package, version, sdist)
-        from_cache = True
-    tree = tree_path(package, version)
-    if dest is not None:
-        tree = _copy_tree(tree, dest)
+            write_record(package, version, sdist, sha256)
+            from_cache = False
+        else:
+            sdist, sha256 = cache_dir() / "sdists" / record["sdist"], record["sha256"]
+            if not tree_path(package, version).is_dir():
+                _unpack_into_cache(package, version, sdist)
+            from_cache = True
+        tree = tree_path(package, version)
+        if dest is not None:
+            tree = _copy_tree(tree, dest)
     return FetchResult(package, version, tree, sdist, sha256, from_cache)
+
+
+def fetch_many(versions: list[str], *, package: str = "vllm-ascend", workers: int = 4) -> list[FetchResult]:
+    """``fetch`` each version (no ``dest``), ``workers`` at a time; results in the order given.
+
+    Downloads and unpacking overlap (network and disk, not CPU bound); the first failure is raised
+    once every started fetch has finished.
+    """
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = [pool.submit(fetch, version, package=package) for version in versions]
+        return [future.result() for future in futures]
 
 
 def _normalize_version(version: str) -> str:
@@ -124,11 +140,12 @@ def _copy_tree(tree: Path, dest: Path) -> Path:
 
 
 def _require_build_tools() -> None:
-    missing = [m for m in ("setuptools_scm", "wheel") if importlib.util.find_spec(m) is None]
+    """optkit depends on these (pyproject.toml); a Python where they were removed gets the fix."""
+    missing = [m for m in ("setuptools", "setuptools_scm", "wheel") if importlib.util.find_spec(m) is None]
     if missing:
         raise TreeError(
-            f"fetching a source tree needs {' and '.join(missing)} in this Python "
-            f"({sys.executable}): run `pip install setuptools_scm wheel` and try again"
+            f"fetching a source tree needs {', '.join(missing)} in this Python ({sys.executable}): pip runs "
+            f"the sdist's setup.py with them; run `pip install {' '.join(missing)}` and try again"
         )
 
 

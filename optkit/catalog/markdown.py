@@ -64,6 +64,9 @@ def recipe_markdown(catalog: Catalog, recipe_id: str) -> str:
              + (f" — {_one_line(r.verification.notes)}" if r.verification.notes else ""), ""]
     if r.implied_by:
         lines += [f"Selected whenever `{r.implied_by}`.", ""]
+    if r.accuracy:
+        margin = f", within {r.accuracy.margin:g} points of exact-match accuracy" if r.accuracy.margin else ""
+        lines += [f"**Accuracy claim**: {r.accuracy.check}{margin} — {_one_line(r.accuracy.why)}", ""]
     lines += _rules("Preconditions (correctness)", r.preconditions)
     lines += _rules("Pays off when", r.effective_when)
     lines += _links("Requires", r.requires) + _links("Conflicts", r.conflicts)
@@ -90,8 +93,8 @@ def catalog_markdown(catalog: Catalog) -> str:
              "Verification levels, weakest first: declared (catalog entry only), config-checked (keys and "
              "variables exist in the real 0.23.0 tree), applies (patches apply to the real tree), compiles "
              "(patched Python compiles and passes pyflakes), cpu-reference (logic tested on CPU against a "
-             "reference), hardware-verified (measured on an Ascend NPU). Nothing here is hardware-verified: "
-             "this project has no NPU.", "",
+             "reference), hardware-verified (measured on an Ascend NPU: reached only through a measurement "
+             "record in verified/, never declared). Nothing here is hardware-verified: this project has no NPU.", "",
              "| id | kind | upstream (0.23.0) | verification | needs NPU | patches |", "|---|---|---|---|---|---|"]
     for r in catalog:
         patches = f"{sum(p.status == 'present' for p in r.patches)}/{len(r.patches)} written" if r.patches else "—"

@@ -15,6 +15,7 @@ from typing import Any
 from optkit import __version__
 from optkit.bundle import BundleWriteError
 from optkit.bundle.launch import Launch
+from optkit.catalog.records import effective_level
 from optkit.catalog.schema import Recipe
 from optkit.resolve.plan import Plan, Workspace
 from optkit.resolve.report import facts_data, plan_data
@@ -28,8 +29,10 @@ def catalog_sha256(root: Path) -> str:
 
 
 def profiles_sha256(root: Path) -> str:
-    """sha256 over the other plan inputs: model and target profiles, baselines, kernel specs."""
-    return _files_sha256(root, ["models/*.yaml", "models/reference/*.yaml", "targets/*.yaml", "kernels/*/kernel.yaml"])
+    """sha256 over the other plan inputs: model and target profiles, baselines, kernel specs, and the
+    measurement records in verified/ (they change the plan's numbers)."""
+    return _files_sha256(root, ["models/*.yaml", "models/reference/*.yaml", "targets/*.yaml", "kernels/*/kernel.yaml",
+                                "verified/*.yaml"])
 
 
 def _files_sha256(root: Path, patterns: list[str]) -> str:
@@ -56,7 +59,7 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s: bool = F
         "request": plan.request.model_dump(by_alias=True, mode="json"),
         "facts": facts_data(plan),
         "selected": list(plan.selected),
-        "recipes": {r.id: _recipe_entry(r) for r in launch.recipes},
+        "recipes": {r.id: _recipe_entry(r, workspace.records) for r in launch.recipes},
         "decisions": data["decisions"],
         "patches": patches,
         "pending_patches": pending,
@@ -65,14 +68,26 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s: bool = F
         "target": {"id": plan.target.id, "soc_version": plan.target.default_soc_version,
                    "soc_versions": list(plan.target.soc_versions)},
         "versions": {"vllm_ascend": str(plan.facts["versions.vllm_ascend"]), "vllm": str(plan.facts["versions.vllm"])},
-        "bundle": {"k8s": k8s},
+        "bundle": _bundle_options(plan, k8s),
     }
 
 
-def _recipe_entry(recipe: Recipe) -> dict[str, Any]:
-    return {"kind": recipe.kind.value, "title": recipe.title,
-            "versions": {"vllm_ascend": recipe.versions.vllm_ascend, "vllm": recipe.versions.vllm},
-            "verification": recipe.verification.level.value, "needs_npu": recipe.verification.needs_npu}
+def _bundle_options(plan: Plan, k8s: bool) -> dict[str, Any]:
+    """How the bundle was written, beyond the request: ``--k8s``, and a ladder step's selection."""
+    options: dict[str, Any] = {"k8s": k8s}
+    if plan.restricted_to is not None:
+        options.update(selection=list(plan.restricted_to), selection_reason=plan.restriction_reason)
+    return options
+
+
+def _recipe_entry(recipe: Recipe, records) -> dict[str, Any]:
+    entry = {"kind": recipe.kind.value, "title": recipe.title,
+             "versions": {"vllm_ascend": recipe.versions.vllm_ascend, "vllm": recipe.versions.vllm},
+             "verification": effective_level(recipe, records).value, "needs_npu": recipe.verification.needs_npu}
+    measured = [e.label for e in records.of(recipe.id)]
+    if measured:
+        entry["measured"] = measured
+    return entry
 
 
 def _patch_entries(plan: Plan, workspace: Workspace) -> tuple[list[dict], list[dict]]:

@@ -2,7 +2,8 @@
 
 Schema problems come from the loader. Here: references to recipes, kernels and facts that do not
 exist, requirement cycles, patch files missing or undeclared, verification claims that the files
-cannot back, recipes that change the launch without an accuracy claim, and two recipes setting one launch setting to different values without a conflict
+cannot back, recipes that change the launch without an accuracy claim, refused measurement records
+(verified/), and two recipes setting one launch setting to different values without a conflict
 between them.
 """
 
@@ -28,7 +29,8 @@ def lint(root: Path | None = None) -> list[Problem]:
     problems: list[Problem] = []
     from optkit.catalog.kernels import lint_kernels
 
-    for check in (_links, _templates, _patches, _kernels, _verification, _accuracy, _settings, _cycles, lint_kernels):
+    for check in (_links, _templates, _patches, _kernels, _verification, _accuracy, _settings, _cycles, lint_kernels,
+                  _records):
         problems.extend(check(catalog))
     return sorted(problems, key=lambda p: (p.location.file, p.location.line or 0, p.message))
 
@@ -119,6 +121,14 @@ def _accuracy(catalog: Catalog) -> list[Problem]:
     return [Problem(catalog.location(r.id), "changes what the server runs but makes no accuracy claim",
                     "add `accuracy:` with check greedy-identical, or tolerance and a margin")
             for r in catalog if r.changes_launch and r.accuracy is None]
+
+
+def _records(catalog: Catalog) -> list[Problem]:
+    """Measurement records in verified/ that are refused (edited, stale, or naming unknown recipes)."""
+    from optkit.catalog.records import load_records
+
+    return [Problem(Location(r.file), (f"recipes.{r.recipe}: " if r.recipe else "") + r.reason)
+            for r in load_records(catalog.root, catalog).refused]
 
 
 def _flatten(prefix: str, value, out: dict) -> None:

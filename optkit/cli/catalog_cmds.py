@@ -15,16 +15,19 @@ from optkit.errors import UnknownName
 def recipes_command(as_json):
     """The recipe catalog: id, kind, upstream status, verification level."""
     from optkit.catalog.loader import load_catalog
+    from optkit.catalog.records import effective_level, load_records
 
     catalog = load_catalog()
+    records = load_records(catalog.root, catalog)
     if as_json:
         rows = [{"id": r.id, "kind": r.kind.value, "upstream": r.provenance.upstream.status.value,
-                 "verification": r.verification.level.value, "needs_npu": r.verification.needs_npu} for r in catalog]
+                 "verification": effective_level(r, records).value, "needs_npu": r.verification.needs_npu,
+                 "measured": [e.label for e in records.of(r.id)]} for r in catalog]
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
     from optkit.cli.render import recipes_table
 
-    recipes_table(catalog)
+    recipes_table(catalog, records)
 
 
 @click.command("show")
@@ -34,6 +37,7 @@ def show_command(recipe_id, as_json):
     """Everything about one recipe, with its source quote."""
     from optkit.catalog.loader import load_catalog
     from optkit.catalog.markdown import recipe_markdown
+    from optkit.catalog.records import load_records
 
     catalog = load_catalog()
     if recipe_id not in catalog:
@@ -41,7 +45,7 @@ def show_command(recipe_id, as_json):
     if as_json:
         click.echo(json.dumps(catalog[recipe_id].model_dump(mode="json"), indent=2, ensure_ascii=False))
         return
-    click.echo(recipe_markdown(catalog, recipe_id))
+    click.echo(recipe_markdown(catalog, recipe_id, load_records(catalog.root, catalog)))
 
 
 @click.command("lint")

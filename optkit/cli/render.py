@@ -15,8 +15,10 @@ def _console():
     return Console(highlight=False, soft_wrap=False, width=140)
 
 
-def plan_report(plan: Plan, catalog, verbose: bool = False) -> None:
+def plan_report(plan: Plan, catalog, verbose: bool = False, records=None) -> None:
     from rich.table import Table
+
+    from optkit.catalog.records import effective_level
 
     console = _console()
     r = plan.request
@@ -29,7 +31,7 @@ def plan_report(plan: Plan, catalog, verbose: bool = False) -> None:
     for rid in plan.selected:
         d, recipe = plan.resolution.decisions[rid], catalog[rid]
         why = d.reason + (f" — {'; '.join(d.chain)}" if d.chain else "")
-        table.add_row(rid, recipe.kind.value, why, recipe.verification.level.value)
+        table.add_row(rid, recipe.kind.value, why, effective_level(recipe, records).value)
     console.print(table)
     rest = Table(title="Not selected", show_lines=False)
     for col in ("recipe", "status", "reason"):
@@ -79,16 +81,23 @@ def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> None:
             console.print(f"  risk ({risk.severity}): {' '.join(risk.text.split())}")
 
 
-def recipes_table(catalog) -> None:
+def recipes_table(catalog, records) -> None:
     from rich.table import Table
 
+    from optkit.catalog.markdown import measured_text
+    from optkit.catalog.records import effective_level
+
     table = Table(title=f"{len(catalog)} recipes")
-    for col in ("id", "kind", "upstream (0.23.0)", "verification", "needs NPU"):
-        table.add_column(col)
+    for col in ("id", "kind", "upstream (0.23.0)", "verification", "needs NPU", "measured"):
+        table.add_column(col, overflow="fold")
     for recipe in catalog:
+        measured = "; ".join(f"{measured_text(e.measurement)} (record {e.name})" for e in records.of(recipe.id))
         table.add_row(recipe.id, recipe.kind.value, recipe.provenance.upstream.status.value,
-                      recipe.verification.level.value, "yes" if recipe.verification.needs_npu else "no")
+                      effective_level(recipe, records).value, "yes" if recipe.verification.needs_npu else "no",
+                      measured or "—")
     _console().print(table)
+    for refusal in records.refused:
+        _console().print(f"refused record: {refusal}", markup=False)
 
 
 def text(lines: list[str]) -> None:

@@ -12,9 +12,10 @@ from typing import Any
 
 from optkit.catalog.loader import Catalog, load_catalog
 from optkit.catalog.paths import project_root
-from optkit.errors import OptkitError
+from optkit.catalog.records import Records, load_records
+from optkit.errors import InternalError, OptkitError
 from optkit.resolve.facts import Facts, compute_facts
-from optkit.resolve.objective import Baseline, find_baseline, load_baselines
+from optkit.resolve.objective import Baseline, find_baseline, load_baselines, measured_lookup
 from optkit.resolve.profiles import ModelProfile, Target, find_model, find_target, load_models, load_targets
 from optkit.resolve.request import Request
 from optkit.resolve.resolver import Resolution, Status, resolve
@@ -24,7 +25,7 @@ _TEMPLATE = re.compile(r"^\$\{([a-z_.]+)\}$")
 
 @dataclass
 class Workspace:
-    """The data a plan is made from: catalog, models, targets, baselines."""
+    """The data a plan is made from: catalog, models, targets, baselines, measurement records."""
 
     root: Path
     catalog: Catalog
@@ -32,13 +33,14 @@ class Workspace:
     targets: dict[str, Target]
     baselines: list[Baseline]
     unavailable: dict[str, str] = field(default_factory=dict)
+    records: Records = field(default_factory=Records)
 
 
 def load_workspace(root: Path | None = None) -> Workspace:
     root = root or project_root()
     catalog = load_catalog(root)
     return Workspace(root, catalog, load_models(root / "models"), load_targets(root / "targets"),
-                     load_baselines(root), unavailable_recipes(catalog))
+                     load_baselines(root), unavailable_recipes(catalog), load_records(root, catalog))
 
 
 def unavailable_recipes(catalog: Catalog) -> dict[str, str]:
@@ -97,6 +99,10 @@ class Plan:
     serve_args: list[Setting] = field(default_factory=list)
     config_sources: dict[str, str] = field(default_factory=dict)  # "additional_config.a.b" → recipe
     estimates: list[Estimate] = field(default_factory=list)
+    restricted_to: list[str] | None = None
+    """Set by ``restrict``: the subset of the resolver's selection this plan keeps (a ladder step)."""
+    restriction_reason: str = ""
+    """Set by ``restrict``: why the rest of the selection is left out."""
 
     @property
     def selected(self) -> list[str]:
@@ -163,11 +169,34 @@ def plan(request: Request, workspace: Workspace | None = None) -> Plan:
         return find_baseline(ws.baselines, model.id, target.id, c)
 
     resolution = resolve(ws.catalog, facts, request.with_recipes, request.without_recipes, baseline_for,
-                         ws.unavailable)
-    result = Plan(request, model, target, facts, resolution)
-    for rid in resolution.selected:
-        _collect(result, ws.catalog[rid], facts)
-    result.estimates = _estimates(result, baseline_for)
+                         ws.unavailable, measured_lookup(ws.records, model.id, target.id, facts))
+    return _assemble(Plan(request, model, target, facts, resolution), ws)
+
+
+def restrict(full: Plan, keep: list[str], workspace: Workspace, why: str) -> Plan:
+    """``full`` with only the recipes ``keep`` of its selection (in its order): the same request and
+    facts, the launch settings of the kept recipes alone; each selected recipe left out is
+    ``user-excluded`` with the reason ``why``. A ladder step is one."""
+    from dataclasses import replace
+
+    unknown = sorted(set(keep) - set(full.selected))
+    if unknown:
+        raise InternalError(f"restrict: {', '.join(unknown)} are not selected by the plan")
+    decisions = {rid: d if rid in keep or rid not in full.selected else
+                 replace(d, status=Status.user_excluded, reason=why, chain=[])
+                 for rid, d in full.resolution.decisions.items()}
+    selected = [rid for rid in full.selected if rid in keep]
+    resolution = Resolution(decisions, selected, list(full.resolution.upstream))
+    result = Plan(full.request, full.model, full.target, full.facts, resolution, restricted_to=selected,
+                  restriction_reason=why)
+    return _assemble(result, workspace)
+
+
+def _assemble(result: Plan, ws: Workspace) -> Plan:
+    """Collect the launch settings of the plan's selection and its TPOT estimate."""
+    for rid in result.selected:
+        _collect(result, ws.catalog[rid], result.facts)
+    result.estimates = _estimates(result, lambda c: find_baseline(ws.baselines, result.model.id, result.target.id, c))
     return result
 
 

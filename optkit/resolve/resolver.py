@@ -90,12 +90,13 @@ def _active_high_risk(recipe: Recipe, facts: Facts):
 
 class _Classifier:
     def __init__(self, facts: Facts, without: set[str], forced: dict[str, str], baseline_for: Callable,
-                 unavailable: dict[str, str] | None = None):
+                 unavailable: dict[str, str] | None = None, measured: Callable | None = None):
         self.facts = facts
         self.without = without
         self.forced = forced
         self.baseline_for = baseline_for
         self.unavailable = unavailable or {}
+        self.measured = measured
 
     def __call__(self, recipe: Recipe) -> Decision:
         f = self.facts
@@ -119,7 +120,7 @@ class _Classifier:
             return Decision(recipe.id, Status.unavailable, self.unavailable[recipe.id], forced=forced)
         if recipe.id in self.without:
             return Decision(recipe.id, Status.user_excluded, "left out with --without", forced=forced)
-        gain = benefit(recipe, f["workload.concurrency"], f["spec.mtp"], self.baseline_for)
+        gain = benefit(recipe, f["workload.concurrency"], f["spec.mtp"], self.baseline_for, self.measured)
         decision = Decision(recipe.id, Status.selected, "", benefit=gain, forced=forced)
         if forced:
             return decision
@@ -209,10 +210,13 @@ def _weights(problem: _Problem, decisions: dict[str, Decision]) -> list[int]:
 
 
 def resolve(catalog: Catalog, facts: Facts, with_ids: list[str], without_ids: list[str],
-            baseline_for: Callable, unavailable: dict[str, str] | None = None) -> Resolution:
+            baseline_for: Callable, unavailable: dict[str, str] | None = None,
+            measured: Callable | None = None) -> Resolution:
     """Resolve the catalog for ``facts`` with the user's overrides; see the module docstring.
 
-    ``unavailable`` maps recipe ids that cannot be delivered (op source or patch missing) to why.
+    ``unavailable`` maps recipe ids that cannot be delivered (op source or patch missing) to why;
+    ``measured(recipe_id, concurrency)`` gives numbers measured on an NPU host
+    (``optkit.resolve.objective.measured_lookup``), preferred over the article's.
     """
     for rid in [*with_ids, *without_ids]:
         if rid not in catalog:
@@ -225,14 +229,14 @@ def resolve(catalog: Catalog, facts: Facts, with_ids: list[str], without_ids: li
         if recipe.implied_by and recipe.id not in forced and _holds(recipe.implied_by, facts):
             names = ", ".join(f"{n} = {format_value(facts[n])}" for n in compiled(recipe.implied_by).fact_names())
             forced[recipe.id] = f"implied by {names}"
-    classify = _Classifier(facts, set(without_ids), forced, baseline_for, unavailable)
+    classify = _Classifier(facts, set(without_ids), forced, baseline_for, unavailable, measured)
     decisions = {r.id: classify(r) for r in catalog}
     problem = _build(catalog, facts, decisions)
     try:
         chosen = maximize(_weights(problem, decisions), problem.clauses, problem.fixed)
     except Unsatisfiable as exc:
         raise _impossible(catalog, facts, decisions, problem, exc, with_ids, without_ids,
-                          baseline_for, unavailable) from None
+                          baseline_for, unavailable, measured) from None
     _explain_unselected(catalog, decisions, problem, chosen)
     selected = [rid for rid in problem.ids if problem.index[rid] in chosen and decisions[rid].status is Status.selected]
     _explain_selected(catalog, decisions, selected)
@@ -334,11 +338,11 @@ def _left_out_text(rid: str, clause, decisions, problem: _Problem, chosen: set[i
 
 
 def _impossible(catalog, facts, decisions, problem, exc: Unsatisfiable, with_ids, without_ids, baseline_for,
-                unavailable):
+                unavailable, measured):
     implied = sorted(rid for rid, d in decisions.items() if d.forced.startswith("implied"))
     overrides = [("--with", r) for r in with_ids] + [("--without", r) for r in without_ids]
     overrides += [("implied", r) for r in implied]
-    relaxations = _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for, unavailable)
+    relaxations = _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for, unavailable, measured)
     return PlanImpossible(_reasons(problem, exc), relaxations)
 
 
@@ -396,7 +400,8 @@ def _chain(problem: _Problem, reason_of, var: int, seen: set[int]) -> list[str]:
         seen.add(var)
 
 
-def _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for, unavailable) -> list[list[str]]:
+def _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for, unavailable,
+                         measured) -> list[list[str]]:
     """Every smallest set of overrides whose removal makes the request feasible."""
     words = {"--with": "drop --with {}", "--without": "drop --without {}",
              "implied": "drop what implies {} ({})"}
@@ -404,18 +409,18 @@ def _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for, una
         found = []
         for drop in combinations(overrides, size):
             keep = [o for o in overrides if o not in drop]
-            if _feasible(catalog, facts, keep, baseline_for, unavailable):
+            if _feasible(catalog, facts, keep, baseline_for, unavailable, measured):
                 found.append([words[k].format(r, decisions[r].forced) for k, r in drop])
         if found:
             return found
     return []
 
 
-def _feasible(catalog, facts, overrides, baseline_for, unavailable) -> bool:
+def _feasible(catalog, facts, overrides, baseline_for, unavailable, measured) -> bool:
     forced = {rid: "--with" for kind, rid in overrides if kind == "--with"}
     forced.update({rid: "implied" for kind, rid in overrides if kind == "implied"})
     without = {rid for kind, rid in overrides if kind == "--without"} - set(forced)
-    classify = _Classifier(facts, without, forced, baseline_for, unavailable)
+    classify = _Classifier(facts, without, forced, baseline_for, unavailable, measured)
     decisions = {r.id: classify(r) for r in catalog}
     problem = _build(catalog, facts, decisions)
     try:

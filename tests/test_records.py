@@ -155,4 +155,4 @@ def test_show_and_the_bundle_name_the_measurement(root):
     files = bundle_files(plan(Request(**REQUEST), workspace), workspace)
     lock = yaml.safe_load(files["optkit.lock.json"])
     assert lock["recipes"][MEASURED]["verification"] == "hardware-verified"
-    assert f"**Verification:** hardware-verified (measured on 910C" in files["README.md"].decode()
+    assert "**Verification:** hardware-verified (measured on 910C" in files["README.md"].decode()

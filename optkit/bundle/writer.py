@@ -46,6 +46,12 @@ def write_bundle(plan: Plan, workspace: Workspace, out_dir: Path, *, k8s: bool =
     files = bundle_files(plan, workspace, k8s=k8s)
     out_dir = Path(out_dir).absolute()
     _check_target(out_dir)
+    return write_files(files, out_dir)
+
+
+def write_files(files: dict[str, bytes], out_dir: Path) -> list[Path]:
+    """Write ``files`` (relative path → bytes) as the directory ``out_dir``, replacing it all at once:
+    into a temporary sibling first, then renamed into place. ``*.sh`` files but env.sh are executable."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))
     try:
@@ -53,7 +59,7 @@ def write_bundle(plan: Plan, workspace: Workspace, out_dir: Path, *, k8s: bool =
             path = staging / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-            path.chmod(EXECUTABLE if rel.endswith(".sh") and rel != "env.sh" else REGULAR)
+            path.chmod(EXECUTABLE if rel.endswith(".sh") and not rel.endswith("env.sh") else REGULAR)
         staging.chmod(0o755)
         _swap_into_place(staging, out_dir)
     except BaseException:
@@ -110,4 +116,4 @@ def bundle_files(plan: Plan, workspace: Workspace, *, k8s: bool = False) -> dict
     return dict(sorted(files.items()))
 
 
-__all__ = ["write_bundle", "bundle_files"]
+__all__ = ["write_bundle", "bundle_files", "write_files"]

@@ -73,7 +73,7 @@ def schema_command():
 @click.command("docs")
 @click.option("--check", is_flag=True, help="Fail if the generated docs are not current.")
 def docs_command(check):
-    """Generate docs/catalog.md and docs/example-bundle/ (or --check that they are current)."""
+    """Generate docs/catalog.md, docs/example-bundle/ and the example ladder report (or --check them)."""
     from optkit.catalog.paths import project_root
     from optkit.cli.docs import generated_docs, write_docs
 
@@ -82,7 +82,7 @@ def docs_command(check):
         stale = generated_docs(root, check=True)
         if stale:
             raise click.ClickException(f"out of date: {', '.join(stale)}; run `optkit docs` and commit")
-        click.echo("docs/catalog.md and docs/example-bundle/ are current")
+        click.echo("docs/catalog.md, docs/example-bundle/ and docs/example-ladder/report/ are current")
         return
     for path in write_docs(root):
         click.echo(f"wrote {path}")

@@ -54,15 +54,15 @@ def outputs_of(runs) -> tuple[dict | None, str]:
         return None, ""
     first_repeat, first = found[0]
     for repeat, other in found[1:]:
-        where = first_divergence(first, other)
+        where = first_divergence(other, first, (f"r{repeat}", f"r{first_repeat}"))
         if where:
             return first, (f"repeat r{repeat} gives other greedy outputs than r{first_repeat} ({where}): the server "
                            "is not deterministic at temperature 0, so its outputs cannot be compared")
     return first, ""
 
 
-def first_divergence(a: dict, b: dict) -> str:
-    """Where two accuracy.json outputs first differ, in words ('' when identical)."""
+def first_divergence(a: dict, b: dict, names: tuple[str, str] = ("with", "without")) -> str:
+    """Where the accuracy.json outputs ``a`` first differ from ``b`` (named ``names``), in words ('' when identical)."""
     theirs = {o["id"]: o for o in b["outputs"]}
     for mine in a["outputs"]:
         other = theirs.get(mine["id"])
@@ -72,7 +72,7 @@ def first_divergence(a: dict, b: dict) -> str:
         if x is not None and y is not None:
             for i, (p, q) in enumerate(zip(x, y)):
                 if p != q:
-                    return f"prompt {mine['id']!r} diverges at token {i}: id {q} without, {p} with"
+                    return f"prompt {mine['id']!r} diverges at token {i}: id {q} {names[1]}, {p} {names[0]}"
             if len(x) != len(y):
                 return f"prompt {mine['id']!r} diverges at token {min(len(x), len(y))}: one output ends there"
         elif mine["text"] != other["text"]:

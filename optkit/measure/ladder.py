@@ -27,7 +27,7 @@ from optkit import __version__
 from optkit.bundle.lock import catalog_sha256, profiles_sha256
 from optkit.bundle.render import plain, render
 from optkit.bundle.scripts import num_prompts
-from optkit.bundle.writer import bundle_files, write_files
+from optkit.bundle.writer import bundle_files, check_replaceable, write_files
 from optkit.measure import MeasureError
 from optkit.measure.accuracy import PromptSet, load_prompt_set, prompt_set_bytes
 from optkit.measure.steps import NONE, Ladder, Step, run_cost
@@ -170,23 +170,13 @@ def write_ladder(plan: Plan, workspace: Workspace, ladder: Ladder, out_dir: Path
 
 
 def _check_target(out_dir: Path) -> None:
-    if out_dir.exists() and not out_dir.is_dir():
-        raise MeasureError(f"{out_dir} is a file; give a new or empty directory for the ladder")
-    if not out_dir.is_dir() or not any(out_dir.iterdir()):
-        return
-    if not (out_dir / LADDER_NAME).is_file():
-        raise MeasureError(f"{out_dir} is not empty and is not an optkit ladder (no {LADDER_NAME}); "
-                           "give a new or empty directory")
     results = out_dir / "results"
     if results.is_dir() and any(results.iterdir()):
         raise MeasureError(f"{out_dir} holds the results of a ladder run ({results}); rewriting the ladder "
                            "would leave them without the ladder they were measured with: move results/ "
                            "away (or `optkit report` it first) or write the new ladder elsewhere")
-    foreign = sorted(p.name for p in out_dir.iterdir()
-                     if p.name not in {LADDER_NAME, "run-ladder.sh", "README.md", "accuracy", "steps", "k8s", "results"})
-    if foreign:
-        raise MeasureError(f"{out_dir} is a previous ladder but also holds {', '.join(foreign)}, which rewriting "
-                           "it would delete; move them out or write to another directory")
+    check_replaceable(out_dir, LADDER_NAME, {LADDER_NAME, "run-ladder.sh", "README.md", "accuracy", "steps", "k8s",
+                                             "results", "report"}, "ladder", MeasureError)
 
 
 __all__ = ["ladder_files", "write_ladder", "ladder_data", "LADDER_NAME", "PROMPTS_FILE"]

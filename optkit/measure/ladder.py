@@ -44,7 +44,7 @@ HEALTH_TIMEOUT_S = 1800
 
 def step_reason(step: Step) -> str:
     """Why the selected recipes outside a step are left out (the step bundle's decisions say it)."""
-    return f"not in ladder step {step.id} (the single-variable ladder measures it in another step)"
+    return f"not in ladder step {step.id}: the single-variable ladder measures it in another step"
 
 
 def ladder_files(plan: Plan, workspace: Workspace, ladder: Ladder, *, repeat: int = 1, k8s: bool = False,

@@ -4,10 +4,10 @@
 files. A file optkit patched counts with the sha256 it had before the apply (recorded in
 ``.optkit/state.json``) and a file a patch created does not count, so the same tree gives the same
 digest with or without a bundle's patches applied, and the digests of two trees differ exactly when
-their unpatched sources do. Build outputs and caches are left out (``build/``, ``__pycache__/``,
-``*.egg-info/``, the installed op package ``vllm_ascend/_cann_ops_custom/``, ``*.so``, ``*.pyc``,
-``*.o``), and so are ``.git/`` and optkit's own ``.optkit/``: rebuilding the kernels in place
-changes nothing.
+their unpatched sources do. Build outputs and caches are left out (``build/``, ``dist/`` and ``csrc/build/`` at
+their places, ``__pycache__/`` and ``*.egg-info/`` anywhere, the installed op package
+``vllm_ascend/_cann_ops_custom/``, ``*.so``, ``*.pyc``, ``*.o``), and so are ``.git/`` and optkit's
+own ``.optkit/``: rebuilding the kernels in place changes nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +22,10 @@ from optkit.tree.cache import sha256_file
 from optkit.tree.inspect import inspect_tree
 from optkit.tree.journal import HOME, read_json
 
-SKIPPED_DIRS = {".git", HOME, "__pycache__", "build", "_cann_ops_custom"}
+SKIPPED_NAMES = {".git", HOME, "__pycache__"}
+"""Directories left out wherever they are."""
+SKIPPED_PATHS = {"build", "dist", "csrc/build", "vllm_ascend/_cann_ops_custom"}
+"""Build outputs, by path from the tree root: setup.py's build/, the op package build and install dirs."""
 SKIPPED_SUFFIXES = (".so", ".pyc", ".o")
 
 
@@ -60,8 +63,10 @@ def pristine_digest(tree: Path) -> TreeDigest:
 def _source_files(root: Path) -> list[str]:
     found = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in SKIPPED_DIRS and not d.endswith(".egg-info")]
         base = Path(dirpath)
+        rel = base.relative_to(root).as_posix()
+        dirnames[:] = [d for d in dirnames if d not in SKIPPED_NAMES and not d.endswith(".egg-info")
+                       and (d if rel == "." else f"{rel}/{d}") not in SKIPPED_PATHS]
         for name in filenames:
             full = base / name
             if not name.endswith(SKIPPED_SUFFIXES) and full.is_file() and not full.is_symlink():

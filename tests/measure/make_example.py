@@ -4,8 +4,8 @@
 
 It runs the same machinery as the end-to-end test (the real run-ladder.sh and `vllm bench serve`,
 real `optkit apply` on a copy of the real 0.23.0 tree, the simulated server), for a ladder of five
-recipes with two repeats and an injected regression, then copies the ladder's own files and the
-runs' results (vLLM's JSON, accuracy.json, host.json; not the logs) into docs/example-ladder/.
+recipes with two repeats and an injected regression, then copies what the report reads: ladder.json,
+the prompts and the runs' results (vLLM's JSON, accuracy.json, host.json; not the logs) into docs/example-ladder/.
 Those are inputs and stay as they are; `optkit docs` writes docs/example-ladder/report/ from them
 and `optkit docs --check` keeps that current. Timings come from the simulation, not from an NPU.
 """
@@ -54,7 +54,7 @@ def main() -> int:
             return proc.returncode
         if EXAMPLE.exists():
             shutil.rmtree(EXAMPLE)
-        for name in ("ladder.json", "README.md", "run-ladder.sh", "accuracy/prompts.json"):
+        for name in ("ladder.json", "accuracy/prompts.json"):  # what the report reads besides results/
             (EXAMPLE / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(base / "ladder" / name, EXAMPLE / name)
         for path in sorted((base / "ladder" / "results").rglob("*")):

@@ -1,7 +1,7 @@
 """Stage 6, measure: the single-variable ladder, its results, the report, verified-on records.
 
 Owns turning a plan into ladder steps (``steps``) and a ladder bundle of complete step bundles with
-one ``run-ladder.sh`` (``ladder``), what the NPU host records while it runs (``host``: NPU, driver,
+one ``run-ladder.sh`` (``ladder``; ``k8s``: the ladder as an Indexed Job), what the NPU host records while it runs (``host``: NPU, driver,
 CANN, packages, tree digest; ``accuracy``: the fixed prompt set at temperature 0 through the OpenAI
 endpoint), reading ``vllm bench serve``'s own result JSON (``results``), the statistics and the
 per-recipe attribution (``analysis``), the accuracy gate (``gate``), the report files

@@ -109,7 +109,8 @@ def build_report(ladder_dir: Path, results_dir: Path | None = None) -> Report:
     attributions = [_attribution(ladder, s, table) for s in steps if s["kind"] in ("add", "without")]
     last = next(s for s in reversed(steps) if s["kind"] in ("add", "full", "baseline"))
     totals = {c: delta(table[(last["id"], c)], table[(steps[0]["id"], c)]) for c in concurrencies}
-    gate = _gate(ladder, ladder_dir, runs, last)
+    gate = _gate(ladder, ladder_dir, {step: [r for r in rs if not r.host or r.host["tree"]["digest"] == digest]
+                                      for step, rs in runs.items()}, last)
     issues += [f"accuracy gate: {c.with_} against {c.without} not checked: {c.detail}"
                for c in gate.checks if c.status == "not-checked"]
     return Report(ladder, runs, table, attributions, totals, gate, issues, digest, host)
@@ -187,6 +188,7 @@ def _flags(what: str, d: Delta, estimate: float | None) -> list[str]:
 
 
 def _gate(ladder: dict, ladder_dir: Path, runs: dict[str, list[Run]], last: dict) -> Gate:
+    """The accuracy gate over the runs on the ladder's tree (a run on another source is no evidence)."""
     steps = ladder["steps"]
     baseline = steps[0]
     pairs = []

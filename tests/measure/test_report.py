@@ -136,6 +136,15 @@ def test_bad_data_is_reported_not_averaged_in(lab, damage, issue, unavailable):
         assert d.value is None and d.why_unavailable == unavailable
 
 
+def test_outputs_of_another_tree_do_not_count_for_the_gate(lab):
+    lab.all()
+    shutil.rmtree(lab.ladder / "results" / STEPS[2])
+    lab.run(STEPS[2], 1, TPOT[STEPS[2]], host={**HOST, "tree": {**HOST["tree"], "digest": "b" * 64}})
+    gate = lab.report().gate
+    assert not gate.passed
+    assert [c.status for c in gate.checks if c.with_ == STEPS[2]] == ["not-checked", "not-checked"]
+
+
 def test_another_host_is_reported(lab):
     lab.all()
     shutil.rmtree(lab.ladder / "results" / STEPS[1])

@@ -9,9 +9,10 @@ under. Every such exclusion is an issue of the report; nothing excluded is avera
 Per cell (step, concurrency): each metric is the mean over the counted repeats of vLLM's value,
 with its spread (min … max). The noise of a cell's mean TPOT is the larger of the between-run
 standard error (standard deviation of the repeats' means / √repeats, with two or more) and the
-within-run standard error (vLLM's per-request TPOT standard deviation / √completed requests,
-averaged over repeats): one run alone cannot show restart-to-restart variation, and two runs can
-agree by chance.
+within-run standard error (vLLM's per-request TPOT standard deviation / √(completed requests /
+concurrency), averaged over repeats: requests that run together share their decode steps, so a run
+at concurrency c holds about completed/c independent samples): one run alone cannot show
+restart-to-restart variation, and two runs can agree by chance.
 
 Per recipe: delta = mean TPOT with the recipe − without it (negative = faster): step − its
 reference in an incremental ladder, the whole plan − the plan without it in a leave-one-out one.
@@ -66,7 +67,7 @@ class Cell:
     def noise(self) -> float:
         """Standard error of the mean TPOT (see the module docstring)."""
         means = self.values("mean_tpot_ms")
-        within = mean((r.std_tpot_ms or 0.0) / math.sqrt(max(r.completed, 1)) for r in self.results)
+        within = mean((r.std_tpot_ms or 0.0) / math.sqrt(max(r.completed / self.concurrency, 1.0)) for r in self.results)
         between = stdev(means) / math.sqrt(len(means)) if len(means) >= 2 else 0.0
         return max(within, between)
 

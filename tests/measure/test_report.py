@@ -89,10 +89,11 @@ def test_deltas_noise_and_verdicts(lab):
     assert gain.value == pytest.approx(-1.5) and gain.verdict == "gain"
     assert flat.value == pytest.approx(-0.01) and flat.verdict == "no-measurable-effect"
     assert regression.value == pytest.approx(1.01) and regression.verdict == "regression"
-    # one repeat: the noise is vLLM's per-request TPOT spread over √completed, for both steps
+    # one repeat: the noise is vLLM's per-request TPOT spread over √(completed / concurrency), for both steps
     assert gain.noise == pytest.approx((2 * (0.3 / 20 ** 0.5) ** 2) ** 0.5)
+    assert flat.noise == pytest.approx((2 * (0.3 / (40 / 4) ** 0.5) ** 2) ** 0.5)
     assert report.issues == [] and report.gate.passed
-    assert [f for a in report.attributions for f in a.flags] == [f"{HCCL}: regression at c4: +1.01 ± 0.067 ms"]
+    assert [f for a in report.attributions for f in a.flags] == [f"{HCCL}: regression at c4: +1.01 ± 0.13 ms"]
 
 
 def test_the_plans_estimate_and_the_articles_number_stand_beside_the_measurement(lab):
@@ -100,7 +101,7 @@ def test_the_plans_estimate_and_the_articles_number_stand_beside_the_measurement
     hccl = next(a for a in lab.report().attributions if a.step == STEPS[2])
     assert hccl.estimate[1] == pytest.approx(-0.9372)
     assert hccl.article[1] == [f"{HCCL}: -6.6 % at c1, MTP off — 「HCCL AIV-6.6%」"] and hccl.article[4] == []
-    assert hccl.flags == [f"{HCCL}: regression at c4: +1.01 ± 0.067 ms"]
+    assert hccl.flags == [f"{HCCL}: regression at c4: +1.01 ± 0.13 ms"]
 
 
 def test_repeats_give_a_spread_and_the_noise_across_starts(lab):

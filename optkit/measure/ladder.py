@@ -75,18 +75,13 @@ def _key(parts: list[str]) -> str:
 
 def _step_data(step: Step, lock: dict) -> dict[str, Any]:
     patches = [f"{p['name']}:{p['sha256']}" for p in lock["patches"]]
-    csrc = [p for p in patches if any(t.startswith("csrc/") for t in _targets(lock, p))]
+    csrc = [f"{p['name']}:{p['sha256']}" for p in lock["patches"] if any(t.startswith("csrc/") for t in p["targets"])]
     kernels = [k["spec"] for k in lock["kernels"]]
     return {"index": step.index, "id": step.id, "kind": step.kind, "recipes": list(step.recipes),
             "changes": list(step.changes), "together": dict(step.together), "reference": step.reference,
             "patches": [p["name"] for p in lock["patches"]], "kernels": kernels,
             "pending_patches": [f"{p['recipe']}/{p['file']}" for p in lock["pending_patches"]],
             "patch_key": _key(patches), "kernel_key": _key(kernels + csrc)}
-
-
-def _targets(lock: dict, patch: str) -> list[str]:
-    name = patch.split(":", 1)[0]
-    return next(p["targets"] for p in lock["patches"] if p["name"] == name)
 
 
 def ladder_data(plan: Plan, workspace: Workspace, ladder: Ladder, steps: list[dict], repeat: int,

@@ -492,3 +492,56 @@ def test_the_checks_catch_a_broken_patch(name, tmp_path, tmp_path_factory):
     trees = Trees(version=version, patched=Source(patched(version, tmp_path_factory)), pristine=Source(pristine(version)))
     assert not caught(check, trees, trees.patched, case), "the check fails on the unbroken patch"
     assert caught(check, trees, trees.patched.mutated(tmp_path, rel, old, new), case)
+
+
+# --------------------------------------------------------------------------- the release entries
+
+RELEASE_RECIPES = MOE_RECIPES + ["attn-weight-prefetch-next-layer"]
+
+
+@pytest.mark.parametrize("recipe_id", RELEASE_RECIPES)
+def test_every_release_is_what_its_entry_says(recipe_id):
+    """On every known release tree, the probes of the entry that covers its version hold."""
+    from compat_support import CATALOG, release_trees
+    from optkit.versions.probes import recipe_on_tree
+    from packaging.version import Version
+
+    wrong = {}
+    for version, root in release_trees().items():
+        found = recipe_on_tree(CATALOG[recipe_id], root, Version(version))
+        if found.declared is None or found.entry is not found.declared:
+            failing = [r.why for rs in found.results for r in rs if not r.holds]
+            wrong[version] = (found.declared.versions if found.declared else None, failing)
+    assert wrong == {}
+
+
+# The releases each patch written in the port applies to, no fuzz (what the entries' evidence
+# says); the 0.23.x patches are only required to apply to every release of their range: some apply
+# textually to neighbours too (0.23.0rc1; the prefetch patch even to 0.24.0rc1, where what it calls
+# is gone), which the entries leave out on purpose.
+PORTED = {
+    "0001-shared-expert-ar-on-side-stream-0.30.patch": {"0.30.0rc1", "0.30.0rc2"},
+    "0001-skip-dispatch-combine-events-0.30.patch": {"0.30.0rc1", "0.30.0rc2"},
+    "0001-drop-fusedmc2-overlap-exclusion-0.30.patch": {"0.29.0rc1", "0.30.0rc1", "0.30.0rc2"},
+    "0001-mc2-token-capacity-1024-0.30.patch": {"0.28.0rc1", "0.29.0rc1", "0.30.0rc1", "0.30.0rc2"},
+}
+
+
+@pytest.mark.parametrize("recipe_id", RELEASE_RECIPES)
+def test_each_patch_applies_exactly_to_every_release_of_its_entry(recipe_id):
+    """`git apply --check` (no fuzz) on every known release: each patch applies to all the releases
+    its entry covers, and a ported patch to exactly those."""
+    import subprocess
+
+    from compat_support import CATALOG, release_trees
+    from packaging.specifiers import SpecifierSet
+
+    recipe = CATALOG[recipe_id]
+    for patch in recipe.patches:
+        path = CATALOG.patch_path(recipe_id, patch.file)
+        covered = {v for v in release_trees() if v in SpecifierSet(recipe.patch_versions(patch.file), prereleases=True)}
+        applies = {v for v, root in release_trees().items()
+                   if subprocess.run(["git", "apply", "--check", str(path)], cwd=root, capture_output=True).returncode == 0}
+        assert covered <= applies, (patch.file, sorted(covered - applies))
+        if patch.file in PORTED:
+            assert applies == covered == PORTED[patch.file], patch.file

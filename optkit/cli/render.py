@@ -17,6 +17,7 @@ def _console():
 
 
 def plan_report(plan: Plan, catalog, verbose: bool = False) -> None:
+    from rich.markup import escape  # notes are bracketed text, not rich markup
     from rich.table import Table
 
     console = _console()
@@ -30,7 +31,7 @@ def plan_report(plan: Plan, catalog, verbose: bool = False) -> None:
         table.add_column(col, overflow="fold")
     for rid in plan.selected:
         d, recipe = plan.resolution.decisions[rid], catalog[rid]
-        why = d.reason + (f" — {'; '.join(d.chain)}" if d.chain else "") + "".join(f" [{n}]" for n in d.notes)
+        why = d.reason + (f" — {'; '.join(d.chain)}" if d.chain else "") + "".join(escape(f" [{n}]") for n in d.notes)
         table.add_row(rid, recipe.kind.value, why, recipe.verification.level.value)
     console.print(table)
     rest = Table(title="Not selected", show_lines=False)
@@ -41,7 +42,7 @@ def plan_report(plan: Plan, catalog, verbose: bool = False) -> None:
             if d.status is status and (verbose or status is not Status.not_applicable):
                 facts = ", ".join(f"{k} = {v}" for k, v in d.facts.items())
                 rest.add_row(rid, status.value, d.reason + (f" [{facts}]" if facts else "")
-                             + "".join(f" [{n}]" for n in d.notes))
+                             + "".join(escape(f" [{n}]") for n in d.notes))
     console.print(rest)
     from optkit.resolve.plan import count_by_status
 

@@ -501,9 +501,10 @@ def _already_ported(catalog: Catalog, recipe: Recipe, port: RecipePort, declared
     if failing:
         return _replace(port, "needs-hand", f"the entry {declared.versions} carries {', '.join(failing)}, which does not "
                                             f"apply exactly to {port.target}: fix it")
-    same = [p.refreshed and _diff_part(p.refreshed) == _diff_part(catalog.patch_path(recipe.id, f).read_text(
-            encoding="utf-8", errors="surrogateescape")) for p, f in zip(port.patches, declared.patches)]
-    comparison = ("this port's refresh is identical to it" if len(same) == len(port.patches) and all(same)
+    theirs = sorted(_diff_part(catalog.patch_path(recipe.id, f).read_text(encoding="utf-8", errors="surrogateescape"))
+                    for f in declared.patches)
+    ours = sorted(_diff_part(p.refreshed) for p in port.patches if p.refreshed)
+    comparison = ("this port's refresh is identical to it" if ours == theirs and len(ours) == len(port.patches)
                   else "this port's refresh differs from it (written by hand, or from other context)")
     return _replace(port, "up-to-date", f"the entry {declared.versions} already carries {', '.join(declared.patches)}, "
                                         f"which applies exactly; {comparison}")

@@ -2,7 +2,8 @@
 
 ``docs/catalog.md`` (from the catalog), ``docs/example-bundle/`` (the flagship plan's bundle, with
 ``--k8s``), ``docs/compat.md`` (the compatibility matrix over every known release, from the real
-trees: fetched and cached on first use), the generated blocks of ``docs/versions.md``, and the
+trees: fetched and cached on first use), the generated blocks of ``docs/versions.md`` and of
+``docs/port.md`` (the real ``optkit port`` reports), and the
 figures inside hand-written pages: a region ``<!-- optkit:NAME -->…<!-- /optkit:NAME -->`` of any
 ``docs/*.md`` is rewritten with ``SNIPPETS[NAME]`` of the example bundle, so a count in prose
 cannot go stale. ``optkit docs --check`` lists the files that differ from what would be written.
@@ -75,12 +76,32 @@ def _versions_docs(root, catalog) -> dict[str, bytes]:
             "docs/versions.md": fill_blocks(text, blocks).encode("utf-8")}
 
 
+PORT_DATE = "2026-12-01"
+"""The --date of the port report in docs/port.md (a fixed one: the page must not change by the day)."""
+
+
+def _port_docs(root, catalog) -> dict[str, bytes]:
+    """docs/port.md with its generated blocks: the real port reports for 0.23.0.post1 and the newest release."""
+    import datetime as dt
+
+    from optkit.versions.markdown import fill_blocks, port_markdown
+    from optkit.versions.port import port
+    from optkit.versions.releases import newest
+
+    date = dt.date.fromisoformat(PORT_DATE)
+    blocks = {"port-post": port_markdown(port(catalog, None, "0.23.0", "0.23.0.post1", date=date), False),
+              "port-newest": port_markdown(port(catalog, None, "0.23.0", str(newest()), date=date), False, diffs=False)}
+    text = (root / "docs" / "port.md").read_text(encoding="utf-8")
+    return {"docs/port.md": fill_blocks(text, {k: ["", *v, ""] for k, v in blocks.items()}).encode("utf-8")}
+
+
 def generated_docs(root, check: bool = False) -> list[str]:
     """The generated doc files (relative paths) — with ``check``, only those that are stale."""
     from optkit.catalog.loader import load_catalog
 
     catalog = load_catalog(root)
-    wanted = {"docs/catalog.md": catalog_markdown(catalog).encode("utf-8"), **_versions_docs(root, catalog)}
+    wanted = {"docs/catalog.md": catalog_markdown(catalog).encode("utf-8"), **_versions_docs(root, catalog),
+              **_port_docs(root, catalog)}
     example = _example_bundle_files(root)
     wanted.update({f"{EXAMPLE_DIR}/{name}": data for name, data in example.items()})
     wanted.update(_pages_with_figures(root, example))
@@ -110,7 +131,7 @@ def write_docs(root) -> list[str]:
 
     catalog = load_catalog(root)
     (root / "docs" / "catalog.md").write_text(catalog_markdown(catalog), encoding="utf-8")
-    for rel, data in _versions_docs(root, catalog).items():
+    for rel, data in {**_versions_docs(root, catalog), **_port_docs(root, catalog)}.items():
         (root / rel).write_bytes(data)
     example = root / EXAMPLE_DIR
     if example.exists():
@@ -125,4 +146,4 @@ def write_docs(root) -> list[str]:
         path.write_bytes(data)
         if name.endswith(".sh"):
             path.chmod(0o755)
-    return ["docs/catalog.md", "docs/compat.md", "docs/versions.md", EXAMPLE_DIR + "/", *pages]
+    return ["docs/catalog.md", "docs/compat.md", "docs/versions.md", "docs/port.md", EXAMPLE_DIR + "/", *pages]

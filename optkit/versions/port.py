@@ -543,10 +543,11 @@ def _write_plan(catalog: Catalog, recipe: Recipe, port: RecipePort, declared: Re
         description = f"{decl.description} {_refresh_words(p, port, cut.run)}"
         text = _with_description(p.refreshed, description)
         new.append(NewPatch(name, p.patch, text, targets, description))
-    words = (f"would add {', '.join(n.name for n in new)} for {cut.run}"
+    kept = " and ".join(spec for spec in (cut.before, cut.after) if spec)
+    words = (f"{', '.join(n.name for n in new)} for {cut.run}"
              + (f" (applies exactly to {', '.join(run)})" if run != [port.target] else "")
-             + f", cutting the entry {declared.versions}" +
-             (f" (kept for {cut.before})" if cut.before else "") + (f" (and {cut.after})" if cut.after else ""))
+             + (f", cut from the entry {declared.versions}, which keeps {kept}" if kept
+                else f", the patch set of the entry {declared.versions}"))
     return _replace(port, "write", words, new_range=cut.run, split=(cut.before, cut.run, cut.after),
                     keeps_patches=keeps, new_patches=tuple(new))
 

@@ -36,6 +36,9 @@ class Request(BaseModel):
     dp: int = Field(1, ge=1, description="Data-parallel size.")
     ep: Optional[bool] = Field(None, description="Expert parallelism; default on for MoE models.")
     context_parallel: bool = Field(False, description="Prefill/decode context parallelism in use.")
+    flashcomm1: bool = Field(False, description=(
+        "FlashComm1 on in the deployment (additional_config.enable_flashcomm1 or "
+        "VLLM_ASCEND_ENABLE_FLASHCOMM1); judged by recipe rules, not set by the bundle."))
     concurrency: list[int] = Field([1, 4, 8], min_length=1, description="Concurrency levels to optimize for.")
     input_len: int = Field(1024, ge=1, description="Input tokens per request.")
     output_len: int = Field(512, ge=1, description="Output tokens per request.")

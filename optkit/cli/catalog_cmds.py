@@ -77,8 +77,9 @@ def schema_command():
 @click.command("docs")
 @click.option("--check", is_flag=True, help="Fail if the generated docs are not current.")
 def docs_command(check):
-    """Generate docs/catalog.md, docs/compat.md, docs/versions.md's tables, the generated figures in
-    docs/, docs/example-bundle/ and the example ladder report (or --check that they are current)."""
+    """Generate docs/catalog.md, docs/compat.md, docs/versions.md's tables, docs/port.md's reports, the
+    generated figures in docs/, docs/example-bundle/ and the example ladder report (or --check that they are
+    current)."""
     from optkit.catalog.paths import checkout_root, project_root
     from optkit.cli.docs import generated_docs, write_docs
     from optkit.errors import OptkitError
@@ -92,7 +93,7 @@ def docs_command(check):
         stale = generated_docs(root, check=True)
         if stale:
             raise click.ClickException(f"out of date: {', '.join(stale)}; run `optkit docs` and commit")
-        click.echo("docs/catalog.md, docs/compat.md, docs/versions.md, docs/example-bundle/, "
+        click.echo("docs/catalog.md, docs/compat.md, docs/versions.md, docs/port.md, docs/example-bundle/, "
                    "docs/example-ladder/report/ and the generated figures in docs/ are current")
         return
     for path in write_docs(root):

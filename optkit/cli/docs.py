@@ -4,7 +4,8 @@
 ``--k8s``), ``docs/example-ladder/report/`` (the report of the simulated ladder run whose inputs,
 ladder.json and results/, are kept in docs/example-ladder/ by tests/measure/make_example.py),
 ``docs/compat.md`` (the compatibility matrix over every known release, from the real trees: fetched
-and cached on first use), the generated blocks of ``docs/versions.md``, and the figures inside
+and cached on first use), the generated blocks of ``docs/versions.md`` and of ``docs/port.md`` (the
+real ``optkit port`` reports), and the figures inside
 hand-written pages: a region ``<!-- optkit:NAME -->…<!-- /optkit:NAME -->`` of any ``docs/*.md`` is
 rewritten with ``SNIPPETS[NAME]`` of the example bundle, so a count in prose cannot go stale.
 ``optkit docs --check`` lists the files that differ from what would be written.
@@ -88,12 +89,32 @@ def _example_report_files(root) -> dict[str, bytes]:
     return report_files(build_report(root / LADDER_DIR))
 
 
+PORT_DATE = "2026-12-01"
+"""The --date of the port reports in docs/port.md (a fixed one: the page must not change by the day)."""
+
+
+def _port_docs(root, catalog) -> dict[str, bytes]:
+    """docs/port.md with its generated blocks: the real port reports for 0.23.0.post1 and the newest release."""
+    import datetime as dt
+
+    from optkit.versions.markdown import fill_blocks, port_markdown
+    from optkit.versions.port import port
+    from optkit.versions.releases import newest
+
+    date = dt.date.fromisoformat(PORT_DATE)
+    blocks = {"port-post": port_markdown(port(catalog, None, "0.23.0", "0.23.0.post1", date=date), False),
+              "port-newest": port_markdown(port(catalog, None, "0.23.0", str(newest()), date=date), False, diffs=False)}
+    text = (root / "docs" / "port.md").read_text(encoding="utf-8")
+    return {"docs/port.md": fill_blocks(text, {k: ["", *v, ""] for k, v in blocks.items()}).encode("utf-8")}
+
+
 def _wanted(root) -> dict[str, bytes]:
     """Every generated file, relative path → bytes."""
     from optkit.catalog.loader import load_catalog
 
     catalog = load_catalog(root)
-    wanted = {"docs/catalog.md": catalog_markdown(catalog).encode("utf-8"), **_versions_docs(root, catalog)}
+    wanted = {"docs/catalog.md": catalog_markdown(catalog).encode("utf-8"), **_versions_docs(root, catalog),
+              **_port_docs(root, catalog)}
     example = _example_bundle_files(root)
     wanted.update({f"{EXAMPLE_DIR}/{name}": data for name, data in example.items()})
     wanted.update({f"{REPORT_DIR}/{name}": data for name, data in _example_report_files(root).items()})

@@ -7,13 +7,14 @@ mistyped key becomes one located problem, all reported together.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from optkit.catalog.jsonio import load_json_text
+from optkit.catalog.textfile import read_text
 from optkit.catalog.yamlio import dotted
 from optkit.errors import Location, Problem, ValidationFailed
 from optkit.resolve.profiles import ModelProfile
@@ -39,15 +40,8 @@ def profile_from_hf_config(path: Path) -> ModelProfile:
 
 
 def _read_json(path: Path) -> tuple[str, dict]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ValidationFailed([Problem(Location(str(path)), f"cannot read: {exc.strerror}")]) from None
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as exc:
-        message = f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-        raise ValidationFailed([Problem(Location(str(path), exc.lineno), message)]) from None
+    text = read_text(path)
+    config, _ = load_json_text(text, str(path))
     if not isinstance(config, dict):
         raise ValidationFailed([Problem(Location(str(path), 1), "config.json must hold a JSON object")])
     return text, config

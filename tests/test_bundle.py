@@ -844,6 +844,49 @@ def test_apply_sh_refuses_another_version(flagship, tmp_path):
     assert proc.returncode == 1 and "is vllm-ascend 0.18.0, this bundle is for 0.23.0" in proc.stderr
 
 
+def _new_file_patch(n: int) -> str:
+    return f"--- /dev/null\n+++ b/vllm_ascend/injected{n}.py\n@@ -0,0 +1 @@\n+INJECTED = True\n"
+
+
+def _replace_patches(bundle: Path) -> None:  # each replaced by a patch that applies to any tree
+    for n, name in enumerate((bundle / "patches" / "series").read_text().split()):
+        (bundle / "patches" / name).write_text(_new_file_patch(n))
+
+
+def _drop_from_series(bundle: Path) -> None:
+    series = bundle / "patches" / "series"
+    first = series.read_text().split()[0]
+    series.write_text(f"{first}\n")
+    (bundle / "patches" / first).write_text(_new_file_patch(0))
+
+
+def _remove_patch(bundle: Path) -> None:
+    (bundle / "patches" / (bundle / "patches" / "series").read_text().split()[-1]).unlink()
+
+
+@pytest.mark.parametrize("damage, words", [
+    pytest.param(_replace_patches, "but the lock records", id="patch-bytes-changed"),
+    pytest.param(_drop_from_series, "patches/series does not list the lock's patches", id="series-edited"),
+    pytest.param(_remove_patch, "has sha256 missing, but the lock records", id="patch-missing"),
+])
+def test_apply_sh_checks_the_locks_hashes_before_applying(flagship, tmp_path, damage, words):
+    need("git")
+    from optkit.tree.inspect import tree_checksum
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(flagship, bundle)
+    damage(bundle)
+    tree = tmp_path / "tree"
+    (tree / "vllm_ascend").mkdir(parents=True)
+    (tree / "vllm_ascend" / "__init__.py").write_text("")
+    (tree / "vllm_ascend" / "_version.py").write_text("__version__ = version = '0.23.0'\n")
+    before = tree_checksum(tree)
+    for args in ([str(tree)], ["--revert", str(tree)]):
+        proc = subprocess.run(["bash", str(bundle / "apply.sh"), *args], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 1 and words in proc.stderr, proc.stdout + proc.stderr
+        assert "nothing changed" in proc.stderr and tree_checksum(tree) == before
+
+
 # --------------------------------------------------------------------------- CLI wiring
 
 

@@ -7,8 +7,11 @@ set); nothing here opens a tree or runs git.
 from __future__ import annotations
 
 import re
+from pathlib import PurePosixPath
 
 DEV_NULL = "/dev/null"
+RESERVED = (".optkit", ".git")
+"""Top-level directories of a tree that are never source: optkit's records and git's."""
 
 _DEP3_FIELD = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*):[ \t]*(?P<value>.*)$")
 _HUNK = re.compile(r"^@@ -\d+(?:,(?P<old>\d+))? \+\d+(?:,(?P<new>\d+))? @@")
@@ -89,3 +92,20 @@ def _strip_component(path: str) -> str:
     if path.startswith("/") or "/" not in path:
         return path
     return path.split("/", 1)[1]
+
+
+def path_problem(rel: str) -> str | None:
+    """Why ``rel`` cannot name a file of a source tree (absolute, ``..``, empty, reserved), or None.
+
+    What a path says by itself; ``optkit.tree.safety`` adds what the tree on disk says (symlinks).
+    """
+    path = PurePosixPath(rel)
+    if path.is_absolute() or rel.startswith("\\") or rel[1:2] == ":":
+        return "an absolute path"
+    if ".." in path.parts:
+        return "a '..' component leaves the tree"
+    if not path.parts:
+        return "an empty path"
+    if path.parts[0] in RESERVED:
+        return f"{path.parts[0]}/ is not part of the source"
+    return None

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from optkit.catalog.conditions import Condition, compile_condition
+from optkit.catalog.patchfile import path_problem
 from optkit.errors import ConditionError
 
 
@@ -45,7 +46,15 @@ def _check_specifier(text: str) -> str:
     return text
 
 
+def _check_tree_path(text: str) -> str:
+    problem = path_problem(text)
+    if problem is not None:
+        raise ValueError(f"{text!r} is not a file of the vllm-ascend tree: {problem}")
+    return text
+
+
 ConditionText = Annotated[str, AfterValidator(_check_condition)]
+TreeFile = Annotated[str, AfterValidator(_check_tree_path)]
 SpecifierText = Annotated[str, AfterValidator(_check_specifier)]
 RecipeId = Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
@@ -143,7 +152,7 @@ class Patch(_Strict):
     forwarded: str = Field("no", description="DEP-3 Forwarded: no, not-needed, or a URL.")
     applied_upstream: Optional[str] = Field(None, description="DEP-3 Applied-Upstream: version/commit, if landed.")
     last_update: _dt.date = Field(description="DEP-3 Last-Update (YYYY-MM-DD).")
-    targets: list[str] = Field(min_length=1, description="Tree files the patch touches (relative paths).")
+    targets: list[TreeFile] = Field(min_length=1, description="Tree files the patch touches (relative paths, inside the tree).")
     status: Literal["pending", "present"] = Field(
         "pending", description="'present' once the file exists; 'pending' marks a declared, unwritten patch.")
 

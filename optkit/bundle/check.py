@@ -26,11 +26,14 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Any, Iterator, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from optkit.bundle.launch import EXTRA_ARGS
 from optkit.errors import BundleError, OptkitError, did_you_mean
-from optkit.tree.patchset import LOCK_NAME, LOCK_VERSION
+from optkit.tree.patchset import LOCK_NAME, checked, lock_json
+from optkit.tree.schema import Lock
 
 PROBE_TIMEOUT = 600
 SCRIPT_TIMEOUT = 60
@@ -80,17 +83,44 @@ def check_bundle(bundle: Path, *, tree: Path | None = None, use_vllm: bool = Tru
     return BundleReport(bundle, checks)
 
 
+class _Env(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    name: str = Field(description="Variable name.")
+    value: str = Field(description="Value exported by env.sh.")
+    external: bool = Field(False, description="Defined outside vllm-ascend's envs.py.")
+
+
+class _Launch(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    argv: list[str] = Field(description="The vllm serve argv, as serve.sh runs it.")
+    argv_sources: list[str] = Field(description="Who put each argv word there (recipe ids, request, optkit).")
+    env: list[_Env] = Field(description="The variables env.sh exports.")
+    parameters: dict[str, str] = Field(description="serve.sh's parameters and their defaults.")
+    sources: dict[str, str] = Field(description="The recipe that set each launch setting.")
+    additional_config: dict[str, Any] = Field(description="The --additional-config fragment.")
+
+
+class _Versions(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    vllm_ascend: str = Field(description="The vllm-ascend version the bundle is for.")
+    vllm: str = Field(description="The vLLM version the bundle is for.")
+
+
+class _CheckedLock(BaseModel):
+    """What bundle check reads of the lock besides what apply reads (``optkit.tree.schema.Lock``)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    launch: _Launch = Field(description="The launch the bundle's scripts run.")
+    versions: _Versions = Field(description="The versions the bundle is for.")
+
+
 def read_lock(bundle: Path) -> dict:
     path = bundle / LOCK_NAME
-    try:
-        lock = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BundleError([f"{bundle} is not a bundle directory: it has no {LOCK_NAME}"]) from None
-    except (OSError, ValueError) as exc:
-        raise BundleError([f"{path}: not a readable optkit lock: {exc}"]) from None
-    if not isinstance(lock, dict) or lock.get("lock_version") != LOCK_VERSION or "argv" not in lock.get("launch", {}):
-        raise BundleError([f"{path}: not a lock this optkit writes (lock_version {LOCK_VERSION} with launch.argv); "
-                           "write the bundle again"])
+    if not path.is_file():
+        raise BundleError([f"{bundle} is not a bundle directory: it has no {LOCK_NAME}"])
+    lock, lines = lock_json(path)
+    for schema in (Lock, _CheckedLock):
+        checked(schema, lock, lines)
     return lock
 
 

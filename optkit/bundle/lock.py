@@ -8,7 +8,6 @@ recovers the request for ``--from-lock``, refused when the catalog or profiles h
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,8 @@ from optkit.catalog.schema import Recipe
 from optkit.resolve.plan import Plan, Workspace
 from optkit.resolve.report import facts_data, plan_data
 from optkit.resolve.request import Request
-from optkit.tree.patchset import LOCK_VERSION
+from optkit.tree.patchset import LOCK_VERSION, checked, lock_json
+from optkit.tree.schema import Lock
 
 
 def catalog_sha256(root: Path) -> str:
@@ -99,12 +99,8 @@ def pending_names(lock: dict) -> list[str]:
 def request_from_lock(lock_path: Path, workspace: Workspace) -> tuple[Request, dict]:
     """The Request a lock was written for, refused if the catalog changed since (else the bundle
     would differ); also the lock's ``bundle`` options."""
-    try:
-        lock = json.loads(Path(lock_path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BundleWriteError(f"{lock_path}: not a readable optkit lock: {exc}") from None
-    if not isinstance(lock, dict) or lock.get("lock_version") != LOCK_VERSION:
-        raise BundleWriteError(f"{lock_path}: not an optkit lock of lock_version {LOCK_VERSION}")
+    lock, lines = lock_json(Path(lock_path))  # the common JSON reader, lock_version checked
+    checked(Lock, lock, lines)  # its sections have their types (request, optkit and bundle are mappings)
     root = workspace.catalog.root
     for key, now in (("catalog_sha256", catalog_sha256(root)), ("profiles_sha256", profiles_sha256(root))):
         then = lock.get("optkit", {}).get(key)

@@ -21,6 +21,7 @@ from optkit.bundle.launch import Launch
 from optkit.bundle.lock import lock_data
 from optkit.bundle.readme import expected_data, readme_data
 from optkit.bundle.render import render
+from optkit.catalog.paths import file_in_the_way
 from optkit.resolve.plan import Plan, Workspace
 from optkit.resolve.report import dump_json
 from optkit.tree.patchset import LOCK_NAME
@@ -46,8 +47,12 @@ def write_bundle(plan: Plan, workspace: Workspace, out_dir: Path, *, k8s: bool =
     files = bundle_files(plan, workspace, k8s=k8s)
     out_dir = Path(out_dir).absolute()
     _check_target(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))
+    except OSError as exc:
+        raise BundleWriteError(f"cannot write the bundle to {out_dir}: {exc.strerror or exc}"
+                               f"{f' ({exc.filename})' if exc.filename else ''}; give a writable directory") from None
     try:
         for rel, data in files.items():
             path = staging / rel
@@ -56,6 +61,10 @@ def write_bundle(plan: Plan, workspace: Workspace, out_dir: Path, *, k8s: bool =
             path.chmod(EXECUTABLE if rel.endswith(".sh") and rel != "env.sh" else REGULAR)
         staging.chmod(0o755)
         _swap_into_place(staging, out_dir)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise BundleWriteError(f"cannot write the bundle to {out_dir}: {exc.strerror or exc}; nothing was "
+                               "written (a previous bundle there is unchanged)") from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -65,6 +74,9 @@ def write_bundle(plan: Plan, workspace: Workspace, out_dir: Path, *, k8s: bool =
 def _check_target(out_dir: Path) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise BundleWriteError(f"{out_dir} is a file; give a new or empty directory for the bundle")
+    blocking = file_in_the_way(out_dir)
+    if blocking is not None:
+        raise BundleWriteError(f"{out_dir} cannot be created: {blocking} is a file; give a directory elsewhere")
     if not out_dir.is_dir() or not any(out_dir.iterdir()):
         return
     if not (out_dir / LOCK_NAME).is_file():

@@ -887,6 +887,36 @@ def test_apply_sh_checks_the_locks_hashes_before_applying(flagship, tmp_path, da
         assert "nothing changed" in proc.stderr and tree_checksum(tree) == before
 
 
+def _unclosed_quote(bundle: Path, tree: Path) -> None:
+    serve = bundle / "serve.sh"
+    serve.write_text(serve.read_text().replace("exec vllm serve ", "exec vllm serve '", 1))
+
+
+@pytest.mark.parametrize("damage, words", [
+    pytest.param(lambda b, t: (b / "serve.sh").unlink(), "serve.sh: cannot read: No such file or directory",
+                 id="serve-sh-missing"),
+    pytest.param(lambda b, t: (b / "env.sh").write_bytes(b"export A=1\n\0"), "env.sh:2: holds binary data",
+                 id="env-sh-binary"),
+    pytest.param(_unclosed_quote, "serve.sh: No closing quotation", id="serve-sh-unclosed-quote"),
+    pytest.param(lambda b, t: (t / "vllm_ascend" / "envs.py").unlink(), "envs.py: cannot read it",
+                 id="tree-without-envs-py"),
+    pytest.param(lambda b, t: (t / "vllm_ascend" / "envs.py").write_text("def (\n"), "envs.py: not valid Python",
+                 id="envs-py-not-python"),
+])
+def test_bundle_check_refuses_damaged_files(flagship, tmp_path, damage, words):
+    """Each was an internal error (FileNotFoundError, ValueError from shlex, SyntaxError from ast)."""
+    bundle = tmp_path / "bundle"
+    shutil.copytree(flagship, bundle)
+    tree = tmp_path / "tree"
+    (tree / "vllm_ascend").mkdir(parents=True)
+    (tree / "vllm_ascend" / "__init__.py").write_text("")
+    (tree / "vllm_ascend" / "_version.py").write_text("__version__ = version = '0.23.0'\n")
+    (tree / "vllm_ascend" / "envs.py").write_text("env_variables = {}\n")
+    damage(bundle, tree)
+    result = CliRunner().invoke(cli, ["bundle", "check", str(bundle), "--no-vllm", "--tree", str(tree)])
+    assert result.exit_code == 1 and words in result.output, result.output
+
+
 # --------------------------------------------------------------------------- CLI wiring
 
 

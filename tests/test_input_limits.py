@@ -82,14 +82,8 @@ YAML_CASES = [
      "with base 10: 'abc') (quote it if it is meant as text)"),
     ("control-character", "a: b\x07\n", "f.yaml:1: invalid YAML: control characters are not allowed "
      "(character #x0007)"),
+    ("list-as-key", "? [a, b]\n: 1\n", "f.yaml:1: invalid YAML: found unhashable key"),
 ]
-
-
-@pytest.mark.parametrize("text, message", [c[1:] for c in YAML_CASES], ids=[c[0] for c in YAML_CASES])
-def test_yaml_limits(text, message):
-    with pytest.raises(ValidationFailed) as info:
-        load_yaml_text(text, "f.yaml")
-    assert str(info.value) == message
 
 
 @pytest.mark.parametrize("text, data", [
@@ -118,10 +112,14 @@ JSON_CASES = [
 ]
 
 
-@pytest.mark.parametrize("text, message", [c[1:] for c in JSON_CASES], ids=[c[0] for c in JSON_CASES])
-def test_json_limits(text, message):
+PARSER_CASES = [(f"yaml-{c[0]}", load_yaml_text, "f.yaml", *c[1:]) for c in YAML_CASES]
+PARSER_CASES += [(f"json-{c[0]}", load_json_text, "f.json", *c[1:]) for c in JSON_CASES]
+
+
+@pytest.mark.parametrize("load, name, text, message", [c[1:] for c in PARSER_CASES], ids=[c[0] for c in PARSER_CASES])
+def test_parser_limits(load, name, text, message):
     with pytest.raises(ValidationFailed) as info:
-        load_json_text(text, "f.json")
+        load(text, name)
     assert str(info.value) == message
 
 
@@ -171,6 +169,7 @@ REQUEST_CASES = [
     ("duplicate-key", "tp: 2\nmodel: qwen3.6-27b", "r.yaml:3: model: key 'model' appears twice, at lines 1 and 3 "
      "(keep one of them)"),
 ]
+HUGE = "9" * 5000
 
 
 @pytest.mark.parametrize("body, message", [c[1:] for c in REQUEST_CASES], ids=[c[0] for c in REQUEST_CASES])
@@ -205,3 +204,22 @@ def test_flags_have_the_request_files_ranges(flag, value, message):
     result = CliRunner().invoke(cli, ["plan", "qwen3.5-35b", flag, value])
     assert result.exit_code == 2
     assert f"Invalid value for '{flag}': {message}" in result.output
+
+
+def test_version_too_long_for_int_is_a_request_error(tmp_path):
+    """packaging raises ValueError (not InvalidVersion) when a number has more digits than int() takes."""
+    result = CliRunner().invoke(cli, ["plan", "qwen3.5-35b", "--vllm-ascend-version", f"0.{HUGE}"])
+    assert result.exit_code == 1 and f"--vllm-ascend-version '0.{HUGE}' is not a version" in result.output
+
+
+@pytest.mark.parametrize("old, new, message", [
+    pytest.param('vllm_ascend: ">=0.23.0,<0.24"', f'vllm_ascend: ">={HUGE}"',
+                 f"versions.vllm_ascend: '>={HUGE}' is not a PEP 440 version specifier", id="specifier"),
+    pytest.param('"parallel.tp == 2"', f'"parallel.tp == {HUGE}"',
+                 "a number of 5000 characters; no fact is that large", id="condition-number"),
+])
+def test_recipe_numbers_too_long_for_int(tmp_path, old, new, message):
+    from test_catalog_validation import VALID, errors_of, write_recipe
+
+    assert old in VALID
+    assert message in errors_of(write_recipe(tmp_path, VALID.replace(old, new)))

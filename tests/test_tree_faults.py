@@ -7,7 +7,6 @@ trees and bundles come from tests/tree_support.py.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import shutil
@@ -20,14 +19,13 @@ from click.testing import CliRunner
 
 from optkit.cli.main import cli
 from optkit.errors import OptkitError
-from optkit.tree import gitops, journal
 from optkit.tree.apply import apply, revert
 from optkit.tree.inspect import tree_checksum
 from optkit.tree.patchset import from_bundle
-from tree_support import MODULE, diff, dep3, make_bundle, make_tree, source_sums, three_patches
+from tree_support import (ROOT, FullDisk, dep3, diff, make_bundle, make_read_only, make_tree, source_sums,
+                          three_patches, undo_read_only)
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-ROOT = os.geteuid() == 0
 
 
 def run_cli(*args) -> tuple[int, str]:
@@ -115,6 +113,9 @@ STATE_CASES = [
     ("absolute-new-dir", lambda p: rewrite_json(p, lambda s: s.update(new_dirs=["/tmp"])),
      "new_dirs[0]: '/tmp' is not a file of the vllm-ascend tree: an absolute path"),
     ("unknown-key", lambda p: rewrite_json(p, lambda s: s.update(extra=1)), "extra: unknown field 'extra'"),
+    # well-formed, but it would make revert delete moe.py: the digest tells
+    ("edit-that-reads-well", lambda p: rewrite_json(p, lambda s: s["files"]["vllm_ascend/moe.py"].update(before=None)),
+     "digest: the record was changed after optkit wrote it: its digest does not match its content"),
     ("a-directory", lambda p: (p.unlink(), p.mkdir()), "state.json: cannot read: Is a directory"),
 ]
 
@@ -224,33 +225,13 @@ def test_revert_refuses_a_directory_turned_into_a_link_out_of_the_tree(tmp_path)
 # --------------------------------------------------------------------------- read-only trees
 
 
-def _make_read_only(path: Path) -> None:
-    """``path`` read-only: a read-only tmpfs holding a copy of it when root (root ignores modes), else chmod."""
-    if not ROOT:
-        for parent, dirs, files in os.walk(path):
-            for name in files:
-                os.chmod(Path(parent, name), 0o444)
-            os.chmod(parent, 0o555)
-        return
-    copy = path.with_name(path.name + ".src")
-    shutil.move(path, copy)
-    path.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(path)], capture_output=True).returncode:
-        pytest.skip("root, but cannot mount a read-only tmpfs here")
-    shutil.copytree(copy, path, dirs_exist_ok=True)
-    subprocess.run(["mount", "-o", "remount,ro", str(path)], check=True)
-
-
 @pytest.fixture
 def read_only_tree(tmp_path):
     tree = make_tree(tmp_path / "tree")
-    _make_read_only(tree)
+    if not make_read_only(tree):
+        pytest.skip("cannot make a read-only directory here (root, but no tmpfs mount)")
     yield tree
-    if ROOT:
-        subprocess.run(["umount", str(tree)], capture_output=True)
-    else:
-        for parent, dirs, files in os.walk(tree):
-            os.chmod(parent, 0o755)
+    undo_read_only(tree)
 
 
 def test_read_only_tree_is_refused_before_anything(read_only_tree, tmp_path):
@@ -265,53 +246,23 @@ def test_read_only_tree_is_refused_before_anything(read_only_tree, tmp_path):
     assert run_cli("status", "--tree", read_only_tree)[0] == 0
 
 
-def test_read_only_target_file_is_refused(setup):
+@pytest.mark.parametrize("rel, mode, words", [
+    pytest.param("vllm_ascend/rope.py", 0o444, "vllm_ascend/rope.py: the file is read-only", id="file"),
+    pytest.param("vllm_ascend", 0o555, "vllm_ascend/: the directory is not writable", id="directory"),
+])
+def test_read_only_target_is_refused_even_for_root(setup, rel, mode, words):
     tree, bundle = setup
-    (tree / "vllm_ascend" / "rope.py").chmod(0o444)
+    (tree / rel).chmod(mode)
     pristine = tree_checksum(tree)
-    code, output = run_cli("apply", bundle, "--tree", tree)
-    assert code == 1 and f"{tree / 'vllm_ascend' / 'rope.py'}: the file is read-only" in output, output
+    try:
+        code, output = run_cli("apply", bundle, "--tree", tree)
+    finally:
+        (tree / rel).chmod(0o755 if mode == 0o555 else 0o644)
+    assert code == 1 and f"{tree}/{words}" in output, output
     assert tree_checksum(tree) == pristine and not (tree / ".optkit").exists()
 
 
 # --------------------------------------------------------------------------- a full disk
-
-
-class FullDisk:
-    """From the n-th write of apply on, every write fails with ENOSPC (the disk stays full).
-
-    Writes are optkit's backup copies and JSON records and git's patching of the tree; renames
-    and deletions need no space and keep working, as on a real full disk.
-    """
-
-    def __init__(self, monkeypatch, tree: Path, n: int):
-        self.n, self.count = n, 0
-        copy, write_json, git_apply = journal._copy_synced, journal._write_json, gitops.git_apply
-
-        def copy_synced(src, dst):
-            self.write()
-            return copy(src, dst)
-
-        def write_record(path, data):
-            self.write()
-            return write_json(path, data)
-
-        def patch(cwd, data, *flags):
-            if cwd == tree and not flags and self.full():
-                return "error: unable to write file: No space left on device"
-            return git_apply(cwd, data, *flags)
-
-        monkeypatch.setattr(journal, "_copy_synced", copy_synced)
-        monkeypatch.setattr(journal, "_write_json", write_record)
-        monkeypatch.setattr(gitops, "git_apply", patch)
-
-    def full(self) -> bool:
-        self.count += 1
-        return self.count >= self.n
-
-    def write(self) -> None:
-        if self.full():
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def test_disk_full_at_every_write_leaves_the_tree_pristine(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""Fake vllm-ascend trees and bundles for the tree tests (tests/test_apply.py, tests/test_tree_faults.py).
+"""Fake vllm-ascend trees and bundles, and the faults injected into them, for the tree tests.
 
 Trees are small fake vllm-ascend trees built in a tmp dir (plain, as an sdist unpacks, and as
 real `git init` checkouts); patches are unified diffs with DEP-3 headers written here; bundles
@@ -8,11 +8,15 @@ follow the bundle/lock contract (optkit.lock.json + patches/series).
 from __future__ import annotations
 
 import difflib
+import errno
 import hashlib
 import json
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
+from optkit.tree import gitops, journal
 from optkit.tree.inspect import tree_checksum
 
 REPO = Path(__file__).resolve().parents[1]
@@ -91,3 +95,73 @@ def three_patches() -> list[tuple]:
 def source_sums(root: Path) -> dict[str, str]:
     """tree_checksum without optkit's own records."""
     return {k: v for k, v in tree_checksum(root).items() if not k.startswith(".optkit/")}
+
+
+ROOT = os.geteuid() == 0
+
+
+class FullDisk:
+    """From the n-th write of an apply on, every write fails with ENOSPC (the disk stays full).
+
+    Writes are optkit's backup copies and JSON records and git's patching of ``tree`` (resolved);
+    renames and deletions need no space and keep working, as on a real full disk.
+    """
+
+    def __init__(self, monkeypatch, tree: Path, n: int):
+        self.n, self.count = n, 0
+        copy, write_json, git_apply = journal._copy_synced, journal._write_json, gitops.git_apply
+
+        def copy_synced(src, dst):
+            self.write()
+            return copy(src, dst)
+
+        def write_record(path, data):
+            self.write()
+            return write_json(path, data)
+
+        def patch(cwd, data, *flags):
+            if cwd == tree and not flags and self.full():
+                return "error: unable to write file: No space left on device"
+            return git_apply(cwd, data, *flags)
+
+        monkeypatch.setattr(journal, "_copy_synced", copy_synced)
+        monkeypatch.setattr(journal, "_write_json", write_record)
+        monkeypatch.setattr(gitops, "git_apply", patch)
+
+    def full(self) -> bool:
+        self.count += 1
+        return self.count >= self.n
+
+    def write(self) -> None:
+        if self.full():
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def make_read_only(path: Path) -> bool:
+    """Make the directory ``path`` read-only; False if this machine cannot.
+
+    As root (whom modes do not stop) ``path`` becomes a read-only tmpfs holding a copy of it
+    (``undo_read_only`` unmounts it); otherwise every file and directory loses its write bits.
+    """
+    if not ROOT:
+        for parent, dirs, files in os.walk(path):
+            for name in files:
+                os.chmod(Path(parent, name), 0o444)
+            os.chmod(parent, 0o555)
+        return True
+    copy = path.with_name(path.name + ".src")
+    shutil.move(path, copy)
+    path.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(path)], capture_output=True).returncode:
+        return False
+    shutil.copytree(copy, path, dirs_exist_ok=True, symlinks=True)
+    subprocess.run(["mount", "-o", "remount,ro", str(path)], check=True)
+    return True
+
+
+def undo_read_only(path: Path) -> None:
+    if ROOT:
+        subprocess.run(["umount", str(path)], capture_output=True)
+        return
+    for parent, _, _ in os.walk(path):
+        os.chmod(parent, 0o755)

@@ -31,7 +31,8 @@ from typing import Any, Iterator, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from optkit.bundle.launch import EXTRA_ARGS
-from optkit.errors import BundleError, OptkitError, did_you_mean
+from optkit.catalog.textfile import read_text
+from optkit.errors import BundleError, OptkitError, ValidationFailed, did_you_mean
 from optkit.tree.patchset import LOCK_NAME, checked, lock_json
 from optkit.tree.schema import Lock
 
@@ -87,6 +88,7 @@ class _Env(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
     name: str = Field(description="Variable name.")
     value: str = Field(description="Value exported by env.sh.")
+    recipe: str = Field(description="The recipe that sets it.")
     external: bool = Field(False, description="Defined outside vllm-ascend's envs.py.")
 
 
@@ -154,10 +156,17 @@ def serve_sh_argv(text: str) -> list[str]:
         command.append(line[:-1] if line.endswith("\\") else line)
         if not line.endswith("\\"):
             break
-    words = shlex.split(" ".join(command))
-    if words[-1] != shlex.split(EXTRA_ARGS)[0]:
+    words = _words(" ".join(command), "serve.sh")
+    if not words or words[-1] != shlex.split(EXTRA_ARGS)[0]:
         raise BundleError(["serve.sh's vllm serve command does not end with the extra arguments; write the bundle again"])
     return words[1:-1]
+
+
+def _words(text: str, script: str, comments: bool = False) -> list[str]:
+    try:
+        return shlex.split(text, comments=comments)
+    except ValueError as exc:  # an unclosed quote
+        raise BundleError([f"{script}: {exc} in {text[:80]!r}; the bundle was edited: write it again"]) from None
 
 
 def env_sh_exports(text: str) -> list[tuple[str, str]]:
@@ -165,19 +174,27 @@ def env_sh_exports(text: str) -> list[tuple[str, str]]:
     out = []
     for line in text.splitlines():
         if line.startswith("export "):
-            name, _, value = shlex.split(line, comments=True)[1].partition("=")
+            words = _words(line, "env.sh", comments=True)
+            name, _, value = (words[1] if len(words) > 1 else "").partition("=")
             out.append((name, value))
     return out
+
+
+def _script_text(path: Path) -> str:
+    try:
+        return read_text(path)
+    except ValidationFailed as exc:
+        raise BundleError([f"{p}; write the bundle again" for p in exc.problems]) from None
 
 
 def check_launch(bundle: Path, lock: dict) -> Check:
     launch = lock["launch"]
     problems = []
-    argv = serve_sh_argv((bundle / "serve.sh").read_text(encoding="utf-8"))
+    argv = serve_sh_argv(_script_text(bundle / "serve.sh"))
     if argv != launch["argv"]:
         problems.append(f"optkit: serve.sh runs {shlex.join(argv)!r}, but the lock's launch.argv is "
                         f"{shlex.join(launch['argv'])!r}; the bundle was edited: write it again")
-    exports = env_sh_exports((bundle / "env.sh").read_text(encoding="utf-8"))
+    exports = env_sh_exports(_script_text(bundle / "env.sh"))
     wanted = [(e["name"], e["value"]) for e in launch["env"]]
     if exports != wanted:
         problems.append(f"optkit: env.sh exports {exports}, but the lock's launch.env is {wanted}; write the bundle again")
@@ -290,7 +307,7 @@ def config_keys(root: Path) -> ConfigKeys:
     for path in sorted((root / "vllm_ascend").rglob("*.py")):
         text = path.read_text(encoding="utf-8", errors="replace")
         if "additional_config" in text:
-            _collect_keys(ast.parse(text, str(path)), keys)
+            _collect_keys(_parse_python(path, text), keys)
     return keys
 
 
@@ -354,10 +371,21 @@ def _defaults_keys(cls: ast.ClassDef) -> set[str]:
     return set()
 
 
+def _parse_python(path: Path, text: str) -> ast.Module:
+    try:
+        return ast.parse(text, str(path))
+    except (SyntaxError, ValueError) as exc:  # ValueError: a NUL byte in the source
+        raise BundleError([f"{path}: not valid Python ({exc}); a patch or an edit broke it"]) from None
+
+
 def env_names(root: Path) -> set[str]:
     """Keys of the ``env_variables`` dict in the tree's ``vllm_ascend/envs.py``."""
     path = root / "vllm_ascend" / "envs.py"
-    module = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise BundleError([f"{path}: cannot read it ({exc.strerror}); is this a vllm-ascend tree?"]) from None
+    module = _parse_python(path, text)
     for node in module.body:
         target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
         if _name_of(target) == "env_variables" and isinstance(node.value, ast.Dict):

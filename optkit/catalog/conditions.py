@@ -23,8 +23,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
+from optkit.catalog.textfile import MAX_INT_DIGITS
 from optkit.errors import ConditionError, InternalError, did_you_mean
 from optkit.catalog.factspec import FACTS, FactSpec
 
@@ -260,6 +261,8 @@ class _Parser:
     def parse_operand(self) -> Node:
         token = self.take()
         if token.kind == "num":
+            if len(token.text) > MAX_INT_DIGITS:
+                raise self.error(f"a number of {len(token.text)} characters; no fact is that large", token)
             value = float(token.text) if "." in token.text else int(token.text)
             return Literal("float" if isinstance(value, float) else "int", value)
         if token.kind == "str":
@@ -345,7 +348,7 @@ class _Parser:
     def version_literal(self, node: Literal, token: Token) -> Literal:
         try:
             return Literal("version", Version(str(node.value)))
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number too long for int()
             raise self.error(f"{node.value!r} is not a version", token,
                              "write a PEP 440 version such as '0.26.0'") from None
 

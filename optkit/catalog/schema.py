@@ -37,11 +37,11 @@ def _check_condition(text: str) -> str:
 
 
 def _check_specifier(text: str) -> str:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # only validating needs it
+    from packaging.specifiers import SpecifierSet  # only validating needs it
 
     try:
-        SpecifierSet(text)
-    except InvalidSpecifier:
+        SpecifierSet(text).contains("0", prereleases=True)  # parses every version in it, not only the syntax
+    except ValueError:  # InvalidSpecifier, or a number too long for int()
         raise ValueError(f"{text!r} is not a PEP 440 version specifier (e.g. '>=0.23.0,<0.26')") from None
     return text
 

@@ -87,9 +87,11 @@ class _Walk:
     def mapping(self, node: yaml.MappingNode, path: PathKey) -> None:
         first_line: dict[tuple, int] = {}
         for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue  # a list or mapping as a key: the constructor refuses it ("unhashable key"), at its line
             key, line = key_node.value, key_node.start_mark.line + 1
             self.lines[path + (key,)] = line
-            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != _MERGE:
+            if key_node.tag != _MERGE:
                 if (key_node.tag, key) in first_line:
                     self.duplicates.append(Problem(
                         Location(self.file, line, dotted(path + (key,))),

@@ -62,11 +62,11 @@ def check_paths(root: Path, patches: list[PatchSpec]) -> None:
 
 def check_writable(root: Path, files: list[str]) -> None:
     """The tree root (for ``.optkit/``), every target file and the directory it is written in must
-    be writable: git replaces the files, and a rollback must be able to put them back. A file
-    without its owner's write bit is refused even when the user (root) could write it anyway."""
+    be writable: git replaces the files, and a rollback must be able to put them back. A file or
+    directory without its owner's write bit is refused even when the user (root) could write it."""
     folders = dict.fromkeys([root] + [_folder_of(root / rel) for rel in files])
-    problems = [f"  - {d}/: the directory is not writable" for d in folders if not os.access(d, os.W_OK | os.X_OK)]
-    problems += [f"  - {root / rel}: the file is read-only" for rel in files if _read_only(root / rel)]
+    problems = [f"  - {d}/: the directory is not writable" for d in folders if _read_only(d)]
+    problems += [f"  - {root / rel}: the file is read-only" for rel in files if (root / rel).is_file() and _read_only(root / rel)]
     if problems:
         raise TreeError(f"cannot patch {root}: optkit must write these and may not:\n" + "\n".join(problems)
                         + "\nmake them writable (chmod u+w), or patch a writable copy "
@@ -82,7 +82,7 @@ def _folder_of(path: Path) -> Path:
 
 
 def _read_only(path: Path) -> bool:
-    return path.is_file() and not (path.stat().st_mode & stat.S_IWUSR and os.access(path, os.W_OK))
+    return not (path.stat().st_mode & stat.S_IWUSR and os.access(path, os.W_OK))
 
 
 def check_committed(root: Path, files: list[str]) -> None:

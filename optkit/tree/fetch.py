@@ -104,7 +104,7 @@ def _why(exc: OSError) -> str:
 def _normalize_version(version: str) -> str:
     try:
         return str(Version(str(version).strip()))
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number too long for int()
         raise TreeError(
             f"invalid version {version!r}: give a release version such as 0.23.0 or "
             "0.23.0.post1 (see `pip index versions vllm-ascend`)"

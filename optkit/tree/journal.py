@@ -15,7 +15,8 @@ alone, so a restore that is itself interrupted can simply run again. A restore m
 copy into place (a rename: it needs no free space, so a full disk never strands a half-patched
 tree), falling back to a copy only across file systems. ``state.json`` and ``journal.json`` are
 read through their schemas (``optkit.tree.schema``); a damaged one is a ``TreeError`` naming the
-field, and every path either names is a tree path, never one outside.
+field (or, for a well-formed record changed by hand, its ``digest``), and every path either names
+is a tree path, never one outside.
 
 Testing hook: ``OPTKIT_FAULT_AFTER=n`` makes the apply kill its own process with SIGKILL right
 after the n-th patch is applied and recorded in the journal, so fault tests can check recovery.
@@ -237,9 +238,12 @@ def _read(path: Path, model):
 
 
 def _write_json(path: Path, data: dict) -> None:
+    """Write a record atomically, with its ``digest`` (so that a record changed by hand is refused)."""
+    from optkit.tree.schema import digest
+
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        f.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        f.write(json.dumps({**data, "digest": digest(data)}, indent=2, sort_keys=True) + "\n")
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

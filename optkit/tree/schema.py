@@ -6,6 +6,8 @@
 - ``TreeState``: ``<tree>/.optkit/state.json``, written by a successful apply.
 - ``Journal``: ``<tree>/.optkit/journal.json``, present only while an apply runs.
 
+Both records carry a ``digest`` of their content, so that an edit which still reads well is refused too.
+
 ``read`` is ``optkit.catalog.jsonio.load_json`` + ``optkit.catalog.loader.parse_model``: a hand
 edit or damage is a ``ValidationFailed`` naming ``file:line: field.path: what is wrong``. Every
 path a state or journal names is checked as a tree path, since a revert writes and deletes it.
@@ -13,6 +15,8 @@ path a state or journal names is checked as a tree path, since a revert writes a
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, TypeVar
 
@@ -21,6 +25,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 from optkit.catalog.jsonio import load_json
 from optkit.catalog.loader import parse_model
 from optkit.catalog.schema import RecipeId, SpecifierText, TreeFile
+from optkit.errors import Problem, ValidationFailed
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -114,6 +119,7 @@ class StateFile(_Strict):
 
 class TreeState(_Strict):
     state_version: Literal[1] = Field(description="Version of the state format.")
+    digest: Optional[Sha256] = Field(None, description="sha256 of the rest of the record (see ``digest``).")
     vllm_ascend: str = Field(description="The tree's version when the patches were applied.")
     patches: list[StatePatch] = Field(description="The bundle's patches, in apply order.")
     files: dict[TreePath, StateFile] = Field(description="Every file the patches touch.")
@@ -122,6 +128,7 @@ class TreeState(_Strict):
 
 class Journal(_Strict):
     state: Literal["applying"] = Field(description="The only state a journal has: an apply is running.")
+    digest: Optional[Sha256] = Field(None, description="sha256 of the rest of the record (see ``digest``).")
     pid: int = Field(description="Process id of the apply.")
     backup: dict[TreePath, Optional[Sha256]] = Field(description="sha256 of each target before (null: absent).")
     new_dirs: list[TreePath] = Field(description="Directories the apply may create.")
@@ -130,6 +137,20 @@ class Journal(_Strict):
 
 
 def read(path: Path, model: type[T]) -> T:
-    """The JSON file ``path`` validated as ``model``; ``ValidationFailed`` (file:line: field) otherwise."""
+    """The JSON file ``path`` validated as ``model``; ``ValidationFailed`` (file:line: field) otherwise.
+
+    A record with a ``digest`` must still have it: a record that reads well but was changed by hand
+    (``"before": null`` where a file existed) would make a revert delete or rewrite the wrong files.
+    """
     data, lines = load_json(path)
-    return parse_model(model, data, lines)
+    record = parse_model(model, data, lines)
+    stored = getattr(record, "digest", None)
+    if stored is not None and stored != digest({k: v for k, v in data.items() if k != "digest"}):
+        raise ValidationFailed([Problem(lines.location(("digest",)), "the record was changed after optkit wrote "
+                                        "it: its digest does not match its content")])
+    return record
+
+
+def digest(record: dict) -> str:
+    """sha256 of a record's canonical JSON (sorted keys, no spaces), without its ``digest``."""
+    return hashlib.sha256(json.dumps(record, sort_keys=True, separators=(",", ":")).encode()).hexdigest()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,17 @@ def _serious(line: str) -> bool:
 
 
 needs_patches = pytest.mark.skipif(not recipes_with_patches(), reason="no recipe has written patches yet")
+
+
+def release_trees() -> dict[str, Path]:
+    """Every release optkit has data for, fetched (in parallel) and cached: version → pristine tree."""
+    return dict(_release_trees())
+
+
+@lru_cache(maxsize=None)
+def _release_trees() -> tuple[tuple[str, Path], ...]:
+    from optkit.tree.fetch import fetch_many
+    from optkit.versions.releases import known_versions
+
+    versions = [str(v) for v in known_versions()]
+    return tuple((v, r.path) for v, r in zip(versions, fetch_many(versions)))

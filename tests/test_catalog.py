@@ -59,8 +59,10 @@ def test_provenance_and_verification_are_stated(recipe_id):
         assert recipe.verification.needs_npu
 
 
+@pytest.mark.tree
 def test_generated_docs_are_current():
-    """docs/catalog.md and the example bundle in docs/example-bundle/ match the current catalog."""
+    """docs/catalog.md, docs/compat.md (from every release's real tree), docs/versions.md's tables and the
+    example bundle in docs/example-bundle/ match the current catalog and release data."""
     from optkit.cli.docs import generated_docs
 
     assert generated_docs(project_root(), check=True) == [], "run `optkit docs` and commit"

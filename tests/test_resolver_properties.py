@@ -12,6 +12,7 @@ from optkit.errors import PlanImpossible
 from optkit.resolve.facts import compute_facts
 from optkit.resolve.plan import load_workspace
 from optkit.resolve.request import Request
+from optkit.versions.onrelease import declared_verdicts
 from optkit.resolve.resolver import _SOFT, Status, _Classifier, _holds, resolve
 from optkit.catalog.schema import Recipe
 
@@ -26,6 +27,10 @@ BASE = {
 }
 
 
+UPSTREAM = {"versions": ">=0.23", "status": "upstream", "msg": "already there",
+            "probe": [{"file": "vllm_ascend/x.py", "present": ["x"]}]}
+
+
 @st.composite
 def catalogs(draw):
     n = draw(st.integers(1, 7))
@@ -36,7 +41,7 @@ def catalogs(draw):
         others = st.sampled_from(ids)
         data = dict(BASE, id=rid, versions={"vllm_ascend": draw(st.sampled_from([">=0.23", ">=0.23", "<0.20"]))})
         if draw(st.integers(0, 5)) == 0:
-            data["upstream_in"] = ">=0.23"
+            data["releases"] = [UPSTREAM]
         data["preconditions"] = [{"when": draw(cond), "msg": "pre"} for _ in range(draw(st.integers(0, 1)))]
         data["effective_when"] = [{"when": draw(cond), "msg": "eff"} for _ in range(draw(st.integers(0, 1)))]
         data["requires"] = [{"recipe": draw(others), "msg": "req", "when": draw(st.sampled_from([None, TRUE, FALSE]))}
@@ -68,7 +73,8 @@ def brute_force(catalog, with_ids, without_ids):
     for r in catalog:
         if r.implied_by and r.id not in forced and _holds(r.implied_by, FACTS):
             forced[r.id] = "implied"
-    classify = _Classifier(FACTS, set(without_ids), forced, _no_baseline)
+    classify = _Classifier(FACTS, set(without_ids), forced, _no_baseline,
+                           verdicts=declared_verdicts(catalog, FACTS["versions.vllm_ascend"]))
     d = {r.id: classify(r) for r in catalog}
     upstream = {rid for rid, x in d.items() if x.status is Status.upstream}
     ids = sorted(catalog.recipes)
@@ -113,6 +119,6 @@ def test_plan_is_valid_and_optimal(case):
 def test_upstream_requirement_is_met_without_selecting():
     base = dict(BASE, versions={"vllm_ascend": ">=0.23"})
     a = Recipe.model_validate(dict(base, id="a", requires=[{"recipe": "b", "msg": "needs b"}]))
-    b = Recipe.model_validate(dict(base, id="b", upstream_in=">=0.23"))
+    b = Recipe.model_validate(dict(base, id="b", releases=[UPSTREAM]))
     result = resolve(Catalog(Path("."), {"a": a, "b": b}), FACTS, [], [], _no_baseline)
     assert result.selected == ["a"] and result.upstream == ["b"]

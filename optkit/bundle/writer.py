@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from optkit.bundle import BundleWriteError, scripts
-from optkit.bundle.k8s import deployment_data
+from optkit.bundle.k8s import K8sOptions, deployment_data, service_data
 from optkit.bundle.launch import Launch
 from optkit.bundle.lock import lock_data
 from optkit.bundle.readme import expected_data, readme_data
@@ -31,14 +31,14 @@ REGULAR = 0o644
 CONTEXT = {
     "env.sh": scripts.env_data, "serve.sh": scripts.serve_data, "preflight.sh": scripts.preflight_data,
     "apply.sh": scripts.apply_data, "build-kernels.sh": scripts.build_kernels_data, "bench.sh": scripts.bench_data,
-    "README.md": readme_data, "k8s/deployment.yaml": deployment_data,
+    "README.md": readme_data, "k8s/deployment.yaml": deployment_data, "k8s/service.yaml": service_data,
 }
 """Every templated file of a bundle (``templates/<path>.j2``) and the function ``(launch, lock) -> data``
 that computes what its template is given."""
 _TOP_LEVEL = {LOCK_NAME, "expected.json", "patches"} | {rel.split("/")[0] for rel in CONTEXT}
 
 
-def write_bundle(plan: Plan, workspace: Workspace, out_dir: Path, *, k8s: bool = False) -> list[Path]:
+def write_bundle(plan: Plan, workspace: Workspace, out_dir: Path, *, k8s: bool | K8sOptions = False) -> list[Path]:
     """Write the bundle of ``plan`` to ``out_dir`` all at once; return the files written.
 
     ``out_dir`` must be absent, empty, or a previous bundle (it has ``optkit.lock.json`` and
@@ -105,16 +105,19 @@ def _swap_into_place(staging: Path, out_dir: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def bundle_files(plan: Plan, workspace: Workspace, *, k8s: bool = False) -> dict[str, bytes]:
-    """Every file of the bundle, by relative path (pure: nothing is read but the catalog and the templates)."""
+def bundle_files(plan: Plan, workspace: Workspace, *, k8s: bool | K8sOptions = False) -> dict[str, bytes]:
+    """Every file of the bundle, by relative path (pure: nothing is read but the catalog and the templates).
+    ``k8s``: also the manifests, with these options (True: the defaults)."""
     launch = Launch(plan, workspace)
-    lock = lock_data(plan, workspace, launch, k8s=k8s)
+    options = K8sOptions() if k8s is True else (k8s or None)
+    lock = lock_data(plan, workspace, launch, k8s=options)
     texts = {
         LOCK_NAME: dump_json(lock),
         "expected.json": dump_json(expected_data(plan, workspace)),
         "patches/series": "".join(p["name"] + "\n" for p in lock["patches"]),
     }
-    written = {"build-kernels.sh": bool(launch.kernels), "k8s/deployment.yaml": k8s}
+    written = {"build-kernels.sh": bool(launch.kernels), "k8s/deployment.yaml": bool(options),
+               "k8s/service.yaml": bool(options)}
     texts.update({rel: render(f"{rel}.j2", **data(launch, lock)) for rel, data in CONTEXT.items() if written.get(rel, True)})
     files = {rel: text.encode("utf-8") for rel, text in texts.items()}
     for entry in lock["patches"]:

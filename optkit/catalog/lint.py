@@ -15,21 +15,30 @@ from optkit.catalog.loader import Catalog, load_catalog
 from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
 from optkit.catalog.factspec import FACTS
 from optkit.catalog.patchfile import path_problem, patch_paths
-from optkit.catalog.schema import VERIFICATION_ORDER, Recipe, Verification
+from optkit.catalog.schema import VERIFICATION_ORDER, Recipe, Verification, compiled
 
 _TEMPLATE = re.compile(r"\$\{([^}]*)\}")
+PROFILE_NAME_FACTS = ("model.id", "model.family")
+"""Facts that name a profile, not an architecture: a rule on them skips a user's checkpoint of the
+same architecture (derived from its config.json, family 'custom'), so conditions may not read them."""
 
 
 def lint(root: Path | None = None) -> list[Problem]:
-    """Every problem in the catalog under ``root`` (default: the shipped one), sorted."""
+    """Every problem in the catalog under ``root`` (default: the shipped one), sorted.
+
+    ``root`` is a catalog root (it has ``recipes/``), or a folder of recipe folders as ``--catalog``
+    takes it, audited layered over the shipped catalog (its links may name shipped recipes).
+    """
+    layered = root is not None and not (Path(root) / "recipes").is_dir()
     try:
-        catalog = load_catalog(root)
+        catalog = load_catalog(None, [root]) if layered else load_catalog(root)
     except ValidationFailed as exc:
         return exc.problems
     problems: list[Problem] = []
     from optkit.catalog.kernels import lint_kernels
 
-    for check in (_links, _templates, _patches, _kernels, _verification, _settings, _cycles, lint_kernels):
+    for check in (_links, _templates, _profile_names, _patches, _kernels, _verification, _settings, _cycles,
+                  lint_kernels):
         problems.extend(check(catalog))
     return sorted(problems, key=lambda p: (p.location.file, p.location.line or 0, p.message))
 
@@ -71,6 +80,29 @@ def _templates(catalog: Catalog) -> list[Problem]:
                 if name not in FACTS:
                     out.append(Problem(catalog.location(recipe.id, (field,)), f"unknown fact ${{{name}}}",
                                        did_you_mean(name, FACTS)))
+    return out
+
+
+def conditions(recipe: Recipe):
+    """``(field path, condition text)`` of every condition in ``recipe``."""
+    if recipe.implied_by:
+        yield ("implied_by",), recipe.implied_by
+    for field in ("preconditions", "effective_when", "requires", "conflicts", "risks"):
+        for index, entry in enumerate(getattr(recipe, field)):
+            if entry.when:
+                yield (field, index, "when"), entry.when
+
+
+def _profile_names(catalog: Catalog) -> list[Problem]:
+    out = []
+    for recipe in catalog:
+        for path, text in conditions(recipe):
+            named = [n for n in compiled(text).fact_names() if n in PROFILE_NAME_FACTS]
+            if named:
+                out.append(Problem(catalog.location(recipe.id, path),
+                                   f"condition reads {', '.join(named)}, a profile's name, not its architecture",
+                                   "key the rule on the facts that cause it (model.hf_model_type, "
+                                   "model.text_model_type, model.gdn_layers, model.is_moe, model.mtp_head, …)"))
     return out
 
 

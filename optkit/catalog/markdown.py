@@ -57,8 +57,7 @@ def recipe_markdown(catalog: Catalog, recipe_id: str) -> str:
              f"- Seed map: {p.seed_map}; upstream in 0.23.0: **{p.upstream.status.value}**"
              + (f" (since {p.upstream.since})" if p.upstream.since else ""),
              f"- Evidence: {_one_line(p.upstream.evidence)}",
-             f"- Versions: vllm-ascend `{r.versions.vllm_ascend}`, vLLM `{r.versions.vllm}`"
-             + (f"; already upstream in `{r.upstream_in}`" if r.upstream_in else ""),
+             f"- Versions: vllm-ascend `{r.versions.vllm_ascend}`, vLLM `{r.versions.vllm}`",
              f"- Verification: **{r.verification.level.value}**"
              + ("; needs an NPU for full verification" if r.verification.needs_npu else "")
              + (f" — {_one_line(r.verification.notes)}" if r.verification.notes else ""), ""]
@@ -72,6 +71,10 @@ def recipe_markdown(catalog: Catalog, recipe_id: str) -> str:
         lines += ["**Patches**", ""]
         lines += [f"- `{pt.file}` ({pt.status}) → {', '.join(f'`{t}`' for t in pt.targets)} — {_one_line(pt.description)}"
                   for pt in r.patches] + [""]
+    if r.releases:
+        lines += ["**Per release** (probed on every release by `optkit tree inspect`; see docs/versions.md)", ""]
+        lines += [f"- `{e.versions}`: **{e.status}** — {_one_line(e.msg)}"
+                  + (f"; patches: {', '.join(f'`{f}`' for f in e.patches)}" if e.patches else "") for e in r.releases] + [""]
     if r.kernels:
         lines += ["**Kernels**: " + ", ".join(f"`kernels/{k}`" for k in r.kernels), ""]
     if r.gains:

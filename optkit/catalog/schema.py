@@ -53,9 +53,18 @@ def _check_tree_path(text: str) -> str:
     return text
 
 
+def _check_regex(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise ValueError(f"{text!r} is not a regular expression: {exc}") from None
+    return text
+
+
 ConditionText = Annotated[str, AfterValidator(_check_condition)]
 TreeFile = Annotated[str, AfterValidator(_check_tree_path)]
 SpecifierText = Annotated[str, AfterValidator(_check_specifier)]
+RegexText = Annotated[str, AfterValidator(_check_regex)]
 RecipeId = Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
@@ -112,6 +121,42 @@ class Provenance(_Strict):
     article: ArticleRef = Field(description="Where the article describes it.")
     seed_map: str = Field(description="Section of the seed map (research/seed-map-0.23.0.md), e.g. 'B.7'.")
     upstream: Upstream = Field(description="Upstream status, with evidence from the real tree.")
+
+
+class Probe(_Strict):
+    """A machine-checked marker on a source tree: a file (or glob) and what must or must not be in it."""
+
+    file: str = Field(pattern=r"^[A-Za-z0-9_.*/-]+$",
+                      description="Path relative to the tree root, or a glob such as vllm_ascend/**/*.py.")
+    present: list[RegexText] = Field(default_factory=list, description="Regexes that must each match the file(s).")
+    absent: list[RegexText] = Field(default_factory=list, description="Regexes none of which may match (no file matches none).")
+    exists: Optional[bool] = Field(None, description="true: the file must exist; false: it must not (unset: either).")
+
+    @model_validator(mode="after")
+    def _checks_something(self) -> "Probe":
+        if not self.present and not self.absent and self.exists is None:
+            raise ValueError("a probe needs 'present', 'absent' or 'exists'")
+        return self
+
+
+ReleaseStatus = Literal["new", "partly-upstream", "upstream", "superseded", "broken", "absent"]
+"""What a release range has of the recipe's change: not upstream (new, partly-upstream), already
+there (upstream), the code it changes replaced (superseded), machinery it calls removed (broken),
+the code it changes not there yet (absent)."""
+
+
+class ReleaseRange(_Strict):
+    """The recipe on a range of vllm-ascend releases: its upstream status there (proven by probes)
+    and the patch set written for that range."""
+
+    versions: SpecifierText = Field(description="The releases this entry covers (PEP 440, pre-releases included).")
+    status: ReleaseStatus = Field(description="Upstream status on these releases.")
+    msg: str = Field(min_length=4, description="What these releases have or lack, in words (shown in plans).")
+    evidence: str = Field("", description="PRs, release notes, file:line in the trees.")
+    patches: list[str] = Field(default_factory=list, description="Patch files (declared in 'patches') written for these releases.")
+    adds: list[str] = Field(default_factory=list, description="Knobs the patch set adds ('env:NAME', 'additional_config:a.b').")
+    knob: Optional[str] = Field(None, description="Upstream: the knob the upstream form needs, if any (shown in plans).")
+    probe: list[Probe] = Field(min_length=1, description="Markers that hold on every tree of this range (all of them).")
 
 
 class Versions(_Strict):
@@ -209,8 +254,8 @@ class Recipe(_Strict):
     kind: Kind = Field(description="What it changes.")
     provenance: Provenance = Field(description="Article passage, seed-map section and upstream status.")
     versions: Versions = Field(description="Versions the recipe applies to.")
-    upstream_in: Optional[SpecifierText] = Field(
-        None, description="vllm-ascend versions where the change is already upstream (recipe is then a no-op).")
+    releases: list[ReleaseRange] = Field(
+        default_factory=list, description="Per release range: upstream status (with probes) and the patch set for it.")
     implied_by: Optional[ConditionText] = Field(
         None, description="Selected whenever this holds: the request itself asks for it (e.g. spec.mtp).")
     preconditions: list[Rule] = Field(default_factory=list, description="Must hold for correctness.")
@@ -227,6 +272,9 @@ class Recipe(_Strict):
     gains: list[Gain] = Field(default_factory=list, description="Reported gains (and regressions).")
     risks: list[Risk] = Field(default_factory=list, description="What can go wrong.")
     verification: VerificationInfo = Field(description="How far it has been verified.")
+    replaces_shipped: bool = Field(
+        False, description="In a catalog given with --catalog: true to replace the shipped recipe of the same id "
+        "(without it, reusing a shipped id is an error).")
 
     @model_validator(mode="after")
     def _unless_only_on_conflicts(self) -> "Recipe":
@@ -234,6 +282,25 @@ class Recipe(_Strict):
             if link.unless:
                 raise ValueError(f"requires[{index}].unless: 'unless' is only meaningful on conflicts")
         return self
+
+    @model_validator(mode="after")
+    def _release_patches_declared(self) -> "Recipe":
+        declared = [p.file for p in self.patches]
+        owners: dict[str, int] = {}
+        for index, entry in enumerate(self.releases):
+            for name in entry.patches:
+                if name not in declared:
+                    raise ValueError(f"releases[{index}].patches: {name!r} is not declared in 'patches'")
+                if name in owners:
+                    raise ValueError(f"releases[{index}].patches: {name!r} is already in releases[{owners[name]}]")
+                owners[name] = index
+        return self
+
+    def patch_versions(self, file: str) -> str:
+        """The releases a patch file was written for (its release entry's range; the recipe's own
+        range when the recipe declares no release entries)."""
+        entry = next((e for e in self.releases if file in e.patches), None)
+        return entry.versions if entry else self.versions.vllm_ascend
 
     @model_validator(mode="after")
     def _kind_matches_content(self) -> "Recipe":

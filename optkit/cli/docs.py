@@ -1,12 +1,54 @@
 """What ``optkit docs`` writes and checks: each stage's generated pages, gathered in one place.
 
-``docs/catalog.md`` (from the catalog) and ``docs/example-bundle/`` (the flagship plan's bundle,
-with ``--k8s``). ``optkit docs --check`` lists the files that differ from what would be written.
+``docs/catalog.md`` (from the catalog), ``docs/example-bundle/`` (the flagship plan's bundle, with
+``--k8s``), ``docs/compat.md`` (the compatibility matrix over every known release, from the real
+trees: fetched and cached on first use), the generated blocks of ``docs/versions.md``, and the
+figures inside hand-written pages: a region ``<!-- optkit:NAME -->…<!-- /optkit:NAME -->`` of any
+``docs/*.md`` is rewritten with ``SNIPPETS[NAME]`` of the example bundle, so a count in prose
+cannot go stale. ``optkit docs --check`` lists the files that differ from what would be written.
 """
 
 from __future__ import annotations
 
+import json
+import re
+
 from optkit.catalog.markdown import catalog_markdown
+
+_REGION = re.compile(r"(<!-- optkit:([a-z-]+) -->)(.*?)(<!-- /optkit:\2 -->)", re.S)
+
+
+def _lock(files: dict[str, bytes]) -> dict:
+    return json.loads(files["optkit.lock.json"])
+
+
+def _patch_count(files: dict[str, bytes]) -> str:
+    lock = _lock(files)
+    targets = {t for p in lock["patches"] for t in p["targets"]}
+    recipes = {p["recipe"] for p in lock["patches"]}
+    return f"{len(lock['patches'])} patches of {len(recipes)} recipes, touching {len(targets)} files"
+
+
+def _series_state(files: dict[str, bytes]) -> str:
+    lock = _lock(files)
+    pending = len(lock["pending_patches"])
+    state = f"{len(lock['patches'])} patches in the series"
+    return state + (f", {pending} still pending" if pending else ", none pending")
+
+
+SNIPPETS = {"flagship-patches": _patch_count, "flagship-series": _series_state}
+"""Figures that hand-written docs quote, computed from the example bundle's files."""
+
+
+def _filled(text: str, files: dict[str, bytes]) -> str:
+    def fill(match: re.Match) -> str:
+        if match.group(2) not in SNIPPETS:
+            from optkit.errors import OptkitError
+
+            raise OptkitError(f"docs: unknown generated figure optkit:{match.group(2)}; known: {', '.join(SNIPPETS)}")
+        return match.group(1) + SNIPPETS[match.group(2)](files) + match.group(4)
+
+    return _REGION.sub(fill, text)
 
 
 EXAMPLE_REQUEST = {"model": "qwen3.5-35b", "target": "910c", "mtp": True}
@@ -22,12 +64,26 @@ def _example_bundle_files(root) -> dict[str, bytes]:
     return bundle_files(plan(Request(**EXAMPLE_REQUEST), workspace), workspace, k8s=True)
 
 
+def _versions_docs(root, catalog) -> dict[str, bytes]:
+    """docs/compat.md, and docs/versions.md with its generated blocks filled."""
+    from optkit.versions.compat import release_matrix
+    from optkit.versions.markdown import compat_markdown, fill_blocks, moves_table, probes_table, releases_table
+
+    text = (root / "docs" / "versions.md").read_text(encoding="utf-8")
+    blocks = {"releases": releases_table(), "moves": moves_table(), "probes": probes_table(catalog)}
+    return {"docs/compat.md": compat_markdown(release_matrix(catalog)).encode("utf-8"),
+            "docs/versions.md": fill_blocks(text, blocks).encode("utf-8")}
+
+
 def generated_docs(root, check: bool = False) -> list[str]:
     """The generated doc files (relative paths) — with ``check``, only those that are stale."""
     from optkit.catalog.loader import load_catalog
 
-    wanted = {"docs/catalog.md": catalog_markdown(load_catalog(root)).encode("utf-8")}
-    wanted.update({f"{EXAMPLE_DIR}/{name}": data for name, data in _example_bundle_files(root).items()})
+    catalog = load_catalog(root)
+    wanted = {"docs/catalog.md": catalog_markdown(catalog).encode("utf-8"), **_versions_docs(root, catalog)}
+    example = _example_bundle_files(root)
+    wanted.update({f"{EXAMPLE_DIR}/{name}": data for name, data in example.items()})
+    wanted.update(_pages_with_figures(root, example))
     if not check:
         return sorted(wanted)
     present = {p.relative_to(root).as_posix() for p in (root / EXAMPLE_DIR).rglob("*") if p.is_file()}
@@ -36,20 +92,37 @@ def generated_docs(root, check: bool = False) -> list[str]:
     return sorted(stale)
 
 
+def _pages_with_figures(root, example: dict[str, bytes]) -> dict[str, bytes]:
+    """Every ``docs/*.md`` with a generated region, as it should read."""
+    out = {}
+    for page in sorted((root / "docs").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        if _REGION.search(text):
+            out[page.relative_to(root).as_posix()] = _filled(text, example).encode("utf-8")
+    return out
+
+
 def write_docs(root) -> list[str]:
     """Write docs/catalog.md and the example bundle (the flagship request, with --k8s)."""
     import shutil
 
     from optkit.catalog.loader import load_catalog
 
-    (root / "docs" / "catalog.md").write_text(catalog_markdown(load_catalog(root)), encoding="utf-8")
+    catalog = load_catalog(root)
+    (root / "docs" / "catalog.md").write_text(catalog_markdown(catalog), encoding="utf-8")
+    for rel, data in _versions_docs(root, catalog).items():
+        (root / rel).write_bytes(data)
     example = root / EXAMPLE_DIR
     if example.exists():
         shutil.rmtree(example)
-    for name, data in _example_bundle_files(root).items():
+    files = _example_bundle_files(root)
+    pages = _pages_with_figures(root, files)
+    for rel, data in pages.items():
+        (root / rel).write_bytes(data)
+    for name, data in files.items():
         path = example / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
         if name.endswith(".sh"):
             path.chmod(0o755)
-    return ["docs/catalog.md", EXAMPLE_DIR + "/"]
+    return ["docs/catalog.md", "docs/compat.md", "docs/versions.md", EXAMPLE_DIR + "/", *pages]

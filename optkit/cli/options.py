@@ -46,25 +46,46 @@ _OPTIONS = [
     (("--async-scheduling/--no-async-scheduling",), "async_scheduling", dict(default=None, help="Async scheduling (default on, as in vLLM 0.23.0).")),
     (("--mtp/--no-mtp",), "mtp", dict(default=None, help="MTP speculative decoding.")),
     (("--num-speculative-tokens", "-k"), "num_speculative_tokens", dict(type=int, help="k with --mtp (default 4).")),
-    (("--vllm-ascend-version",), "vllm_ascend_version", dict(help="vllm-ascend version (default 0.23.0).")),
-    (("--vllm-version",), "vllm_version", dict(help="vLLM version (default: the one vllm-ascend pins).")),
+    (("--vllm-ascend-version",), "vllm_ascend_version", dict(help="vllm-ascend release (default 0.23.0; see `optkit versions list`).")),
+    (("--vllm-version",), "vllm_version", dict(help="vLLM version (default: the one the vllm-ascend release pairs with).")),
+    (("--tree",), "tree", dict(type=click.Path(exists=True, file_okay=False, path_type=Path),
+                               help="Plan for this vllm-ascend tree: its version, knobs and upstream probes (probes beat the version).")),
     (("--dtype",), "dtype", dict(type=click.Choice(["bfloat16", "float16", "float32"]), help="Serving dtype (default bfloat16).")),
     (("--quantized/--no-quantized",), "quantized", dict(default=None, help="Quantized weights.")),
     (("--enforce-eager/--no-enforce-eager",), "enforce_eager", dict(default=None, help="No graphs.")),
     (("--lora/--no-lora",), "lora", dict(default=None, help="LoRA adapters enabled.")),
     (("--model-config",), "model_config", dict(type=click.Path(dir_okay=True, path_type=Path), help="HF config.json of your own checkpoint (instead of MODEL).")),
+    (("--model-id",), "model_id", dict(help="With --model-config: the model's HF repo id or path (when config.json has no _name_or_path).")),
     (("--with", "with_"), "with", dict(multiple=True, callback=_ids, help="Force a recipe in (repeatable, or comma-separated).")),
     (("--without",), "without", dict(multiple=True, callback=_ids, help="Leave a recipe out (repeatable, or comma-separated).")),
 ]
 
 
-def request_options(func):
-    """Decorate a command with MODEL, --request FILE and every request flag."""
+def catalog_option(func):
+    """``--catalog DIR`` (repeatable): recipe folders layered over the shipped catalog, after the
+    ones in ``$OPTKIT_CATALOG_PATH``."""
+    return click.option("--catalog", "catalogs", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+                        help="A folder of your own recipe folders, layered over the shipped catalog (repeatable; "
+                             "also OPTKIT_CATALOG_PATH, separated like PATH).")(func)
+
+
+def catalog_dirs(catalogs) -> list[Path]:
+    """``$OPTKIT_CATALOG_PATH`` then the ``--catalog`` folders."""
+    from optkit.catalog.paths import catalog_path
+
+    return catalog_path(catalogs)
+
+
+def request_options(func=None, *, model_argument: bool = True):
+    """Decorate a command with MODEL (unless ``model_argument`` is false), --request FILE and every
+    request flag."""
+    if func is None:
+        return lambda f: request_options(f, model_argument=model_argument)
     for decls, _, kwargs in reversed(_OPTIONS):
         func = click.option(*decls, **kwargs)(func)
     func = click.option("--request", "request_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                         help="YAML request file; flags given on the command line override it.")(func)
-    return click.argument("model", required=False)(func)
+    return click.argument("model", required=False)(func) if model_argument else func
 
 
 def build_request(model: str | None, request_file: Path | None, params: dict):

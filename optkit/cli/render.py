@@ -13,7 +13,8 @@ def _not_selected_order() -> list:
     from optkit.resolve.resolver import Status
 
     return [Status.upstream, Status.objective, Status.no_effect, Status.regresses, Status.needs_opt_in,
-            Status.unavailable, Status.excluded, Status.user_excluded, Status.not_applicable]
+            Status.unavailable, Status.no_patch, Status.knob_missing, Status.superseded, Status.broken,
+            Status.absent, Status.excluded, Status.user_excluded, Status.not_applicable]
 
 
 def _console():
@@ -29,15 +30,16 @@ def plan_report(plan: Plan, catalog, verbose: bool = False) -> None:
 
     console = _console()
     r = plan.request
+    where = f", tree {plan.release.tree}" if plan.release is not None and plan.release.tree else ""
     console.print(f"[bold]optkit plan[/bold]: {plan.model.id} on {plan.target.id} "
-                  f"(TP{r.tp} DP{r.dp}, {r.dtype}, vllm-ascend {plan.facts['versions.vllm_ascend']}, "
+                  f"(TP{r.tp} DP{r.dp}, {r.dtype}, vllm-ascend {plan.facts['versions.vllm_ascend']}{where}, "
                   f"MTP {'k=' + str(r.k) if r.mtp else 'off'}, concurrency {','.join(map(str, r.concurrency))})")
     table = Table(title="Selected recipes (dependency order)", show_lines=False)
     for col in ("recipe", "kind", "why", "verification"):
         table.add_column(col, overflow="fold")
     for rid in plan.selected:
         d, recipe = plan.resolution.decisions[rid], catalog[rid]
-        why = d.reason + (f" — {'; '.join(d.chain)}" if d.chain else "")
+        why = d.reason + (f" — {'; '.join(d.chain)}" if d.chain else "") + "".join(f" [{n}]" for n in d.notes)
         table.add_row(rid, recipe.kind.value, why, recipe.verification.level.value)
     console.print(table)
     rest = Table(title="Not selected", show_lines=False)
@@ -47,7 +49,8 @@ def plan_report(plan: Plan, catalog, verbose: bool = False) -> None:
         for rid, d in sorted(plan.resolution.decisions.items()):
             if d.status is status and (verbose or status is not Status.not_applicable):
                 facts = ", ".join(f"{k} = {v}" for k, v in d.facts.items())
-                rest.add_row(rid, status.value, d.reason + (f" [{facts}]" if facts else ""))
+                rest.add_row(rid, status.value, d.reason + (f" [{facts}]" if facts else "")
+                             + "".join(f" [{n}]" for n in d.notes))
     console.print(rest)
     from optkit.resolve.plan import count_by_status
 
@@ -66,6 +69,8 @@ def _estimates(console, plan: Plan) -> None:
         else:
             console.print(f"  c{e.concurrency}: {e.baseline_ms} ms baseline − {e.saved_ms:.2f} ms ≈ "
                           f"{e.estimate_ms:.2f} ms ({e.basis})")
+        if e.note:
+            console.print(f"    {e.note}")
 
 
 def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> None:
@@ -82,6 +87,8 @@ def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> None:
             console.print(f"  fact: {name} = {value}")
         for link in d.chain:
             console.print(f"  {link}")
+        for note in d.notes:
+            console.print(f"  on this release: {note}")
         if d.forced:
             console.print(f"  forced: {d.forced}")
         if d.benefit is not None and not d.reason.startswith("expected gain"):
@@ -104,3 +111,27 @@ def recipes_table(catalog) -> None:
 
 def text(lines: list[str]) -> None:
     _console().print("\n".join(lines), markup=False)
+
+
+def compat_tables(matrix) -> None:
+    """optkit compat: patches × releases and knobs × releases, marks as in docs/compat.md."""
+    from rich.table import Table
+
+    from optkit.versions.markdown import KNOB_MARK, PATCH_MARK
+
+    console = _console()
+    cells = {(c.recipe, c.patch, c.version): c for c in matrix.patches}
+    table = Table(title="patches × releases (✓ clean, ✓~ offset, F fuzz, ✗ conflict, – target missing, U upstream, S superseded)")
+    for col in ("recipe", "patch", *matrix.versions):
+        table.add_column(col, overflow="fold")
+    for recipe, patch in sorted({(c.recipe, c.patch) for c in matrix.patches}):
+        table.add_row(recipe, patch.removesuffix(".patch"), *(PATCH_MARK[cells[(recipe, patch, v)].result] for v in matrix.versions))
+    console.print(table)
+    knobs = {(c.knob, c.version): c for c in matrix.knobs}
+    table = Table(title="knobs × releases (✓ present, + added by patch, → renamed/moved, ✗ removed, R rejected, I ignored)")
+    for col in ("knob", *matrix.versions):
+        table.add_column(col, overflow="fold")
+    for knob in sorted({c.knob for c in matrix.knobs}):
+        table.add_row(knob, *(KNOB_MARK[knobs[(knob, v)].state] for v in matrix.versions))
+    console.print(table)
+    console.print("details: optkit compat --json, or docs/compat.md")

@@ -12,7 +12,7 @@ from typing import Any
 
 from optkit.catalog.loader import Catalog, load_catalog
 from optkit.catalog.paths import project_root
-from optkit.errors import OptkitError
+from optkit.errors import OptkitError, RequestError
 from optkit.resolve.facts import Facts, compute_facts
 from optkit.resolve.objective import Baseline, find_baseline, load_baselines
 from optkit.resolve.profiles import ModelProfile, Target, find_model, find_target, load_models, load_targets
@@ -34,9 +34,10 @@ class Workspace:
     unavailable: dict[str, str] = field(default_factory=dict)
 
 
-def load_workspace(root: Path | None = None) -> Workspace:
+def load_workspace(root: Path | None = None, catalogs=()) -> Workspace:
+    """The shipped data under ``root``, with the recipe folders ``catalogs`` (``--catalog``) layered over it."""
     root = root or project_root()
-    catalog = load_catalog(root)
+    catalog = load_catalog(root, catalogs)
     return Workspace(root, catalog, load_models(root / "models"), load_targets(root / "targets"),
                      load_baselines(root), unavailable_recipes(catalog))
 
@@ -76,11 +77,15 @@ class Setting:
 
 @dataclass
 class Estimate:
+    """The TPOT estimate at one concurrency, and in words what it counts and what it leaves out."""
+
     concurrency: int
     baseline_ms: float | None
     saved_ms: float
     estimate_ms: float | None
     basis: str
+    left_out_ms: float = 0.0  # savings of regression fixes: they count for selection, not here
+    note: str = ""
 
 
 @dataclass
@@ -97,6 +102,8 @@ class Plan:
     serve_args: list[Setting] = field(default_factory=list)
     config_sources: dict[str, str] = field(default_factory=dict)  # "additional_config.a.b" → recipe
     estimates: list[Estimate] = field(default_factory=list)
+    release: Any = None  # optkit.versions.onrelease.ReleaseView: the release (or tree) planned for
+    verdicts: dict[str, Any] = field(default_factory=dict)  # recipe → optkit.versions.onrelease.Verdict
 
     @property
     def selected(self) -> list[str]:
@@ -146,58 +153,132 @@ def resolve_model(workspace: Workspace, request: Request) -> ModelProfile:
     if request.model_config_path:
         from optkit.resolve.hf_config import profile_from_hf_config
 
-        return profile_from_hf_config(Path(request.model_config_path))
+        return profile_from_hf_config(Path(request.model_config_path), request.model_id)
+    if request.model_id:
+        raise RequestError("--model-id names a checkpoint given with --model-config; a catalog model "
+                           f"({request.model or 'MODEL'}) has its own id")
     if not request.model:
         raise OptkitError("name a model (e.g. qwen3.5-35b) or give --model-config config.json")
     return find_model(workspace.models, request.model)
 
 
 def plan(request: Request, workspace: Workspace | None = None) -> Plan:
-    """Resolve ``request`` against the catalog and collect the launch settings of the result."""
+    """Resolve ``request`` against the catalog on its release (or ``--tree``) and collect the launch
+    settings of the result, each knob in the form that release reads."""
+    from optkit.resolve.facts import ascend_version
+    from optkit.versions.onrelease import release_view, verdict
+
     ws = workspace or load_workspace()
     model = resolve_model(ws, request)
     target = find_target(ws.targets, request.target)
-    facts = compute_facts(request, model, target)
+    tree = Path(request.tree) if request.tree else None
+    release = release_view(ascend_version(request), tree, ws.catalog)
+    facts = compute_facts(request, model, target, release)
+    verdicts = {r.id: verdict(r, release) for r in ws.catalog}
 
-    def baseline_for(c: int) -> Baseline | None:
-        return find_baseline(ws.baselines, model.id, target.id, c)
+    def baseline_for(c: int) -> Baseline | None:  # the article's baselines belong to catalog profiles only
+        return find_baseline(ws.baselines, model.id, target.id, c) if model.source == "catalog" else None
 
     resolution = resolve(ws.catalog, facts, request.with_recipes, request.without_recipes, baseline_for,
-                         ws.unavailable)
-    result = Plan(request, model, target, facts, resolution)
+                         ws.unavailable, verdicts)
+    result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts)
     for rid in resolution.selected:
-        _collect(result, ws.catalog[rid], facts)
+        _collect(result, ws.catalog[rid], facts, verdicts[rid])
     result.estimates = _estimates(result, baseline_for)
     return result
 
 
-def _collect(result: Plan, recipe, facts: Facts) -> None:
+def _collect(result: Plan, recipe, facts: Facts, verdict) -> None:
+    """Merge the recipe's settings into the plan, each knob as the release reads it (``verdict``)."""
     sources = result.config_sources
+    emitted = {k.knob: k for k in verdict.knobs}
+    additional = substitute(recipe.additional_config, facts)
     for env in recipe.env:
-        if not env.build_time:
-            value = str(substitute(env.value, facts))
-            clash = next((s for s in result.env if s.key == env.name and s.value != value), None)
-            if clash:
-                raise ConflictingSettings(f"env {env.name}: {clash.recipe} sets {clash.value!r} but {recipe.id} sets {value!r}")
-            result.env.append(Setting(env.name, value, recipe.id))
-    merge_into(result.additional_config, substitute(recipe.additional_config, facts), recipe.id, sources, "additional_config")
+        if env.build_time:
+            continue
+        value = str(substitute(env.value, facts))
+        knob = emitted.get(f"env:{env.name}")
+        if knob is not None and not knob.emitted.startswith("env:"):
+            _set_path(additional, knob.emitted.split(":", 1)[1], _convert(value, knob.convert))
+            continue
+        name = knob.emitted.split(":", 1)[1] if knob is not None else env.name
+        clash = next((s for s in result.env if s.key == name and s.value != value), None)
+        if clash:
+            raise ConflictingSettings(f"env {name}: {clash.recipe} sets {clash.value!r} but {recipe.id} sets {value!r}")
+        result.env.append(Setting(name, value, recipe.id))
+    for knob in verdict.knobs:
+        if knob.knob.startswith("additional_config:") and knob.emitted != knob.knob:
+            old = knob.knob.split(":", 1)[1]
+            _set_path(additional, knob.emitted.split(":", 1)[1], _pop_path(additional, old))
+    merge_into(result.additional_config, additional, recipe.id, sources, "additional_config")
     merge_into(result.compilation_config, substitute(recipe.compilation_config, facts), recipe.id, sources, "compilation_config")
     merge_into(result.speculative_config, substitute(recipe.speculative_config, facts), recipe.id, sources, "speculative_config")
     result.serve_args.extend(Setting(arg, None, recipe.id) for arg in recipe.serve_args)
 
 
+def _convert(value: str, how: str) -> Any:
+    """An env var's string as the config key that replaced it takes it."""
+    if how == "int":
+        return int(value)
+    if how == "bool":
+        return value.strip().lower() in ("1", "true", "yes")
+    return value
+
+
+def _set_path(fragment: dict, dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    for key in parents:
+        fragment = fragment.setdefault(key, {})
+    fragment[last] = value
+
+
+def _pop_path(fragment: dict, dotted: str) -> Any:
+    *parents, last = dotted.split(".")
+    chain = [fragment]
+    for key in parents:
+        chain.append(chain[-1][key])
+    value = chain[-1].pop(last)
+    for key, parent in zip(reversed(parents), reversed(chain[:-1])):
+        if not parent[key]:
+            del parent[key]
+    return value
+
+
 def _estimates(result: Plan, baseline_for) -> list[Estimate]:
     out = []
     for c in result.facts["workload.concurrency"]:
-        saved = sum(result.resolution.decisions[r].benefit.estimate_ms.get(c, 0.0)
-                    for r in result.selected if result.resolution.decisions[r].benefit)
+        benefits = {r: result.resolution.decisions[r].benefit for r in result.selected}
+        saved = sum(b.estimate_ms.get(c, 0.0) for b in benefits.values() if b)
+        fixes = {r: b.per_concurrency[c] - b.estimate_ms[c] for r, b in benefits.items()
+                 if b and c in b.estimate_ms and b.per_concurrency.get(c) and b.per_concurrency[c] != b.estimate_ms[c]}
+        note = _left_out_note(c, fixes)
         base = baseline_for(c)
         if base is None:
-            out.append(Estimate(c, None, saved, None, "no published baseline for this concurrency"))
+            out.append(Estimate(c, None, saved, None, _no_baseline(result, c), sum(fixes.values()), note))
         else:
             out.append(Estimate(c, base.tpot_ms, saved, max(base.tpot_ms - saved, 0.0),
-                                f"article baseline {base.tpot_ms} ms ({base.derivation})"))
+                                f"article baseline {base.tpot_ms} ms ({base.derivation})", sum(fixes.values()), note))
     return out
+
+
+def _left_out_note(c: int, fixes: dict[str, float]) -> str:
+    if not fixes:
+        return ""
+    named = ", ".join(f"{rid} {ms:.3g} ms" for rid, ms in sorted(fixes.items()))
+    return (f"c{c} leaves out {sum(fixes.values()):.3g} ms of regression fixes ({named}): their 'before' is a "
+            "broken setup (e.g. MTP with vLLM's default capture sizes), so the saving is what the fix restores, "
+            "not a gain over a working baseline; they count for choosing recipes, not in the estimate")
+
+
+def _no_baseline(result: Plan, c: int) -> str:
+    """What 'no published baseline' means for the estimate at concurrency ``c``."""
+    if result.model.source == "config.json":
+        whose = (f"the article publishes TPOT baselines for its own deployment only, none for {result.model.id} "
+                 "(a profile derived from config.json)")
+    else:
+        whose = f"the article publishes no c{c} TPOT baseline for {result.model.id} on {result.target.id}"
+    return (f"no published baseline: {whose}; gains reported in % cannot be turned into ms, so the saving above "
+            "counts only gains reported in ms or µs per step, and no TPOT is estimated")
 
 
 def count_by_status(result: Plan) -> dict[str, int]:

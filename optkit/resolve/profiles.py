@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 from pydantic import (
     BaseModel,
@@ -41,7 +41,9 @@ class ModelProfile(BaseModel):
 
     id: str = Field(pattern=NAME_PATTERN, description="Catalog id, lowercase, e.g. 'qwen3.5-35b-a3b'.")
     aliases: list[Name] = Field(default_factory=list, description="Other accepted names (lowercase).")
-    hf_id: str = Field(default="", description="Hugging Face repo id, e.g. 'Qwen/Qwen3.5-35B-A3B'; '' if unknown.")
+    hf_id: str = Field(
+        default="", description="What `vllm serve` loads: the Hugging Face repo id (e.g. 'Qwen/Qwen3.5-35B-A3B') "
+        "or, for a profile derived from config.json, the name given with --model-id or in the config.")
     hf_model_type: str = Field(description="Top-level `model_type` of config.json, e.g. 'qwen3_5_moe'.")
     text_model_type: str = Field(
         description="`model_type` of the language model (text_config); equals hf_model_type for text-only configs."
@@ -60,7 +62,9 @@ class ModelProfile(BaseModel):
     num_experts: int = Field(ge=0, description="Routed experts per MoE layer; 0 for dense models.")
     experts_per_token: int = Field(ge=0, description="Routed experts each token activates (top-k); 0 for dense.")
     shared_experts: bool = Field(description="True if each MoE layer also has an always-on shared expert.")
-    mtp_layers: int = Field(ge=0, description="Multi-token-prediction layers (`mtp_num_hidden_layers`); 0 if none.")
+    mtp_layers: Optional[int] = Field(
+        ge=0, description="Multi-token-prediction layers the checkpoint ships, counted as vLLM counts them "
+        "(`mtp_num_hidden_layers`, `num_nextn_predict_layers`); 0 if none; null if config.json cannot tell.")
     is_vl: bool = Field(description="Config carries `vision_config` (makes vllm-ascend's is_vl_model() True).")
     dtype: str = Field(description="Checkpoint dtype (`torch_dtype`/`dtype`), e.g. 'bfloat16'; 'unknown' if unset.")
     source: Literal["catalog", "config.json"] = Field(
@@ -111,6 +115,7 @@ class ModelProfile(BaseModel):
             "model.id": self.id,
             "model.family": self.family,
             "model.hf_model_type": self.hf_model_type,
+            "model.text_model_type": self.text_model_type,
             "model.architecture": self.architecture,
             "model.num_layers": self.num_layers,
             "model.gdn_layers": self.gdn_layers,
@@ -120,10 +125,17 @@ class ModelProfile(BaseModel):
             "model.is_moe": self.is_moe,
             "model.num_experts": self.num_experts,
             "model.moe.shared_experts": self.shared_experts,
-            "model.mtp_layers": self.mtp_layers,
+            "model.mtp_head": mtp_head(self.mtp_layers),
             "model.is_vl": self.is_vl,
             "model.dtype": self.dtype,
         }
+
+
+def mtp_head(mtp_layers: int | None) -> str:
+    """The ``model.mtp_head`` fact: 'present', 'absent', or 'unknown' (config.json cannot tell)."""
+    if mtp_layers is None:
+        return "unknown"
+    return "present" if mtp_layers > 0 else "absent"
 
 
 class TargetVariant(BaseModel):

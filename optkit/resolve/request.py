@@ -15,7 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from optkit.catalog.yamlio import load_yaml
 
-DEFAULT_VLLM_FOR_ASCEND = {"0.18": "0.18.0", "0.23": "0.23.0", "0.26": "0.26.0"}
+DEFAULT_VLLM_ASCEND = "0.23.0"
 MAX_PARALLEL = 1024
 """Largest TP or DP size accepted (a 910C SuperPoD has 384 cards, 768 dies)."""
 MAX_CONCURRENCY = 65536
@@ -38,14 +38,6 @@ def _bounded(low: int, high: int) -> Any:
     return Annotated[int, Field(ge=low, le=high), BeforeValidator(check)]
 
 
-def parse_levels(text: str) -> list[int]:
-    """Concurrency levels written as ``1,4,8`` (the one grammar of the flag and the request file)."""
-    parts = [part.strip() for part in text.split(",")]
-    if not all(part.isdigit() and part.isascii() and len(part) <= 20 for part in parts if part) or not any(parts):
-        raise ValueError(f"{text!r}: give comma-separated integers, e.g. 1,4,8")
-    return [int(part) for part in parts if part]
-
-
 class Request(BaseModel):
     """Everything a plan depends on besides the catalog."""
 
@@ -55,6 +47,9 @@ class Request(BaseModel):
     model: Optional[str] = Field(None, description="Model id or alias from models/ (or use model_config).")
     model_config_path: Optional[str] = Field(
         None, alias="model_config", description="Path to a Hugging Face config.json for a user checkpoint.")
+    model_id: Optional[str] = Field(
+        None, min_length=1, description="With model_config: the model's name (HF repo id or the path vllm "
+        "serve loads; also the served name), when config.json has no _name_or_path.")
     target: str = Field("910c", description="Target id or alias from targets/.")
     variant: Optional[str] = Field(None, description="Hardware variant of the target (e.g. 752t, 560t).")
     tp: _bounded(1, MAX_PARALLEL) = Field(2, description="Tensor-parallel size (910C: one card = two dies = TP2).")
@@ -74,8 +69,10 @@ class Request(BaseModel):
     async_scheduling: bool = Field(True, description="Async scheduling (vLLM 0.23.0 turns it on by default).")
     mtp: bool = Field(False, description="MTP speculative decoding.")
     num_speculative_tokens: Optional[_bounded(1, 16)] = Field(None, description="k; default 4 with MTP.")
-    vllm_ascend_version: str = Field("0.23.0", description="vllm-ascend version on the host.")
-    vllm_version: Optional[str] = Field(None, description="vLLM version; default: the one vllm-ascend pins.")
+    vllm_ascend_version: Optional[str] = Field(
+        None, description="vllm-ascend release on the host (default 0.23.0, or the version of --tree).")
+    vllm_version: Optional[str] = Field(None, description="vLLM version; default: the one the vllm-ascend release pairs with.")
+    tree: Optional[str] = Field(None, description="A vllm-ascend source tree to plan for: knobs and probes read from it.")
     dtype: Literal["bfloat16", "float16", "float32"] = Field("bfloat16", description="Serving dtype.")
     quantized: bool = Field(False, description="Quantized weights (w8a8 etc.).")
     enforce_eager: bool = Field(False, description="Run without graphs (--enforce-eager).")
@@ -85,7 +82,8 @@ class Request(BaseModel):
 
     @field_validator("concurrency", mode="before")
     @classmethod
-    def _levels(cls, value: Any) -> Any:
+    def _comma_separated(cls, value: Any) -> Any:
+        """``1,4,8`` as the command line takes it, or one level alone, besides a list."""
         if isinstance(value, bool):
             raise ValueError(f"expected levels such as [1, 4, 8], one level, or '1,4,8', got {str(value).lower()}")
         if isinstance(value, str):
@@ -101,6 +99,15 @@ class Request(BaseModel):
     def k(self) -> int:
         """Speculative tokens per step (0 without MTP)."""
         return (self.num_speculative_tokens or 4) if self.mtp else 0
+
+
+def parse_levels(text: str) -> list[int]:
+    """Concurrency levels written ``1,4,8`` (the flag and a request file take the same form)."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    # ASCII digits only (int() would take '١'), and no more than int() converts
+    if not parts or not all(part.isascii() and part.isdigit() and len(part) <= 20 for part in parts):
+        raise ValueError(f"{text!r}: give comma-separated integers, e.g. 1,4,8")
+    return [int(part) for part in parts]
 
 
 def load_request(path: Path) -> Request:

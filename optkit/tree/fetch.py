@@ -2,7 +2,10 @@
 
 ``fetch`` downloads a release's sdist with ``pip download`` (run as a subprocess), keeps it in
 the cache (``optkit.tree.cache``) and unpacks it safely (``optkit.tree.extract``) into
-``<cache>/trees/<package>-<version>/``; a second fetch of the same release is offline.
+``<cache>/trees/<package>-<version>/``; a second fetch of the same release is offline. Each
+release's cache entry is filled under an exclusive lock (``cache.entry_lock``), so processes (or
+threads) fetching the same release at once wait for one download instead of racing on it;
+``fetch_many`` fetches several releases in parallel.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +29,7 @@ from packaging.version import InvalidVersion, Version
 
 from optkit.catalog.paths import cache_dir, file_in_the_way
 from optkit.errors import TreeError
-from optkit.tree.cache import read_record, sha256_file, tree_path, write_record
+from optkit.tree.cache import entry_lock, read_record, sha256_file, tree_path, write_record
 from optkit.tree.extract import extract_sdist
 
 SOC_VERSION = "ascend910_9391"
@@ -69,16 +73,14 @@ def fetch(
     if dest is not None:
         dest = _check_dest(Path(dest))
     try:
-        sdist, sha256, from_cache = _cached(package, version, force)
+        with entry_lock(package, version):
+            sdist, sha256, from_cache = _cached(package, version, force)
+            tree = tree_path(package, version)
+            if dest is not None:
+                tree = _copy_tree(tree, dest)
     except OSError as exc:
         raise TreeError(f"cannot use optkit's cache {cache_dir()}: {_why(exc)}; set OPTKIT_CACHE_DIR to a "
                         "writable directory with free space") from None
-    tree = tree_path(package, version)
-    if dest is not None:
-        try:
-            tree = _copy_tree(tree, dest)
-        except OSError as exc:
-            raise TreeError(f"cannot copy the tree to {dest}: {_why(exc)}; give a writable directory") from None
     return FetchResult(package, version, tree, sdist, sha256, from_cache)
 
 
@@ -99,6 +101,19 @@ def _cached(package: str, version: str, force: bool) -> tuple[Path, str, bool]:
 
 def _why(exc: OSError) -> str:
     return f"{exc.strerror or exc} ({exc.filename})" if exc.filename else str(exc.strerror or exc)
+
+
+
+
+def fetch_many(versions: list[str], *, package: str = "vllm-ascend", workers: int = 4) -> list[FetchResult]:
+    """``fetch`` each version (no ``dest``), ``workers`` at a time; results in the order given.
+
+    Downloads and unpacking overlap (network and disk, not CPU bound); the first failure is raised
+    once every started fetch has finished.
+    """
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = [pool.submit(fetch, version, package=package) for version in versions]
+        return [future.result() for future in futures]
 
 
 def _normalize_version(version: str) -> str:
@@ -136,17 +151,21 @@ def _check_dest(dest: Path) -> Path:
 
 
 def _copy_tree(tree: Path, dest: Path) -> Path:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(tree, dest, symlinks=True, dirs_exist_ok=True)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(tree, dest, symlinks=True, dirs_exist_ok=True)
+    except OSError as exc:
+        raise TreeError(f"cannot copy the tree to {dest}: {_why(exc)}; give a writable directory") from None
     return dest
 
 
 def _require_build_tools() -> None:
-    missing = [m for m in ("setuptools_scm", "wheel") if importlib.util.find_spec(m) is None]
+    """optkit depends on these (pyproject.toml); a Python where they were removed gets the fix."""
+    missing = [m for m in ("setuptools", "setuptools_scm", "wheel") if importlib.util.find_spec(m) is None]
     if missing:
         raise TreeError(
-            f"fetching a source tree needs {' and '.join(missing)} in this Python "
-            f"({sys.executable}): run `pip install setuptools_scm wheel` and try again"
+            f"fetching a source tree needs {', '.join(missing)} in this Python ({sys.executable}): pip runs "
+            f"the sdist's setup.py with them; run `pip install {' '.join(missing)}` and try again"
         )
 
 

@@ -214,7 +214,7 @@ def catalog_specs(catalog, recipe_ids: list[str]) -> list[PatchSpec]:
             specs.append(PatchSpec(rid, f"{len(specs) + 1:04d}-{rid}--{patch.file}", path,
                                    hashlib.sha256(data).hexdigest(),
                                    tuple(patch_paths(data.decode("utf-8", "surrogateescape"))),
-                                   recipe.versions.vllm_ascend))
+                                   recipe.patch_versions(patch.file)))
     return specs
 
 

@@ -1,0 +1,70 @@
+"""``optkit versions scan``: vllm-ascend releases as data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.group("versions")
+def versions_group():
+    """vllm-ascend releases as data (versions/<version>.yaml)."""
+
+
+@versions_group.command("scan")
+@click.argument("trees", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
+              help="Write <version>.yaml here (e.g. versions/); default: print the YAML.")
+def scan_command(trees, output):
+    """Read each release TREE (version, pins, CANN, knob registry) into versions/<version>.yaml."""
+    from optkit.versions.scan import release_file, release_yaml, scan_tree
+
+    for tree in trees:
+        data = scan_tree(tree)
+        if output is None:
+            click.echo(release_yaml(data), nl=False)
+            continue
+        output.mkdir(parents=True, exist_ok=True)
+        path = output / release_file(data["version"])
+        path.write_text(release_yaml(data), encoding="utf-8")
+        click.echo(f"wrote {path}")
+
+
+@versions_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def list_command(as_json):
+    """Every known release: date, paired vLLM, pins, CANN minimum, knob counts, strictness."""
+    from optkit.versions.markdown import releases_table
+
+    if as_json:
+        from optkit.resolve.report import dump_json
+        from optkit.versions.releases import known_versions, load_release
+
+        click.echo(dump_json([load_release(v).model_dump(mode="json", by_alias=True, exclude={"knobs"})
+                              for v in known_versions()]), nl=False)
+        return
+    click.echo("\n".join(releases_table()))
+
+
+@click.command("compat")
+@click.option("--releases", help="Comma-separated releases (default: every known release).")
+@click.option("--json", "as_json", is_flag=True, help="Print the matrix as JSON.")
+def compat_command(releases, as_json):
+    """The compatibility matrix: every patch and every knob of the catalog on each release's real tree."""
+    from optkit.catalog.loader import load_catalog
+    from optkit.versions.compat import release_matrix
+
+    versions = [v.strip() for v in releases.split(",") if v.strip()] if releases else None
+    matrix = release_matrix(load_catalog(), versions)
+    if as_json:
+        from optkit.resolve.report import dump_json
+
+        click.echo(dump_json(matrix.as_data()), nl=False)
+        return
+    from optkit.cli.render import compat_tables
+
+    compat_tables(matrix)
+
+
+COMMANDS = [versions_group, compat_command]

@@ -397,7 +397,8 @@ def test_without_a_hf_id_the_scripts_ask_for_a_model(no_hf_id, script, message):
 # --------------------------------------------------------------------------- templates: the quoting rule
 
 TEMPLATES = Path(optkit.bundle.__file__).parent / "templates"
-SHELL_TEMPLATES = sorted(TEMPLATES.glob("*.sh.j2"))
+SHELL_TEMPLATES = sorted(TEMPLATES.rglob("*.sh.j2"))  # the ladder's run-ladder.sh too (templates/ladder/)
+YAML_TEMPLATES = sorted(TEMPLATES.rglob("*.yaml.j2"))
 MARK = "\0"
 
 
@@ -467,7 +468,7 @@ def marked_text(template: Path) -> str:
 
 
 def test_every_script_has_a_shell_template():
-    assert {t.name for t in SHELL_TEMPLATES} == {f"{s}.j2" for s in SCRIPTS} | {"_header.sh.j2"}
+    assert {t.name for t in SHELL_TEMPLATES} == {f"{s}.j2" for s in SCRIPTS} | {"_header.sh.j2", "run-ladder.sh.j2"}
 
 
 @pytest.mark.parametrize("template", SHELL_TEMPLATES, ids=lambda t: t.name)
@@ -483,9 +484,10 @@ def test_shell_templates_print_values_only_through_sh(template):
     assert wrong == [], f"{template.name}: values {wrong} are quoted as words but sit inside quotes or a comment"
 
 
-@pytest.mark.parametrize("template", sorted((TEMPLATES / "k8s").glob("*.j2")), ids=lambda p: p.name)
+@pytest.mark.parametrize("template", YAML_TEMPLATES, ids=lambda t: t.name)
 def test_the_k8s_templates_print_values_only_through_yaml(template):
     """Each value of a manifest is one YAML scalar of its own (optkit.bundle.render.yaml_scalar)."""
+    assert {t.name for t in YAML_TEMPLATES} == {"deployment.yaml.j2", "service.yaml.j2", "ladder-job.yaml.j2"}
     nodes = printed_expressions(template)
     assert nodes and all(isinstance(n, jinja2.nodes.Filter) and n.name == "yaml" and not n.args for n in nodes)
 

@@ -99,6 +99,16 @@ CASES = [
      [f"{F}:1: id: id 'other' differs from its folder name 'demo' (rename one of them)"]),
     ("bad-id-shape", ("id: demo", "id: Demo_Recipe"),
      [f"{F}:1: id: String should match pattern '^[a-z0-9]+(-[a-z0-9]+)*$'"]),
+    ("hardware-verified-declared", ("level: declared", "level: hardware-verified"),
+     [f"{F}:22: verification: level: hardware-verified is reached only through a measurement record in "
+      "verified/ (`optkit report LADDER --record`), not declared; give the strongest level the tests back"]),
+    ("tolerance-without-margin", ("verification:\n", "accuracy:\n  check: tolerance\n  why: a fused kernel\nverification:\n"),
+     [f"{F}:22: accuracy: a tolerance check needs 'margin' (percentage points of exact-match accuracy)"]),
+    ("greedy-identical-with-margin",
+     ("verification:\n", "accuracy:\n  check: greedy-identical\n  margin: 2\n  why: same argmax\nverification:\n"),
+     [f"{F}:22: accuracy: 'margin' is only meaningful with check: tolerance (greedy-identical allows no change)"]),
+    ("unknown-accuracy-check", ("verification:\n", "accuracy:\n  check: exact\n  why: same argmax\nverification:\n"),
+     [f"{F}:23: accuracy.check: Input should be 'greedy-identical' or 'tolerance'"]),
     ("invalid-yaml", ("title: Demo recipe", "title: [unclosed"),
      # the wording is the YAML parser's (libyaml's or PyYAML's); the location is ours
      [f"{F}:3: invalid YAML: …"]),
@@ -137,6 +147,9 @@ LINT_CASES = [
     ("unknown-template-fact", "additional_config:\n  x: \"${spec.num_speculative_token}\"\n",
      "recipes/demo/recipe.yaml:25: additional_config: unknown fact ${spec.num_speculative_token} "
      "(did you mean 'spec.num_speculative_tokens'?)"),
+    ("no-accuracy-claim", "",
+     "recipes/demo/recipe.yaml:1: changes what the server runs but makes no accuracy claim (add `accuracy:` with "
+     "check greedy-identical, or tolerance and a margin)"),
     ("pending-patch-claimed-applies",
      "patches:\n  - file: 0001-x.patch\n    description: a patch\n    origin: vendor\n"
      "    last_update: 2026-11-29\n    targets: [vllm_ascend/envs.py]\n",
@@ -206,8 +219,8 @@ def test_patch_targets_outside_the_tree_refused_at_load_and_lint(tmp_path, targe
 
 def test_diff_touching_a_path_outside_the_tree_is_a_lint_problem(tmp_path):
     root = write_patched(tmp_path, patch=PATCH_TEXT.replace("vllm_ascend/envs.py", "../outside.py"))
-    assert [str(p) for p in lint(root)] == [f"{F}:31: patches[0].targets: 0001-demo.patch touches '../outside.py': "
-                                            "a '..' component leaves the tree"]
+    assert (f"{F}:31: patches[0].targets: 0001-demo.patch touches '../outside.py': a '..' component leaves the tree"
+            in [str(p) for p in lint(root)])
 
 
 @pytest.mark.parametrize("cached_first", [False, True], ids=["cold", "after-a-cached-load"])

@@ -97,4 +97,9 @@ def bench_data(launch: Launch, lock: dict) -> dict[str, Any]:
         extra += ["--extra-body", compact_json({"min_tokens": request.output_len})]
     return {**_header(launch), "model_default": _shell_default(launch.model_default), "served_name": launch.served_name,
             "input_len": request.input_len, "output_len": request.output_len, "extra": extra,
-            "runs": [(c, max(10 * c, 20)) for c in request.concurrency]}
+            "runs": [(c, num_prompts(c)) for c in request.concurrency]}
+
+
+def num_prompts(concurrency: int) -> int:
+    """Requests bench.sh sends at ``concurrency``: ten per concurrent slot, at least 20."""
+    return max(10 * concurrency, 20)

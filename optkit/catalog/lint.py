@@ -2,7 +2,8 @@
 
 Schema problems come from the loader. Here: references to recipes, kernels and facts that do not
 exist, requirement cycles, patch files missing or undeclared, verification claims that the files
-cannot back, and two recipes setting one launch setting to different values without a conflict
+cannot back, recipes that change the launch without an accuracy claim, refused measurement records
+(verified/), and two recipes setting one launch setting to different values without a conflict
 between them.
 """
 
@@ -37,8 +38,8 @@ def lint(root: Path | None = None) -> list[Problem]:
     problems: list[Problem] = []
     from optkit.catalog.kernels import lint_kernels
 
-    for check in (_links, _templates, _profile_names, _patches, _kernels, _verification, _settings, _cycles,
-                  lint_kernels):
+    for check in (_links, _templates, _profile_names, _patches, _kernels, _verification, _accuracy, _settings,
+                  _cycles, lint_kernels, _records):
         problems.extend(check(catalog))
     return sorted(problems, key=lambda p: (p.location.file, p.location.line or 0, p.message))
 
@@ -158,10 +159,22 @@ def _verification(catalog: Catalog) -> list[Problem]:
         if level >= applies and pending:
             out.append(Problem(catalog.location(recipe.id, ("verification", "level")),
                                f"level {recipe.verification.level.value} claims patches that are pending: {', '.join(pending)}"))
-        if recipe.verification.level is Verification.hardware_verified and recipe.verification.needs_npu:
-            out.append(Problem(catalog.location(recipe.id, ("verification",)),
-                               "hardware-verified but needs_npu is true"))
     return out
+
+
+def _accuracy(catalog: Catalog) -> list[Problem]:
+    """A recipe that changes what the server runs states what it does to the outputs (the ladder gates it)."""
+    return [Problem(catalog.location(r.id), "changes what the server runs but makes no accuracy claim",
+                    "add `accuracy:` with check greedy-identical, or tolerance and a margin")
+            for r in catalog if r.changes_launch and r.accuracy is None]
+
+
+def _records(catalog: Catalog) -> list[Problem]:
+    """Measurement records in verified/ that are refused (edited, stale, or naming unknown recipes)."""
+    from optkit.catalog.records import load_records
+
+    return [Problem(Location(r.file), (f"recipes.{r.recipe}: " if r.recipe else "") + r.reason)
+            for r in load_records(catalog.root, catalog).refused]
 
 
 def _flatten(prefix: str, value, out: dict) -> None:

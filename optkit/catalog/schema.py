@@ -240,9 +240,38 @@ class Risk(_Strict):
 
 
 class VerificationInfo(_Strict):
-    level: Verification = Field(description="Strongest verification that tests in this repo back.")
+    level: Verification = Field(description="Strongest verification that tests in this repo back "
+                                "(hardware-verified is not declared: only a record in verified/ reaches it).")
     needs_npu: bool = Field(description="Whether full verification still needs an Ascend NPU.")
     notes: str = Field("", description="What was verified, how, and what remains.")
+
+    @model_validator(mode="after")
+    def _not_hardware_verified(self) -> "VerificationInfo":
+        if self.level is Verification.hardware_verified:
+            raise ValueError("level: hardware-verified is reached only through a measurement record in verified/ "
+                             "(`optkit report LADDER --record`), not declared; give the strongest level the tests back")
+        return self
+
+
+class Accuracy(_Strict):
+    """What a recipe claims about the model's outputs; the ladder's accuracy gate checks it."""
+
+    check: Literal["greedy-identical", "tolerance"] = Field(
+        description="'greedy-identical': at temperature 0 every output token equals the one without the recipe "
+        "(checked on every prompt of the shipped set); 'tolerance': numerics may change, so only the exact-match "
+        "accuracy on the shipped questions is checked, within `margin`.")
+    margin: Optional[float] = Field(
+        None, gt=0, le=100, description="tolerance only: percentage points of exact-match accuracy the recipe may "
+        "lose against the same stack without it.")
+    why: str = Field(min_length=4, description="Why the claim holds, or why the numerics may change.")
+
+    @model_validator(mode="after")
+    def _margin_only_for_tolerance(self) -> "Accuracy":
+        if self.check == "tolerance" and self.margin is None:
+            raise ValueError("a tolerance check needs 'margin' (percentage points of exact-match accuracy)")
+        if self.check == "greedy-identical" and self.margin is not None:
+            raise ValueError("'margin' is only meaningful with check: tolerance (greedy-identical allows no change)")
+        return self
 
 
 class Recipe(_Strict):
@@ -271,10 +300,20 @@ class Recipe(_Strict):
     kernels: list[RecipeId] = Field(default_factory=list, description="Kernel build specs under kernels/.")
     gains: list[Gain] = Field(default_factory=list, description="Reported gains (and regressions).")
     risks: list[Risk] = Field(default_factory=list, description="What can go wrong.")
+    accuracy: Optional[Accuracy] = Field(
+        None, description="Its claim about outputs (greedy-identical or a tolerance), checked by the ladder's "
+        "accuracy gate; absent: no claim (output changes are reported, not gated).")
     verification: VerificationInfo = Field(description="How far it has been verified.")
     replaces_shipped: bool = Field(
         False, description="In a catalog given with --catalog: true to replace the shipped recipe of the same id "
         "(without it, reusing a shipped id is an error).")
+
+    @property
+    def changes_launch(self) -> bool:
+        """Whether it changes what the server runs (settings, arguments, patches or kernels); a recipe
+        that does not (e.g. a precondition on the release) has nothing to measure or gate."""
+        return bool(self.env or self.additional_config or self.compilation_config or self.speculative_config
+                    or self.serve_args or self.patches or self.kernels)
 
     @model_validator(mode="after")
     def _unless_only_on_conflicts(self) -> "Recipe":

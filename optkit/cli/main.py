@@ -53,9 +53,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from optkit.cli import bundle_cmds, catalog_cmds, plan_cmds, tree_cmds, versions_cmds
+    from optkit.cli import bundle_cmds, catalog_cmds, measure_cmds, plan_cmds, tree_cmds, versions_cmds
 
-    for module in (plan_cmds, catalog_cmds, tree_cmds, bundle_cmds, versions_cmds):
+    for module in (plan_cmds, catalog_cmds, tree_cmds, bundle_cmds, versions_cmds, measure_cmds):
         for command in module.COMMANDS:
             cli.add_command(command)
 

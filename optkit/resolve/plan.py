@@ -12,9 +12,10 @@ from typing import Any
 
 from optkit.catalog.loader import Catalog, load_catalog
 from optkit.catalog.paths import project_root
-from optkit.errors import OptkitError, RequestError
+from optkit.catalog.records import Records, load_records
+from optkit.errors import InternalError, OptkitError, RequestError
 from optkit.resolve.facts import Facts, compute_facts
-from optkit.resolve.objective import Baseline, find_baseline, load_baselines
+from optkit.resolve.objective import Baseline, find_baseline, load_baselines, measured_lookup
 from optkit.resolve.profiles import ModelProfile, Target, find_model, find_target, load_models, load_targets
 from optkit.resolve.request import Request
 from optkit.resolve.resolver import Resolution, Status, resolve
@@ -24,7 +25,7 @@ _TEMPLATE = re.compile(r"^\$\{([a-z_.]+)\}$")
 
 @dataclass
 class Workspace:
-    """The data a plan is made from: catalog, models, targets, baselines."""
+    """The data a plan is made from: catalog, models, targets, baselines, measurement records."""
 
     root: Path
     catalog: Catalog
@@ -32,6 +33,7 @@ class Workspace:
     targets: dict[str, Target]
     baselines: list[Baseline]
     unavailable: dict[str, str] = field(default_factory=dict)
+    records: Records = field(default_factory=Records)
 
 
 def load_workspace(root: Path | None = None, catalogs=()) -> Workspace:
@@ -39,7 +41,7 @@ def load_workspace(root: Path | None = None, catalogs=()) -> Workspace:
     root = root or project_root()
     catalog = load_catalog(root, catalogs)
     return Workspace(root, catalog, load_models(root / "models"), load_targets(root / "targets"),
-                     load_baselines(root), unavailable_recipes(catalog))
+                     load_baselines(root), unavailable_recipes(catalog), load_records(root, catalog))
 
 
 def unavailable_recipes(catalog: Catalog) -> dict[str, str]:
@@ -104,6 +106,10 @@ class Plan:
     estimates: list[Estimate] = field(default_factory=list)
     release: Any = None  # optkit.versions.onrelease.ReleaseView: the release (or tree) planned for
     verdicts: dict[str, Any] = field(default_factory=dict)  # recipe → optkit.versions.onrelease.Verdict
+    restricted_to: list[str] | None = None
+    """Set by ``restrict``: the subset of the resolver's selection this plan keeps (a ladder step)."""
+    restriction_reason: str = ""
+    """Set by ``restrict``: why the rest of the selection is left out."""
 
     @property
     def selected(self) -> list[str]:
@@ -176,14 +182,44 @@ def plan(request: Request, workspace: Workspace | None = None) -> Plan:
     facts = compute_facts(request, model, target, release)
     verdicts = {r.id: verdict(r, release) for r in ws.catalog}
 
-    def baseline_for(c: int) -> Baseline | None:  # the article's baselines belong to catalog profiles only
+    baseline_for = _baseline_lookup(ws, model, target)
+    resolution = resolve(ws.catalog, facts, request.with_recipes, request.without_recipes, baseline_for,
+                         ws.unavailable, verdicts, measured_lookup(ws.records, model.id, target.id, facts))
+    result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts)
+    return _assemble(result, ws, baseline_for)
+
+
+def restrict(full: Plan, keep: list[str], workspace: Workspace, why: str) -> Plan:
+    """``full`` with only the recipes ``keep`` of its selection (in its order): the same request and
+    facts, the launch settings of the kept recipes alone; each selected recipe left out is
+    ``user-excluded`` with the reason ``why``. A ladder step is one."""
+    from dataclasses import replace
+
+    unknown = sorted(set(keep) - set(full.selected))
+    if unknown:
+        raise InternalError(f"restrict: {', '.join(unknown)} are not selected by the plan")
+    decisions = {rid: d if rid in keep or rid not in full.selected else
+                 replace(d, status=Status.user_excluded, reason=why, chain=[])
+                 for rid, d in full.resolution.decisions.items()}
+    selected = [rid for rid in full.selected if rid in keep]
+    resolution = Resolution(decisions, selected, list(full.resolution.upstream))
+    result = Plan(full.request, full.model, full.target, full.facts, resolution, release=full.release,
+                  verdicts=full.verdicts, restricted_to=selected, restriction_reason=why)
+    return _assemble(result, workspace, _baseline_lookup(workspace, result.model, result.target))
+
+
+def _baseline_lookup(ws: Workspace, model, target):
+    """The article's TPOT baseline per concurrency: it belongs to catalog profiles only."""
+    def baseline_for(c: int) -> Baseline | None:
         return find_baseline(ws.baselines, model.id, target.id, c) if model.source == "catalog" else None
 
-    resolution = resolve(ws.catalog, facts, request.with_recipes, request.without_recipes, baseline_for,
-                         ws.unavailable, verdicts)
-    result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts)
-    for rid in resolution.selected:
-        _collect(result, ws.catalog[rid], facts, verdicts[rid])
+    return baseline_for
+
+
+def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
+    """Collect the launch settings of the plan's selection and its TPOT estimate."""
+    for rid in result.selected:
+        _collect(result, ws.catalog[rid], result.facts, result.verdicts[rid])
     result.estimates = _estimates(result, baseline_for)
     return result
 

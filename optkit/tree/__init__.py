@@ -1,7 +1,8 @@
 """Stage 2, tree: pristine vllm-ascend source trees and the patches applied to them.
 
 Owns fetching a release's sdist from PyPI (download, safe extraction, the cache), inspecting a
-tree (version, digests), patch sets (a bundle's lock + series, read and hash-checked), and
+tree (version, digests; ``digest``: the pristine digest that tells which source a run used),
+patch sets (a bundle's lock + series, read and hash-checked), and
 ``optkit apply`` / ``revert`` / ``status`` with their journal and lock. It knows patch files and
 trees, not plans: a patch set is a list of ``PatchSpec`` wherever it came from.
 

@@ -126,6 +126,18 @@ def _recipe_case(base, trees, flagship, data: bytes):
     return ["lint", root], None
 
 
+def _layered_recipe(base, data: bytes) -> Path:
+    """A ``--catalog`` folder (``<id>/recipe.yaml``) whose one recipe is ``data``."""
+    folder = scratch(base, "layer")
+    (folder / "demo").mkdir()
+    (folder / "demo" / "recipe.yaml").write_bytes(data)
+    return folder
+
+
+def _catalog_flag_case(base, trees, flagship, data: bytes):
+    return ["plan", "qwen3.5-35b", "--mtp", "--catalog", _layered_recipe(base, data)], None
+
+
 def _target_case(base, trees, flagship, data: bytes):
     root = scratch(base, "catalog")
     write_recipe(root, VALID)
@@ -178,6 +190,7 @@ ENCODING_TARGETS = {
     "request": (_request_case, lambda base, trees, flagship: REQUEST.encode()),
     "config.json": (_config_case, lambda base, trees, flagship: CONFIG.read_bytes()),
     "recipe.yaml": (_recipe_case, lambda base, trees, flagship: VALID.encode()),
+    "catalog-flag": (_catalog_flag_case, lambda base, trees, flagship: VALID.encode()),
     "target.yaml": (_target_case, lambda base, trees, flagship: (REPO / "targets" / "910c.yaml").read_bytes()),
     "kernel.yaml": (_kernel_case, lambda base, trees, flagship:
                     (REPO / "kernels" / "gdn-l2norm-recurrent" / "kernel.yaml").read_bytes()),
@@ -270,8 +283,11 @@ def _yaml_target(base, name: str, text: str, where: str):
         path = scratch(base, "doc") / "r.yaml"
         path.write_text(text)
         return ["plan", "--request", path]
+    recipe = VALID + text if not text.lstrip().startswith(("-", "[", "{")) else text
+    if where == "catalog-flag":
+        return ["plan", "qwen3.5-35b", "--catalog", _layered_recipe(base, recipe.encode())]
     root = scratch(base, "catalog")
-    write_recipe(root, VALID + text if not text.lstrip().startswith(("-", "[", "{")) else text)
+    write_recipe(root, recipe)
     return ["lint", root]
 
 
@@ -290,7 +306,7 @@ def _run_document(family: str, case: str, args, slow: bool):
     return check(run_subprocess(family, case, args) if slow else run(family, case, args), (0, 1))
 
 
-@pytest.mark.parametrize("where", ["request", "recipe.yaml"])
+@pytest.mark.parametrize("where", ["request", "recipe.yaml", "catalog-flag"])
 @pytest.mark.parametrize("name", [n for n in YAML_DOCUMENTS if n not in SLOW_DOCUMENTS])
 def test_yaml_limits(base, name, where):
     _run_document("parser-limits", f"{where}/{name}", _yaml_target(base, name, YAML_DOCUMENTS[name], where), False)
@@ -311,7 +327,7 @@ def test_limits_that_used_to_hang_or_crash_the_interpreter(base, trees, name):
     """In a fresh interpreter with a time limit: a hang or a crash of the process (libyaml's composer
     died with SIGSEGV on 100,000 nested brackets) cannot take the test run with it."""
     if name in YAML_DOCUMENTS:
-        for where in ("request", "recipe.yaml"):
+        for where in ("request", "recipe.yaml", "catalog-flag"):
             _run_document("parser-limits", f"{where}/{name}", _yaml_target(base, name, YAML_DOCUMENTS[name], where), True)
     else:
         for where in ("config.json", "lock"):
@@ -338,13 +354,18 @@ CONDITIONS = {
 }
 
 
+@pytest.mark.parametrize("command", ["lint", "plan"])
 @pytest.mark.parametrize("name", list(CONDITIONS))
-def test_conditions(base, name):
-    root = scratch(base, "catalog")
-    condition = CONDITIONS[name]
-    text = VALID.replace('"parallel.tp == 2"', json.dumps(condition))
-    write_recipe(root, text)
-    check(run("conditions", name, ["lint", root]), (0, 1))
+def test_conditions(base, name, command):
+    """Compiled when the recipe loads (lint), and evaluated too when it is planned (--catalog)."""
+    text = VALID.replace('"parallel.tp == 2"', json.dumps(CONDITIONS[name]))
+    if command == "plan":
+        args = ["plan", "qwen3.5-35b", "--mtp", "--catalog", _layered_recipe(base, text.encode())]
+    else:
+        root = scratch(base, "catalog")
+        write_recipe(root, text)
+        args = ["lint", root]
+    check(run("conditions", f"{command}/{name}", args), (0, 1))
 
 
 # --------------------------------------------------------------------------- damaged locks

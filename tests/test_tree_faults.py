@@ -345,11 +345,15 @@ def test_bundle_output_under_a_file_or_unwritable(tmp_path):
     (tmp_path / "file").write_text("x")
     code, output = run_cli("plan", "qwen3.5-35b", "-o", tmp_path / "file" / "bundle")
     assert code == 1 and f"{tmp_path / 'file'} is a file; give a directory elsewhere" in output, output
-    if ROOT:
-        return  # root writes anywhere a mode forbids; the read-only mount case is covered for trees
-    (tmp_path / "locked").mkdir(mode=0o555)
-    code, output = run_cli("plan", "qwen3.5-35b", "-o", tmp_path / "locked" / "bundle")
-    assert code == 1 and f"cannot write {tmp_path / 'locked' / 'bundle'}" in output and "Permission denied" in output, output
+    (tmp_path / "locked").mkdir()
+    if not make_read_only(tmp_path / "locked"):
+        pytest.skip("cannot make a read-only directory here")
+    try:
+        code, output = run_cli("plan", "qwen3.5-35b", "-o", tmp_path / "locked" / "bundle")
+    finally:
+        undo_read_only(tmp_path / "locked")
+    assert code == 1 and f"cannot write {tmp_path / 'locked' / 'bundle'}" in output, output
+    assert ("Read-only file system" if ROOT else "Permission denied") in output
 
 
 def test_cache_dir_under_a_file(tmp_path, monkeypatch):

@@ -26,26 +26,28 @@ def _validator():
     return kubernetes_validate
 
 
-def _problem(doc: dict, version: str) -> str | None:
+def _problem(doc: dict, version: str) -> tuple[str, str] | None:
+    """(field path, message) of the first schema error of ``doc``, or None."""
     kubernetes_validate = _validator()
     try:
         kubernetes_validate.validate(doc, version, strict=True)
     except kubernetes_validate.ValidationError as exc:
-        return f"{doc.get('kind')} {'.'.join(str(p) for p in exc.path)}: {exc.message}"
+        return ".".join(str(p) for p in exc.path), exc.message
     return None
 
 
 def schema_problems(text: str, version: str = KUBERNETES_VERSION) -> list[str]:
     """Every schema error of every document in ``text`` (empty when all are valid)."""
     documents = [d for d in yaml.safe_load_all(text) if d is not None]
-    return [f"document {i}: {p}" for i, doc in enumerate(documents) if (p := _problem(doc, version))]
+    return [f"document {i} ({doc.get('kind')}): {p[0]}: {p[1]}"
+            for i, doc in enumerate(documents) if (p := _problem(doc, version))]
 
 
 def validate_manifest(data: dict, version: str = KUBERNETES_VERSION) -> None:
     """Raise ``AssertionError`` naming the field if ``data`` is not a valid object of its kind."""
     problem = _problem(data, version)
     if problem:
-        raise AssertionError(problem)
+        raise AssertionError(f"{data.get('kind')} {problem[0]}: {problem[1]}")
 
 
 def validate_file(path: Path, version: str = KUBERNETES_VERSION) -> list[str]:

@@ -63,6 +63,9 @@ _SPECS = [
     _f("parallel.ep", "bool", "Expert parallelism on (--enable-expert-parallel)."),
     _f("parallel.ep_size", "int", "Expert-parallel group size (tp × dp when EP is on, else 1)."),
     _f("parallel.context_parallel", "bool", "Prefill/decode context parallelism in use.", flag="--context-parallel"),
+    _f("parallel.flashcomm1", "bool",
+       "FlashComm1 (sequence-parallel MoE/dense, additional_config.enable_flashcomm1) on in the deployment.",
+       flag="--flashcomm1"),
     _f("parallel.cards", "int", "Cards used (devices / dies per card, rounded up)."),
     # versions
     _f("versions.vllm_ascend", "version", "vllm-ascend version of the tree/host."),

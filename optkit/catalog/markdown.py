@@ -94,7 +94,8 @@ def recipe_markdown(catalog: Catalog, recipe_id: str, records=None) -> str:
     if r.releases:
         lines += ["**Per release** (probed on every release by `optkit tree inspect`; see docs/versions.md)", ""]
         lines += [f"- `{e.versions}`: **{e.status}** — {_one_line(e.msg)}"
-                  + (f"; patches: {', '.join(f'`{f}`' for f in e.patches)}" if e.patches else "") for e in r.releases] + [""]
+                  + (f"; patches: {', '.join(f'`{f}`' for f in e.patches)}" if e.patches else "")
+                  + (f"; in plans: {_one_line(e.note)}" if e.note else "") for e in r.releases] + [""]
     if r.kernels:
         lines += ["**Kernels**: " + ", ".join(f"`kernels/{k}`" for k in r.kernels), ""]
     if r.gains:

@@ -156,6 +156,9 @@ class ReleaseRange(_Strict):
     patches: list[str] = Field(default_factory=list, description="Patch files (declared in 'patches') written for these releases.")
     adds: list[str] = Field(default_factory=list, description="Knobs the patch set adds ('env:NAME', 'additional_config:a.b').")
     knob: Optional[str] = Field(None, description="Upstream: the knob the upstream form needs, if any (shown in plans).")
+    note: Optional[str] = Field(None, min_length=4, description=(
+        "Shown beside the recipe in plans that select it on these releases: what its patch set leaves out "
+        "there, or what upstream already does of it."))
     probe: list[Probe] = Field(min_length=1, description="Markers that hold on every tree of this range (all of them).")
 
 

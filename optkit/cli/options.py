@@ -34,6 +34,7 @@ _OPTIONS = [
     (("--dp",), "dp", dict(type=int, help="Data-parallel size (default 1).")),
     (("--ep/--no-ep",), "ep", dict(default=None, help="Expert parallelism (default: on for MoE models).")),
     (("--context-parallel/--no-context-parallel",), "context_parallel", dict(default=None, help="Context parallelism in use.")),
+    (("--flashcomm1/--no-flashcomm1",), "flashcomm1", dict(default=None, help="FlashComm1 on in the deployment (judged, not set).")),
     (("--concurrency",), "concurrency", dict(callback=_concurrency, help="Concurrency levels, e.g. 1,4,8 (default).")),
     (("--input-len",), "input_len", dict(type=int, help="Input tokens per request (default 1024).")),
     (("--output-len",), "output_len", dict(type=int, help="Output tokens per request (default 512).")),

@@ -24,6 +24,7 @@ def _console():
 
 
 def plan_report(plan: Plan, catalog, verbose: bool = False, records=None) -> None:
+    from rich.markup import escape  # reasons and notes are text: "[spec.mtp = false]" is no style tag
     from rich.table import Table
 
     from optkit.catalog.records import effective_level
@@ -41,7 +42,7 @@ def plan_report(plan: Plan, catalog, verbose: bool = False, records=None) -> Non
     for rid in plan.selected:
         d, recipe = plan.resolution.decisions[rid], catalog[rid]
         why = d.reason + (f" — {'; '.join(d.chain)}" if d.chain else "") + "".join(f" [{n}]" for n in d.notes)
-        table.add_row(rid, recipe.kind.value, why, effective_level(recipe, records).value)
+        table.add_row(rid, recipe.kind.value, escape(why), effective_level(recipe, records).value)
     console.print(table)
     rest = Table(title="Not selected", show_lines=False)
     for col in ("recipe", "status", "reason"):
@@ -50,8 +51,8 @@ def plan_report(plan: Plan, catalog, verbose: bool = False, records=None) -> Non
         for rid, d in sorted(plan.resolution.decisions.items()):
             if d.status is status and (verbose or status is not Status.not_applicable):
                 facts = ", ".join(f"{k} = {v}" for k, v in d.facts.items())
-                rest.add_row(rid, status.value, d.reason + (f" [{facts}]" if facts else "")
-                             + "".join(f" [{n}]" for n in d.notes))
+                rest.add_row(rid, status.value, escape(d.reason + (f" [{facts}]" if facts else "")
+                                                       + "".join(f" [{n}]" for n in d.notes)))
     console.print(rest)
     from optkit.resolve.plan import count_by_status
 

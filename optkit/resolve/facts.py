@@ -111,6 +111,7 @@ def compute_facts(request: Request, model, target, release=None) -> Facts:
         "parallel.ep": ep,
         "parallel.ep_size": request.tp * request.dp if ep else 1,
         "parallel.context_parallel": request.context_parallel,
+        "parallel.flashcomm1": request.flashcomm1,
         "parallel.cards": ceil(request.tp * request.dp / target.dies_per_card),
         "versions.vllm_ascend": ascend,
         "versions.vllm": vllm,

@@ -56,6 +56,9 @@ class Request(BaseModel):
     dp: _bounded(1, MAX_PARALLEL) = Field(1, description="Data-parallel size.")
     ep: Optional[bool] = Field(None, description="Expert parallelism; default on for MoE models.")
     context_parallel: bool = Field(False, description="Prefill/decode context parallelism in use.")
+    flashcomm1: bool = Field(False, description=(
+        "FlashComm1 on in the deployment (additional_config.enable_flashcomm1 or "
+        "VLLM_ASCEND_ENABLE_FLASHCOMM1); judged by recipe rules, not set by the bundle."))
     concurrency: list[_bounded(1, MAX_CONCURRENCY)] = Field(
         [1, 4, 8], min_length=1, description="Concurrency levels to optimize for: a list, one level, or '1,4,8'.")
     input_len: _bounded(1, MAX_TOKENS) = Field(1024, description="Input tokens per request.")

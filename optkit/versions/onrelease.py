@@ -193,6 +193,8 @@ def verdict(recipe: Recipe, view: ReleaseView, moves: list[KnobMove] | None = No
     if missing:
         return Verdict("knob-missing", "; ".join(k.note for k in missing), knobs=knobs, entry=entry, notes=tuple(notes))
     notes += [k.note for k in knobs if k.state in ("renamed", "moved")]
+    if entry is not None and entry.note:
+        notes.append(f"{view.label}: {entry.note}")
     patches, _ = _patch_set(recipe, entry)
     return Verdict("ok", "", tuple(patches), entry.versions if entry else recipe.versions.vllm_ascend, knobs,
                    tuple(notes), entry)

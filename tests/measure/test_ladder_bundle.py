@@ -126,7 +126,7 @@ def test_the_indexed_job_is_valid_kubernetes(written):
     spec = job["spec"]["template"]["spec"]
     assert spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == \
         "kubernetes.io/hostname"
-    assert spec["containers"][0]["resources"]["limits"] == {"huawei.com/ascend-1980": 2}
+    assert spec["containers"][0]["resources"]["limits"] == {"huawei.com/Ascend910": 2}  # the default device plugin (optkit.bundle.k8s)
 
 
 def test_the_schema_check_catches_a_misspelt_field(written):

@@ -25,11 +25,15 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Any, Iterator, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from optkit.bundle.launch import EXTRA_ARGS
-from optkit.errors import BundleError, OptkitError, did_you_mean
-from optkit.tree.patchset import LOCK_NAME, LOCK_VERSION
+from optkit.catalog.textfile import read_text
+from optkit.errors import BundleError, OptkitError, ValidationFailed, did_you_mean
+from optkit.tree.patchset import LOCK_NAME, checked, lock_json
+from optkit.tree.schema import Lock
 
 PROBE_TIMEOUT = 600
 SCRIPT_TIMEOUT = 60
@@ -107,17 +111,45 @@ def find_vllm_python(version: str, given: Path | None = None) -> tuple[str | Non
                   f"build it with `bash scripts/vllm-venv {version}` or pass --vllm-python")
 
 
+class _Env(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    name: str = Field(description="Variable name.")
+    value: str = Field(description="Value exported by env.sh.")
+    recipe: str = Field(description="The recipe that sets it.")
+    external: bool = Field(False, description="Defined outside vllm-ascend's envs.py.")
+
+
+class _Launch(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    argv: list[str] = Field(description="The vllm serve argv, as serve.sh runs it.")
+    argv_sources: list[str] = Field(description="Who put each argv word there (recipe ids, request, optkit).")
+    env: list[_Env] = Field(description="The variables env.sh exports.")
+    parameters: dict[str, str] = Field(description="serve.sh's parameters and their defaults.")
+    sources: dict[str, str] = Field(description="The recipe that set each launch setting.")
+    additional_config: dict[str, Any] = Field(description="The --additional-config fragment.")
+
+
+class _Versions(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    vllm_ascend: str = Field(description="The vllm-ascend version the bundle is for.")
+    vllm: str = Field(description="The vLLM version the bundle is for.")
+
+
+class _CheckedLock(BaseModel):
+    """What bundle check reads of the lock besides what apply reads (``optkit.tree.schema.Lock``)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    launch: _Launch = Field(description="The launch the bundle's scripts run.")
+    versions: _Versions = Field(description="The versions the bundle is for.")
+
+
 def read_lock(bundle: Path) -> dict:
     path = bundle / LOCK_NAME
-    try:
-        lock = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BundleError([f"{bundle} is not a bundle directory: it has no {LOCK_NAME}"]) from None
-    except (OSError, ValueError) as exc:
-        raise BundleError([f"{path}: not a readable optkit lock: {exc}"]) from None
-    if not isinstance(lock, dict) or lock.get("lock_version") != LOCK_VERSION or "argv" not in lock.get("launch", {}):
-        raise BundleError([f"{path}: not a lock this optkit writes (lock_version {LOCK_VERSION} with launch.argv); "
-                           "write the bundle again"])
+    if not path.is_file():
+        raise BundleError([f"{bundle} is not a bundle directory: it has no {LOCK_NAME}"])
+    lock, lines = lock_json(path)
+    for schema in (Lock, _CheckedLock):
+        checked(schema, lock, lines)
     return lock
 
 
@@ -151,10 +183,17 @@ def serve_sh_argv(text: str) -> list[str]:
         command.append(line[:-1] if line.endswith("\\") else line)
         if not line.endswith("\\"):
             break
-    words = shlex.split(" ".join(command))
-    if words[-1] != shlex.split(EXTRA_ARGS)[0]:
+    words = _words(" ".join(command), "serve.sh")
+    if not words or words[-1] != shlex.split(EXTRA_ARGS)[0]:
         raise BundleError(["serve.sh's vllm serve command does not end with the extra arguments; write the bundle again"])
     return words[1:-1]
+
+
+def _words(text: str, script: str, comments: bool = False) -> list[str]:
+    try:
+        return shlex.split(text, comments=comments)
+    except ValueError as exc:  # an unclosed quote
+        raise BundleError([f"{script}: {exc} in {text[:80]!r}; the bundle was edited: write it again"]) from None
 
 
 def env_sh_exports(text: str) -> list[tuple[str, str]]:
@@ -162,19 +201,27 @@ def env_sh_exports(text: str) -> list[tuple[str, str]]:
     out = []
     for line in text.splitlines():
         if line.startswith("export "):
-            name, _, value = shlex.split(line, comments=True)[1].partition("=")
+            words = _words(line, "env.sh", comments=True)
+            name, _, value = (words[1] if len(words) > 1 else "").partition("=")
             out.append((name, value))
     return out
+
+
+def _script_text(path: Path) -> str:
+    try:
+        return read_text(path)
+    except ValidationFailed as exc:
+        raise BundleError([f"{p}; write the bundle again" for p in exc.problems]) from None
 
 
 def check_launch(bundle: Path, lock: dict) -> Check:
     launch = lock["launch"]
     problems = []
-    argv = serve_sh_argv((bundle / "serve.sh").read_text(encoding="utf-8"))
+    argv = serve_sh_argv(_script_text(bundle / "serve.sh"))
     if argv != launch["argv"]:
         problems.append(f"optkit: serve.sh runs {shlex.join(argv)!r}, but the lock's launch.argv is "
                         f"{shlex.join(launch['argv'])!r}; the bundle was edited: write it again")
-    exports = env_sh_exports((bundle / "env.sh").read_text(encoding="utf-8"))
+    exports = env_sh_exports(_script_text(bundle / "env.sh"))
     wanted = [(e["name"], e["value"]) for e in launch["env"]]
     if exports != wanted:
         problems.append(f"optkit: env.sh exports {exports}, but the lock's launch.env is {wanted}; write the bundle again")
@@ -244,7 +291,11 @@ def tree_knobs(root: Path):
 
     if not (root / "vllm_ascend" / "envs.py").is_file():
         raise BundleError([f"{root / 'vllm_ascend' / 'envs.py'}: no such file; is this a vllm-ascend tree?"])
-    return Knobs.model_validate(registry_data(scan_knobs(root)))
+    try:
+        found = scan_knobs(root)
+    except (SyntaxError, ValueError) as exc:  # a source file that is not Python (ValueError: a NUL byte)
+        raise BundleError([f"{root}: {exc}; a patch or an edit broke the tree's Python"]) from None
+    return Knobs.model_validate(registry_data(found))
 
 
 @contextmanager

@@ -8,7 +8,6 @@ recovers the request for ``--from-lock``, refused when the catalog or profiles h
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,8 @@ from optkit.catalog.schema import Recipe
 from optkit.resolve.plan import Plan, Workspace
 from optkit.resolve.report import facts_data, plan_data
 from optkit.resolve.request import Request
-from optkit.tree.patchset import LOCK_VERSION
+from optkit.tree.patchset import LOCK_VERSION, checked, lock_json
+from optkit.tree.schema import Lock
 
 
 def catalog_sha256(root: Path) -> str:
@@ -134,12 +134,8 @@ def pending_names(lock: dict) -> list[str]:
 
 
 def _read_plan_lock(lock_path: Path) -> dict:
-    try:
-        lock = json.loads(Path(lock_path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BundleWriteError(f"{lock_path}: not a readable optkit lock: {exc}") from None
-    if not isinstance(lock, dict) or lock.get("lock_version") != LOCK_VERSION:
-        raise BundleWriteError(f"{lock_path}: not an optkit lock of lock_version {LOCK_VERSION}")
+    lock, lines = lock_json(Path(lock_path))  # the common JSON reader, lock_version checked
+    checked(Lock, lock, lines)  # its sections have their types (request, optkit and bundle are mappings)
     return lock
 
 

@@ -70,8 +70,10 @@ def preflight_data(launch: Launch, lock: dict) -> dict[str, Any]:
 
 
 def apply_data(launch: Launch, lock: dict) -> dict[str, Any]:
-    """apply.sh: the tree version it accepts and the pending patches it refuses (the series is a file)."""
-    return {"version": __version__, "vllm_ascend": lock["versions"]["vllm_ascend"], "pending": pending_names(lock)}
+    """apply.sh: the tree version it accepts, the pending patches it refuses, and the lock's patches
+    with their sha256 (checked, as optkit apply checks them, before anything is applied)."""
+    return {"version": __version__, "vllm_ascend": lock["versions"]["vllm_ascend"], "pending": pending_names(lock),
+            "patches": [p["name"] for p in lock["patches"]], "sha256s": [p["sha256"] for p in lock["patches"]]}
 
 
 def build_kernels_data(launch: Launch, lock: dict) -> dict[str, Any]:

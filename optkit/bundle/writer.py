@@ -21,6 +21,7 @@ from optkit.bundle.launch import Launch
 from optkit.bundle.lock import lock_data
 from optkit.bundle.readme import expected_data, readme_data
 from optkit.bundle.render import render
+from optkit.catalog.paths import file_in_the_way
 from optkit.resolve.plan import Plan, Workspace
 from optkit.resolve.report import dump_json
 from optkit.tree.patchset import LOCK_NAME
@@ -51,9 +52,15 @@ def write_bundle(plan: Plan, workspace: Workspace, out_dir: Path, *, k8s: bool |
 
 def write_files(files: dict[str, bytes], out_dir: Path) -> list[Path]:
     """Write ``files`` (relative path → bytes) as the directory ``out_dir``, replacing it all at once:
-    into a temporary sibling first, then renamed into place. ``*.sh`` files but env.sh are executable."""
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))
+    into a temporary sibling first, then renamed into place. ``*.sh`` files but env.sh are executable.
+    A directory that cannot be written (read-only, a full disk) is a ``BundleWriteError``; what was
+    there before is unchanged."""
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))
+    except OSError as exc:
+        raise BundleWriteError(f"cannot write {out_dir}: {exc.strerror or exc}"
+                               f"{f' ({exc.filename})' if exc.filename else ''}; give a writable directory") from None
     try:
         for rel, data in files.items():
             path = staging / rel
@@ -62,6 +69,10 @@ def write_files(files: dict[str, bytes], out_dir: Path) -> list[Path]:
             path.chmod(EXECUTABLE if rel.endswith(".sh") and not rel.endswith("env.sh") else REGULAR)
         staging.chmod(0o755)
         _swap_into_place(staging, out_dir)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise BundleWriteError(f"cannot write {out_dir}: {exc.strerror or exc}; nothing was written "
+                               "(what was there before is unchanged)") from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -77,6 +88,9 @@ def check_replaceable(out_dir: Path, marker: str, allowed: set[str], what: str, 
     it has ``marker`` and nothing besides the ``allowed`` top-level names, so nothing of the user's is lost."""
     if out_dir.exists() and not out_dir.is_dir():
         raise error(f"{out_dir} is a file; give a new or empty directory for the {what}")
+    blocking = file_in_the_way(out_dir)
+    if blocking is not None:
+        raise error(f"{out_dir} cannot be created: {blocking} is a file; give a directory elsewhere")
     if not out_dir.is_dir() or not any(out_dir.iterdir()):
         return
     if not (out_dir / marker).is_file():

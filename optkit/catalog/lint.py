@@ -15,6 +15,7 @@ from pathlib import Path
 from optkit.catalog.loader import Catalog, load_catalog
 from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
 from optkit.catalog.factspec import FACTS
+from optkit.catalog.patchfile import path_problem, patch_paths
 from optkit.catalog.schema import VERIFICATION_ORDER, Recipe, Verification, compiled
 
 _TEMPLATE = re.compile(r"\$\{([^}]*)\}")
@@ -118,8 +119,22 @@ def _patches(catalog: Catalog) -> list[Problem]:
                 out.append(Problem(loc, f"patch {patch.file} is marked present but the file is missing"))
             elif patch.status == "pending" and exists:
                 out.append(Problem(loc, f"patch {patch.file} exists; mark it status: present"))
+            elif exists:
+                out += _touched(catalog, recipe, i)
         for stray in sorted(p.name for p in folder.glob("*.patch") if p.name not in declared):
             out.append(Problem(catalog.location(recipe.id, ("patches",)), f"{stray} is in the folder but not declared"))
+    return out
+
+
+def _touched(catalog: Catalog, recipe: Recipe, index: int) -> list[Problem]:
+    """The files the diff touches must be the declared targets, each inside the tree."""
+    patch = recipe.patches[index]
+    text = catalog.patch_path(recipe.id, patch.file).read_bytes().decode("utf-8", "surrogateescape")
+    touched = patch_paths(text)
+    loc = catalog.location(recipe.id, ("patches", index, "targets"))
+    out = [Problem(loc, f"{patch.file} touches {rel!r}: {why}") for rel in touched for why in [path_problem(rel)] if why]
+    if not out and sorted(set(touched)) != sorted(set(patch.targets)):
+        out.append(Problem(loc, f"{patch.file} touches {touched}, but targets lists {list(patch.targets)}"))
     return out
 
 

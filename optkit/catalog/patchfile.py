@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 DEV_NULL = "/dev/null"
+RESERVED = (".optkit", ".git")
+"""Top-level directories of a tree that are never source: optkit's records and git's."""
 
 _DEP3_FIELD = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*):[ \t]*(?P<value>.*)$")
 _HUNK = re.compile(r"^@@ -\d+(?:,(?P<old>\d+))? \+\d+(?:,(?P<new>\d+))? @@")
@@ -219,3 +222,20 @@ def _hunk(lines: list[str], i: int, match: re.Match) -> tuple[Hunk, int]:
 def _side(raw: str) -> str | None:
     raw = raw.split("\t", 1)[0].strip().strip('"')
     return None if raw == DEV_NULL else _strip_component(raw)
+
+
+def path_problem(rel: str) -> str | None:
+    """Why ``rel`` cannot name a file of a source tree (absolute, ``..``, empty, reserved), or None.
+
+    What a path says by itself; ``optkit.tree.safety`` adds what the tree on disk says (symlinks).
+    """
+    path = PurePosixPath(rel)
+    if path.is_absolute() or rel.startswith("\\") or rel[1:2] == ":":
+        return "an absolute path"
+    if ".." in path.parts:
+        return "a '..' component leaves the tree"
+    if not path.parts:
+        return "an empty path"
+    if path.parts[0] in RESERVED:
+        return f"{path.parts[0]}/ is not part of the source"
+    return None

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from optkit.catalog.conditions import Condition, compile_condition
+from optkit.catalog.patchfile import path_problem
 from optkit.errors import ConditionError
 
 
@@ -36,12 +37,19 @@ def _check_condition(text: str) -> str:
 
 
 def _check_specifier(text: str) -> str:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # only validating needs it
+    from packaging.specifiers import SpecifierSet  # only validating needs it
 
     try:
-        SpecifierSet(text)
-    except InvalidSpecifier:
+        SpecifierSet(text).contains("0", prereleases=True)  # parses every version in it, not only the syntax
+    except ValueError:  # InvalidSpecifier, or a number too long for int()
         raise ValueError(f"{text!r} is not a PEP 440 version specifier (e.g. '>=0.23.0,<0.26')") from None
+    return text
+
+
+def _check_tree_path(text: str) -> str:
+    problem = path_problem(text)
+    if problem is not None:
+        raise ValueError(f"{text!r} is not a file of the vllm-ascend tree: {problem}")
     return text
 
 
@@ -54,6 +62,7 @@ def _check_regex(text: str) -> str:
 
 
 ConditionText = Annotated[str, AfterValidator(_check_condition)]
+TreeFile = Annotated[str, AfterValidator(_check_tree_path)]
 SpecifierText = Annotated[str, AfterValidator(_check_specifier)]
 RegexText = Annotated[str, AfterValidator(_check_regex)]
 RecipeId = Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
@@ -191,7 +200,7 @@ class Patch(_Strict):
     forwarded: str = Field("no", description="DEP-3 Forwarded: no, not-needed, or a URL.")
     applied_upstream: Optional[str] = Field(None, description="DEP-3 Applied-Upstream: version/commit, if landed.")
     last_update: _dt.date = Field(description="DEP-3 Last-Update (YYYY-MM-DD).")
-    targets: list[str] = Field(min_length=1, description="Tree files the patch touches (relative paths).")
+    targets: list[TreeFile] = Field(min_length=1, description="Tree files the patch touches (relative paths, inside the tree).")
     status: Literal["pending", "present"] = Field(
         "pending", description="'present' once the file exists; 'pending' marks a declared, unwritten patch.")
 

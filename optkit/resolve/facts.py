@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from optkit.errors import RequestError
 from optkit.catalog.factspec import FACTS
@@ -42,7 +42,7 @@ def parse_version(text: str, flag: str) -> Version:
     """A PEP 440 version, or a RequestError naming the flag."""
     try:
         return Version(text)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number too long for int()
         raise RequestError(f"{flag} {text!r} is not a version (e.g. 0.23.0)") from None
 
 

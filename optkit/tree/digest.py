@@ -20,7 +20,8 @@ from pathlib import Path
 from optkit.errors import TreeError
 from optkit.tree.cache import sha256_file
 from optkit.tree.inspect import inspect_tree
-from optkit.tree.journal import HOME, read_json
+from optkit.tree.journal import read_state
+from optkit.tree.safety import HOME, state_home
 
 SKIPPED_NAMES = {".git", HOME, "__pycache__"}
 """Directories left out wherever they are."""
@@ -49,15 +50,16 @@ def pristine_digest(tree: Path) -> TreeDigest:
     if (root / HOME / "journal.json").exists():
         raise TreeError(f"{root}: an optkit apply is unfinished; `optkit revert --tree {root}` restores "
                         "the tree, then its digest can be taken")
-    state = read_json(root / HOME / "state.json") or {"files": {}, "patches": []}
+    state_home(root)
+    state = read_state(root)
     hashes = {rel: sha256_file(root / rel) for rel in _source_files(root)}
-    for rel, record in state["files"].items():
-        if record["before"] is None:
+    for rel, record in (state.files if state else {}).items():
+        if record.before is None:
             hashes.pop(rel, None)
         else:
-            hashes[rel] = record["before"]
+            hashes[rel] = record.before
     digest = hashlib.sha256("".join(f"{rel}\0{sha}\n" for rel, sha in sorted(hashes.items())).encode())
-    return TreeDigest(digest.hexdigest(), str(info.version), len(hashes), [p["name"] for p in state["patches"]])
+    return TreeDigest(digest.hexdigest(), str(info.version), len(hashes), [p.name for p in state.patches] if state else [])
 
 
 def _source_files(root: Path) -> list[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import gc
 import weakref
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -26,9 +27,8 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from torch import nn  # noqa: E402
 
-from patched_tree import load_defs, load_module, patched_tree  # noqa: E402  (puts tests/ on sys.path)
+from patched_tree import load_defs, load_method, load_module, patched_tree  # noqa: E402  (puts tests/ on sys.path)
 
-from compat_support import pristine  # noqa: E402
 from optkit.tree.fetch import fetch  # noqa: E402
 from optkit.versions.releases import load_release  # noqa: E402
 
@@ -251,10 +251,6 @@ class _Reached(Exception):
 def test_qwen3_5_attention_passes_the_cached_sums(tree, norm_cls):
     """The patched AscendQwen3NextAttention.forward hands triton_split_qkv_rmsnorm_mrope the norms' cached
     1 + weight (the same tensors, not fresh sums) on its multimodal-rope branch."""
-    from types import SimpleNamespace
-
-    from patched_tree import load_method
-
     seen = {}
 
     def fused(**kwargs):

@@ -63,7 +63,12 @@ _SPECS = [
     _f("parallel.ep", "bool", "Expert parallelism on (--enable-expert-parallel)."),
     _f("parallel.ep_size", "int", "Expert-parallel group size (tp × dp when EP is on, else 1)."),
     _f("parallel.context_parallel", "bool", "Prefill/decode context parallelism in use.", flag="--context-parallel"),
-    _f("parallel.cards", "int", "Cards used (devices / dies per card, rounded up)."),
+    _f("parallel.cards", "int", "Cards used on all nodes together (devices / dies per card, rounded up)."),
+    _f("parallel.nodes", "int", "Nodes the TP × DP ranks run on (--nodes, else the fewest that hold them)."),
+    _f("parallel.node_devices", "int", "NPU devices each node runs (TP × DP / nodes)."),
+    _f("parallel.layout", "str", "How the ranks sit on nodes (optkit.resolve.layout): all on one node, whole TP "
+       "groups of the DP ranks spread over nodes, or one TP group spanning nodes.",
+       ("single-node", "dp-across-nodes", "tp-across-nodes")),
     # versions
     _f("versions.vllm_ascend", "version", "vllm-ascend version of the tree/host."),
     _f("versions.vllm", "version", "vLLM version."),

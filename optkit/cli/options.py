@@ -33,6 +33,8 @@ _OPTIONS = [
     (("--variant",), "variant", dict(help="Target hardware variant (910c: 752t, 560t).")),
     (("--tp",), "tp", dict(type=click.IntRange(1), help="Tensor-parallel size (default 2: one 910C card).")),
     (("--dp",), "dp", dict(type=click.IntRange(1), help="Data-parallel size (default 1).")),
+    (("--nodes",), "nodes", dict(type=click.IntRange(1), help="Nodes the TP x DP ranks run on (default: the fewest "
+                                                           "that hold them; more spreads the DP ranks).")),
     (("--ep/--no-ep",), "ep", dict(default=None, help="Expert parallelism (default: on for MoE models).")),
     (("--context-parallel/--no-context-parallel",), "context_parallel", dict(default=None, help="Context parallelism in use.")),
     (("--concurrency",), "concurrency", dict(callback=_concurrency, help="Concurrency levels, e.g. 1,4,8 (default).")),

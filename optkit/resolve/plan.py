@@ -14,6 +14,7 @@ from optkit.catalog.loader import Catalog, load_catalog
 from optkit.catalog.paths import project_root
 from optkit.errors import OptkitError, RequestError
 from optkit.resolve.facts import Facts, compute_facts
+from optkit.resolve.layout import NodeLayout, layout_of
 from optkit.resolve.objective import Baseline, find_baseline, load_baselines
 from optkit.resolve.profiles import ModelProfile, Target, find_model, find_target, load_models, load_targets
 from optkit.resolve.request import Request
@@ -104,6 +105,7 @@ class Plan:
     estimates: list[Estimate] = field(default_factory=list)
     release: Any = None  # optkit.versions.onrelease.ReleaseView: the release (or tree) planned for
     verdicts: dict[str, Any] = field(default_factory=dict)  # recipe → optkit.versions.onrelease.Verdict
+    layout: NodeLayout | None = None  # where the TP × DP ranks run (optkit.resolve.layout)
 
     @property
     def selected(self) -> list[str]:
@@ -175,13 +177,17 @@ def plan(request: Request, workspace: Workspace | None = None) -> Plan:
     release = release_view(ascend_version(request), tree, ws.catalog)
     facts = compute_facts(request, model, target, release)
     verdicts = {r.id: verdict(r, release) for r in ws.catalog}
+    layout = layout_of(request.tp, request.dp, facts["parallel.nodes"])
 
-    def baseline_for(c: int) -> Baseline | None:  # the article's baselines belong to catalog profiles only
-        return find_baseline(ws.baselines, model.id, target.id, c) if model.source == "catalog" else None
+    def baseline_for(c: int) -> Baseline | None:
+        """The article's baselines: catalog profiles on one node only (they were measured on one card)."""
+        if model.source != "catalog" or layout.nodes > 1:
+            return None
+        return find_baseline(ws.baselines, model.id, target.id, c)
 
     resolution = resolve(ws.catalog, facts, request.with_recipes, request.without_recipes, baseline_for,
                          ws.unavailable, verdicts)
-    result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts)
+    result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts, layout=layout)
     for rid in resolution.selected:
         _collect(result, ws.catalog[rid], facts, verdicts[rid])
     result.estimates = _estimates(result, baseline_for)
@@ -275,6 +281,9 @@ def _no_baseline(result: Plan, c: int) -> str:
     if result.model.source == "config.json":
         whose = (f"the article publishes TPOT baselines for its own deployment only, none for {result.model.id} "
                  "(a profile derived from config.json)")
+    elif result.layout.nodes > 1:
+        whose = (f"the article's baselines and gains were measured on one {result.target.id} card, and this plan "
+                 f"runs on {result.layout.nodes} nodes")
     else:
         whose = f"the article publishes no c{c} TPOT baseline for {result.model.id} on {result.target.id}"
     return (f"no published baseline: {whose}; gains reported in % cannot be turned into ms, so the saving above "

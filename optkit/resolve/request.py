@@ -34,6 +34,9 @@ class Request(BaseModel):
     variant: Optional[str] = Field(None, description="Hardware variant of the target (e.g. 752t, 560t).")
     tp: int = Field(2, ge=1, description="Tensor-parallel size (910C: one card = two dies = TP2).")
     dp: int = Field(1, ge=1, description="Data-parallel size.")
+    nodes: Optional[int] = Field(
+        None, ge=1, description="Nodes the TP × DP ranks run on; default: the fewest that hold them "
+        "(optkit.resolve.layout names the layouts).")
     ep: Optional[bool] = Field(None, description="Expert parallelism; default on for MoE models.")
     context_parallel: bool = Field(False, description="Prefill/decode context parallelism in use.")
     concurrency: list[int] = Field([1, 4, 8], min_length=1, description="Concurrency levels to optimize for.")

@@ -3,8 +3,10 @@
 Each check returns problems, and each problem names the recipe responsible (found through the
 lock's ``launch.sources``, ``launch.env`` and ``launch.argv_sources``):
 
-- ``launch``: serve.sh runs exactly the lock's ``launch.argv``; env.sh exports the lock's env.
-- ``vllm``: the argv passes vLLM 0.23.0's own parser and config classes, and its capture sizes
+- ``launch``: serve.sh runs exactly the lock's ``launch.argv`` (and, on a multi-node plan, its worker
+  nodes add the lock's ``launch.nodes.worker_args``); env.sh exports the lock's env; the k8s ConfigMap
+  of a multi-node bundle carries these serve.sh and env.sh.
+- ``vllm``: the argv (of every node, on a multi-node plan) passes vLLM 0.23.0's own parser and config classes, and its capture sizes
   survive vLLM's spec-decode rounding (``optkit.bundle.vllm_probe``, one subprocess; skipped, not passed,
   when vLLM 0.23.0 is not installed).
 - ``config-keys``: every ``--additional-config`` key (nested ones too) is read by the vllm-ascend
@@ -27,12 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Literal
 
-from optkit.bundle.launch import EXTRA_ARGS
+from optkit.bundle.launch import EXTRA_ARGS, ROLE_ARGS
 from optkit.errors import BundleError, OptkitError, did_you_mean
 from optkit.tree.patchset import LOCK_NAME, LOCK_VERSION
 
 PROBE_TIMEOUT = 600
 SCRIPT_TIMEOUT = 60
+PROBE_LEADER_IP = "192.0.2.1"
+"""The leader's address in the argv the parser sees (TEST-NET-1, RFC 5737): parsing contacts nothing."""
 
 
 @dataclass
@@ -139,9 +143,10 @@ def _result(name: str, problems: list[str], note: str = "") -> Check:
 # --------------------------------------------------------------------------- launch
 
 
-def serve_sh_argv(text: str) -> list[str]:
-    """The ``vllm serve`` argv in serve.sh (without ``exec`` and the trailing EXTRA_ARGS), read
-    with ``shlex`` from the one ``exec vllm serve`` command; nothing is executed."""
+def serve_sh_argv(text: str, nodes: bool = False) -> list[str]:
+    """The ``vllm serve`` argv in serve.sh (without ``exec``, the trailing EXTRA_ARGS and, with
+    ``nodes``, the ROLE_ARGS before them), read with ``shlex`` from the one ``exec vllm serve``
+    command; nothing is executed."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith("exec vllm serve ")), None)
     if start is None:
@@ -152,9 +157,17 @@ def serve_sh_argv(text: str) -> list[str]:
         if not line.endswith("\\"):
             break
     words = shlex.split(" ".join(command))
-    if words[-1] != shlex.split(EXTRA_ARGS)[0]:
-        raise BundleError(["serve.sh's vllm serve command does not end with the extra arguments; write the bundle again"])
-    return words[1:-1]
+    tail = [shlex.split(ROLE_ARGS)[0]] * nodes + shlex.split(EXTRA_ARGS)
+    if words[-len(tail):] != tail:
+        what = "the worker arguments and the extra arguments" if nodes else "the extra arguments"
+        raise BundleError([f"serve.sh's vllm serve command does not end with {what}; write the bundle again"])
+    return words[1:-len(tail)]
+
+
+def serve_sh_worker_args(text: str) -> list[str] | None:
+    """The ``WORKER_ARGS=(…)`` of a multi-node serve.sh, read with ``shlex`` (None when absent)."""
+    line = next((line for line in text.splitlines() if line.startswith("WORKER_ARGS=(") and line.endswith(")")), None)
+    return None if line is None else shlex.split(line[len("WORKER_ARGS=("):-1])
 
 
 def env_sh_exports(text: str) -> list[tuple[str, str]]:
@@ -170,10 +183,16 @@ def env_sh_exports(text: str) -> list[tuple[str, str]]:
 def check_launch(bundle: Path, lock: dict) -> Check:
     launch = lock["launch"]
     problems = []
-    argv = serve_sh_argv((bundle / "serve.sh").read_text(encoding="utf-8"))
+    serve_sh = (bundle / "serve.sh").read_text(encoding="utf-8")
+    nodes = launch.get("nodes")
+    argv = serve_sh_argv(serve_sh, nodes=bool(nodes))
     if argv != launch["argv"]:
         problems.append(f"optkit: serve.sh runs {shlex.join(argv)!r}, but the lock's launch.argv is "
                         f"{shlex.join(launch['argv'])!r}; the bundle was edited: write it again")
+    if nodes and serve_sh_worker_args(serve_sh) != nodes["worker_args"]:
+        problems.append(f"optkit: serve.sh's worker nodes add {serve_sh_worker_args(serve_sh)}, but the lock's "
+                        f"launch.nodes.worker_args is {nodes['worker_args']}; write the bundle again")
+    problems += _configmap_problems(bundle)
     exports = env_sh_exports((bundle / "env.sh").read_text(encoding="utf-8"))
     wanted = [(e["name"], e["value"]) for e in launch["env"]]
     if exports != wanted:
@@ -181,15 +200,41 @@ def check_launch(bundle: Path, lock: dict) -> Check:
     return _result("launch", problems)
 
 
+def _configmap_problems(bundle: Path) -> list[str]:
+    """k8s/configmap.yaml (a multi-node bundle's, with --k8s) must carry the bundle's own scripts:
+    its pods run them."""
+    path = bundle / "k8s" / "configmap.yaml"
+    if not path.is_file():
+        return []
+    import yaml
+
+    data = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("data", {})
+    return [f"optkit: k8s/configmap.yaml's {name} differs from the bundle's {name}; the bundle was edited: write it again"
+            for name in ("serve.sh", "env.sh") if data.get(name) != (bundle / name).read_text(encoding="utf-8")]
+
+
 # --------------------------------------------------------------------------- vllm
 
 
-def probe_request(lock: dict) -> dict:
-    """What ``optkit.bundle.vllm_probe`` gets: the argv after ``vllm serve`` with serve.sh's defaults."""
+def probe_request(lock: dict, node: int = 0) -> dict:
+    """What ``optkit.bundle.vllm_probe`` gets: the argv after ``vllm serve`` with serve.sh's defaults
+    and, on a multi-node plan, the values serve.sh gives node ``node`` (a worker's arguments added)."""
     launch = lock["launch"]
     params = {f"${name}": value or name.lower() for name, value in launch["parameters"].items()}
-    argv = [params.get(token, token) for token in launch["argv"][2:]]
-    return {"argv": argv, "labels": launch["argv_sources"][2:], "vllm": lock["versions"]["vllm"]}
+    argv, labels = launch["argv"][2:], launch["argv_sources"][2:]
+    nodes = launch.get("nodes")
+    if nodes:
+        params.update({"$LEADER_IP": PROBE_LEADER_IP, "$NODE_RANK": str(node),
+                       "$DP_START_RANK": str(node * nodes["dp_local"])})
+        if node:
+            argv, labels = argv + nodes["worker_args"], labels + ["optkit"] * len(nodes["worker_args"])
+    return {"argv": [params.get(token, token) for token in argv], "labels": labels, "vllm": lock["versions"]["vllm"]}
+
+
+def probe_requests(lock: dict) -> list[dict]:
+    """One probe request per node: the leader's, then each worker's (one for a single-node plan)."""
+    nodes = lock["launch"].get("nodes")
+    return [probe_request(lock, node) for node in range(nodes["count"] if nodes else 1)]
 
 
 def run_probe(request: dict, python: str | None = None, *, script: str = "vllm_probe.py",
@@ -219,18 +264,33 @@ def _blame(problem: dict, lock: dict) -> list[str]:
     return problem["blame"]
 
 
-def check_vllm(lock: dict, result: dict | None = None, *, python: str | None = None, missing: str = "") -> Check:
-    """vLLM's verdict on the argv, in ``python`` (``result``: a probe result already at hand, e.g. in
-    tests; no ``python`` and no ``result``: skipped, ``missing`` says why)."""
+def check_vllm(lock: dict, result: dict | list[dict] | None = None, *, python: str | None = None,
+               missing: str = "") -> Check:
+    """vLLM's verdict on the argv of every node, in ``python`` (``result``: probe results already at
+    hand, one per node of ``probe_requests``, e.g. in tests; no ``python`` and no ``result``: skipped,
+    ``missing`` says why)."""
     if result is None and python is None and missing:
         return Check("vllm", "skipped", [], f"skipped: {missing}")
-    result = result if result is not None else run_probe(probe_request(lock), python)
-    if result["status"] == "skipped":
-        return Check("vllm", "skipped", [], f"skipped: {result['reason']}")
-    problems = [f"{', '.join(_who(b) for b in _blame(p, lock))}: {p['message']}" for p in result["problems"]]
-    sizes = result.get("capture_sizes")
-    note = f"vLLM {result['vllm_version']}" + (f"; capture sizes {sizes['given']} → {sizes['effective']}" if sizes else "")
+    if result is None:
+        requests = probe_requests(lock)
+        result = [run_probe(requests[0], python)] if len(requests) == 1 else \
+            run_probe({"batch": requests}, python)["results"]
+    results = [result] if isinstance(result, dict) else result
+    skipped = next((r for r in results if r["status"] == "skipped"), None)
+    if skipped is not None:
+        return Check("vllm", "skipped", [], f"skipped: {skipped['reason']}")
+    problems = [f"{_node(node, len(results))}{', '.join(_who(b) for b in _blame(p, lock))}: {p['message']}"
+                for node, r in enumerate(results) for p in r["problems"]]
+    sizes = results[0].get("capture_sizes")
+    note = f"vLLM {results[0]['vllm_version']}" + (f"; capture sizes {sizes['given']} → {sizes['effective']}" if sizes else "")
+    if len(results) > 1:
+        note += f"; the argv of all {len(results)} nodes (leader and {len(results) - 1} headless)"
     return _result("vllm", problems, note)
+
+
+def _node(node: int, count: int) -> str:
+    """How a problem of one node's argv starts ('' on a single-node plan)."""
+    return "" if count == 1 else f"node {node} ({'leader' if node == 0 else 'worker'}): "
 
 
 # --------------------------------------------------------------------------- tree

@@ -178,6 +178,15 @@ def test_generated_figures_in_docs(text, expected):
     assert _filled(text, {"optkit.lock.json": json.dumps(lock).encode()}) == expected
 
 
+def test_the_multinode_figure_is_the_multinode_examples_manifests():
+    from optkit.cli.docs import _filled
+
+    multinode = {"k8s/leaderworkerset.yaml": b"kind: LeaderWorkerSet\n", "k8s/service.yaml": b"kind: Service\n"}
+    text = "<!-- optkit:multinode-manifests -->old<!-- /optkit:multinode-manifests -->"
+    assert _filled(text, {}, lambda: multinode) == ("<!-- optkit:multinode-manifests -->\n\n```yaml\nkind: LeaderWorkerSet\n"
+                                                    "---\nkind: Service\n```\n\n<!-- /optkit:multinode-manifests -->")
+
+
 def test_docs_check_names_a_stale_figure(tmp_path, monkeypatch):
     import shutil
 

@@ -39,8 +39,14 @@ def all_in_order() -> list[str]:
     return dependency_order(CATALOG, recipes_with_patches())
 
 
-def specs(recipe_ids: list[str]):
-    return catalog_specs(CATALOG, recipe_ids)
+def specs(recipe_ids: list[str], version: str | None = None):
+    """The recipes' patch specs; with ``version``, only the patches written for that release."""
+    found = catalog_specs(CATALOG, recipe_ids)
+    if version is None:
+        return found
+    from packaging.specifiers import SpecifierSet
+
+    return [s for s in found if SpecifierSet(s.version_spec, prereleases=True).contains(version)]
 
 
 def touched_python(tree: Path, patch_specs) -> list[Path]:

@@ -1,9 +1,10 @@
-"""Validate generated Kubernetes manifests against the real Kubernetes API schema, and LeaderWorkerSets
-against the LeaderWorkerSet CRD's schema.
+"""Kubernetes manifests checked against the real Kubernetes API schema, for every test that writes one,
+and LeaderWorkerSets against the LeaderWorkerSet CRD's schema.
 
-``kubernetes-validate`` (a test dependency, see pyproject.toml) ships the OpenAPI schemas of every
-Kubernetes release; ``validate_manifest`` checks one manifest strictly (unknown fields are errors)
-for ``KUBERNETES_VERSION``, the version the bundle writes for (``optkit.bundle.k8s``). A
+``kubernetes-validate`` (PyPI; a test dependency installed by scripts/test) ships the
+OpenAPI-derived JSON schemas of each Kubernetes release; ``strict`` also rejects fields the schema
+does not define (a misspelt key is an error, not silently dropped by the API server). Manifests are
+validated for ``KUBERNETES_VERSION``, the version the bundle writes for (``optkit.bundle.k8s``). A
 ``LeaderWorkerSet`` is checked with ``jsonschema`` against the CRD schema vendored in
 ``tests/fixtures/k8s/`` (README.md there: its source and what was cut), made strict, and what the CRD
 embeds of core Kubernetes (pod templates, claims, the object's metadata) with ``kubernetes-validate``.
@@ -13,8 +14,10 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 from pathlib import Path
 
+import pytest
 import yaml
 
 from optkit.bundle.k8s import KUBERNETES_VERSION, LWS_API_VERSION
@@ -24,18 +27,40 @@ TRIMMED = "x-optkit-trimmed"
 """The marker of an embedded core type whose schema was cut from the CRD (fixtures/k8s/README.md)."""
 
 
+def _validator():
+    try:
+        import kubernetes_validate
+    except ImportError:
+        message = "kubernetes-validate is not installed (pip install kubernetes-validate)"
+        pytest.fail(message) if os.environ.get("CI") == "true" else pytest.skip(message)
+    return kubernetes_validate
+
+
+def _problem(doc: dict, version: str) -> tuple[str, str] | None:
+    """(field path, message) of the first schema error of ``doc``, or None."""
+    kubernetes_validate = _validator()
+    try:
+        kubernetes_validate.validate(doc, version, strict=True)
+    except kubernetes_validate.ValidationError as exc:
+        return ".".join(str(p) for p in exc.path), exc.message
+    return None
+
+
+def schema_problems(text: str, version: str = KUBERNETES_VERSION) -> list[str]:
+    """Every schema error of every document in ``text`` (empty when all are valid)."""
+    documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    return [f"document {i} ({doc.get('kind')}): {p[0]}: {p[1]}"
+            for i, doc in enumerate(documents) if (p := _problem(doc, version))]
+
+
 def validate_manifest(data: dict, version: str = KUBERNETES_VERSION) -> None:
     """Raise ``AssertionError`` naming the field if ``data`` is not a valid object of its kind."""
     if data.get("kind") == "LeaderWorkerSet":
         validate_leaderworkerset(data, version)
         return
-    import kubernetes_validate
-
-    try:
-        kubernetes_validate.validate(data, version, strict=True)
-    except kubernetes_validate.ValidationError as exc:
-        where = ".".join(str(p) for p in exc.path)
-        raise AssertionError(f"{data.get('kind')} {where}: {exc.message}") from None
+    problem = _problem(data, version)
+    if problem:
+        raise AssertionError(f"{data.get('kind')} {problem[0]}: {problem[1]}")
 
 
 def validate_file(path: Path, version: str = KUBERNETES_VERSION) -> list[str]:

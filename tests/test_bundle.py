@@ -40,8 +40,8 @@ from optkit.bundle.check import (
     probe_request,
     read_lock,
     run_probe,
-    serve_sh_argv,
 )
+from optkit.bundle.launch_check import serve_sh_argv
 from optkit.catalog.paths import project_root
 from optkit.cli.main import cli
 from optkit.errors import InternalError
@@ -397,7 +397,8 @@ def test_without_a_hf_id_the_scripts_ask_for_a_model(no_hf_id, script, message):
 # --------------------------------------------------------------------------- templates: the quoting rule
 
 TEMPLATES = Path(optkit.bundle.__file__).parent / "templates"
-SHELL_TEMPLATES = sorted(TEMPLATES.glob("*.sh.j2"))
+SHELL_TEMPLATES = sorted(TEMPLATES.rglob("*.sh.j2"))  # the ladder's run-ladder.sh too (templates/ladder/)
+YAML_TEMPLATES = sorted(TEMPLATES.rglob("*.yaml.j2"))
 MARK = "\0"
 
 
@@ -484,7 +485,7 @@ def marked_text(template: Path) -> str:
 
 
 def test_every_script_has_a_shell_template():
-    assert {t.name for t in SHELL_TEMPLATES} == {f"{s}.j2" for s in SCRIPTS} | {"_header.sh.j2"}
+    assert {t.name for t in SHELL_TEMPLATES} == {f"{s}.j2" for s in SCRIPTS} | {"_header.sh.j2", "run-ladder.sh.j2"}
 
 
 @pytest.mark.parametrize("template", SHELL_TEMPLATES, ids=lambda t: t.name)
@@ -500,9 +501,11 @@ def test_shell_templates_print_values_only_through_sh(template):
     assert wrong == [], f"{template.name}: values {wrong} are quoted as words but sit inside quotes or a comment"
 
 
-@pytest.mark.parametrize("template", sorted((TEMPLATES / "k8s").glob("*.j2")), ids=lambda p: p.name)
+@pytest.mark.parametrize("template", YAML_TEMPLATES, ids=lambda t: t.name)
 def test_the_k8s_templates_print_values_only_through_yaml(template):
     """Each value of a manifest is one YAML scalar of its own (optkit.bundle.render.yaml_scalar)."""
+    assert {t.name for t in YAML_TEMPLATES} == {"deployment.yaml.j2", "service.yaml.j2", "ladder-job.yaml.j2",
+                                                "leaderworkerset.yaml.j2", "_pod.yaml.j2", "configmap.yaml.j2"}
     nodes = printed_expressions(template)
     assert nodes and all(isinstance(n, jinja2.nodes.Filter) and n.name == "yaml" and not n.args for n in nodes)
 
@@ -947,6 +950,79 @@ def test_apply_sh_refuses_another_version(flagship, tmp_path):
     proc = subprocess.run(["bash", str(flagship / "apply.sh"), "--allow-pending", str(tree.parent)],
                           capture_output=True, text=True)
     assert proc.returncode == 1 and "is vllm-ascend 0.18.0, this bundle is for 0.23.0" in proc.stderr
+
+
+def _new_file_patch(n: int) -> str:
+    return f"--- /dev/null\n+++ b/vllm_ascend/injected{n}.py\n@@ -0,0 +1 @@\n+INJECTED = True\n"
+
+
+def _replace_patches(bundle: Path) -> None:  # each replaced by a patch that applies to any tree
+    for n, name in enumerate((bundle / "patches" / "series").read_text().split()):
+        (bundle / "patches" / name).write_text(_new_file_patch(n))
+
+
+def _drop_from_series(bundle: Path) -> None:
+    series = bundle / "patches" / "series"
+    first = series.read_text().split()[0]
+    series.write_text(f"{first}\n")
+    (bundle / "patches" / first).write_text(_new_file_patch(0))
+
+
+def _remove_patch(bundle: Path) -> None:
+    (bundle / "patches" / (bundle / "patches" / "series").read_text().split()[-1]).unlink()
+
+
+@pytest.mark.parametrize("damage, words", [
+    pytest.param(_replace_patches, "but the lock records", id="patch-bytes-changed"),
+    pytest.param(_drop_from_series, "patches/series does not list the lock's patches", id="series-edited"),
+    pytest.param(_remove_patch, "has sha256 missing, but the lock records", id="patch-missing"),
+])
+def test_apply_sh_checks_the_locks_hashes_before_applying(flagship, tmp_path, damage, words):
+    need("git")
+    from optkit.tree.inspect import tree_checksum
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(flagship, bundle)
+    damage(bundle)
+    tree = tmp_path / "tree"
+    (tree / "vllm_ascend").mkdir(parents=True)
+    (tree / "vllm_ascend" / "__init__.py").write_text("")
+    (tree / "vllm_ascend" / "_version.py").write_text("__version__ = version = '0.23.0'\n")
+    before = tree_checksum(tree)
+    for args in ([str(tree)], ["--revert", str(tree)]):
+        proc = subprocess.run(["bash", str(bundle / "apply.sh"), *args], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 1 and words in proc.stderr, proc.stdout + proc.stderr
+        assert "nothing changed" in proc.stderr and tree_checksum(tree) == before
+
+
+def _unclosed_quote(bundle: Path, tree: Path) -> None:
+    serve = bundle / "serve.sh"
+    serve.write_text(serve.read_text().replace("exec vllm serve ", "exec vllm serve '", 1))
+
+
+@pytest.mark.parametrize("damage, words", [
+    pytest.param(lambda b, t: (b / "serve.sh").unlink(), "serve.sh: cannot read: No such file or directory",
+                 id="serve-sh-missing"),
+    pytest.param(lambda b, t: (b / "env.sh").write_bytes(b"export A=1\n\0"), "env.sh:2: holds binary data",
+                 id="env-sh-binary"),
+    pytest.param(_unclosed_quote, "serve.sh: No closing quotation", id="serve-sh-unclosed-quote"),
+    pytest.param(lambda b, t: (t / "vllm_ascend" / "envs.py").unlink(), "envs.py: no such file; is this a vllm-ascend tree?",
+                 id="tree-without-envs-py"),
+    pytest.param(lambda b, t: (t / "vllm_ascend" / "envs.py").write_text("def (\n"), "a patch or an edit broke the tree's Python",
+                 id="envs-py-not-python"),
+])
+def test_bundle_check_refuses_damaged_files(flagship, tmp_path, damage, words):
+    """Each was an internal error (FileNotFoundError, ValueError from shlex, SyntaxError from ast)."""
+    bundle = tmp_path / "bundle"
+    shutil.copytree(flagship, bundle)
+    tree = tmp_path / "tree"
+    (tree / "vllm_ascend").mkdir(parents=True)
+    (tree / "vllm_ascend" / "__init__.py").write_text("")
+    (tree / "vllm_ascend" / "_version.py").write_text("__version__ = version = '0.23.0'\n")
+    (tree / "vllm_ascend" / "envs.py").write_text("env_variables = {}\n")
+    damage(bundle, tree)
+    result = CliRunner().invoke(cli, ["bundle", "check", str(bundle), "--no-vllm", "--tree", str(tree)])
+    assert result.exit_code == 1 and words in result.output, result.output
 
 
 # --------------------------------------------------------------------------- CLI wiring

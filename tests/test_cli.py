@@ -19,6 +19,7 @@ def run(*args):
 @pytest.mark.parametrize("args, code, fragment", [
     (["plan", "qwen3.5-35b", "--target", "910c", "--mtp"], 0, "Selected recipes"),
     (["plan", "qwen3.5-35b", "--mtp", "--json"], 0, '"selected"'),
+    (["plan", "qwen3.5-35b", "--mtp", "--vllm-ascend-version", "0.30.0rc2"], 0, "[partly"),  # notes are not markup
     (["plan", "qwen3.5-35bb"], 1, "unknown model 'qwen3.5-35bb'; did you mean"),
     (["plan", "qwen3.5-35b", "--target", "910x"], 1, "unknown target '910x'; did you mean"),
     (["plan", "qwen3.5-35b", "--concurrency", "1,x"], 2, "give comma-separated integers"),

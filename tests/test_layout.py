@@ -92,7 +92,7 @@ def test_a_request_file_takes_nodes(tmp_path):
     assert "parallel.nodes = 2" in result.output and "parallel.node_devices = 4" in result.output
     path.write_text("model: qwen3.5-35b\nnodes: 0\n")
     result = CliRunner().invoke(cli, ["facts", "--request", str(path)])
-    assert result.exit_code == 1 and "request.yaml:2: nodes: Input should be greater than or equal to 1" in result.output
+    assert result.exit_code == 1 and "request.yaml:2: nodes: 0 is out of range: give an integer from 1 to 1024" in result.output
 
 
 # --------------------------------------------------------------------------- rules that read the layout

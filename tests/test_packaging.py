@@ -1,5 +1,5 @@
-"""The wheel carries the catalog and the bundle templates: `pip install .` then `optkit plan` (and
-`optkit plan -o`) works outside the checkout."""
+"""The wheel carries the catalog, the bundle and ladder templates and the accuracy prompts: `pip install .`
+then `optkit plan` (and `optkit plan -o`, `optkit ladder -o`) works outside the checkout."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ def test_wheel_ships_the_catalog_and_plans_outside_the_checkout(tmp_path):
     templates = ROOT / "optkit" / "bundle" / "templates"
     shipped = {f"optkit/bundle/templates/{t.relative_to(templates).as_posix()}" for t in templates.rglob("*.j2")}
     assert "optkit/bundle/templates/serve.sh.j2" in shipped and shipped <= names
+    assert {"optkit/measure/prompts.yaml", "optkit/data/verified/README.md",
+            "optkit/data/models/reference/article-waterfall.yaml"} <= names
 
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
@@ -47,6 +49,11 @@ def test_wheel_ships_the_catalog_and_plans_outside_the_checkout(tmp_path):
     example = ROOT / "docs" / "example-bundle"
     for rel in ("serve.sh", "preflight.sh", "README.md", "k8s/deployment.yaml"):
         assert (elsewhere / "bundle" / rel).read_bytes() == (example / rel).read_bytes(), rel
+
+    ladder = subprocess.run([sys.executable, "-m", "optkit", "ladder", "qwen3.5-35b", "--mtp", "-o", "ladder"],
+                            cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert ladder.returncode == 0, ladder.stderr
+    assert (elsewhere / "ladder" / "accuracy" / "prompts.json").is_file()
 
     for args in (["docs"], ["docs", "--check"]):  # outside a checkout: a clear error, not an internal one
         docs = subprocess.run([sys.executable, "-m", "optkit", *args], cwd=elsewhere, env=env, capture_output=True,

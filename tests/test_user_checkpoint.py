@@ -38,7 +38,7 @@ def _derived(fixture: str, model_id: str, **request) -> Request:
 REQUESTS = [
     pytest.param(dict(mtp=True), id="mtp-0.23"),
     pytest.param(dict(), id="no-mtp-0.23"),
-    pytest.param(dict(mtp=True, vllm_ascend_version="0.26.0"), id="mtp-0.26"),
+    pytest.param(dict(mtp=True, vllm_ascend_version="0.28.0rc1"), id="mtp-0.28"),
     pytest.param(dict(mtp=True, concurrency=[1, 16], tp=4), id="mtp-c16-tp4"),
 ]
 

@@ -364,14 +364,21 @@ def test_flagship_sets_nothing_the_release_lacks_or_rejects(version):
     from optkit.resolve.plan import load_workspace, plan
     from optkit.resolve.request import Request
 
-    result = plan(Request(model="qwen3.5-35b", target="910c", mtp=True, vllm_ascend_version=version), load_workspace())
     knobs = Knobs.model_validate(registry_data(scan_knobs(release_trees()[version])))
     assert knobs.additional_config.unknown_keys == "rejected"
-    env = [f"env:{s.key}" for s in result.env if not _external(result, s)]
-    config = [f"additional_config:{p}" for p in _leaves(result.additional_config)]
-    assert [k for k in env + config if not has_knob(knobs, k)] == []
-    assert "env:VLLM_ASCEND_ENABLE_FUSED_MC2" not in env and "additional_config:enable_fused_mc2" in config
-    assert "additional_config:ascend_compilation_config.enable_super_kernel" not in config
+    workspace = load_workspace()
+    # The flagship itself, and the flagship with fused MC2 forced in (it loses to the shared-expert side
+    # stream on its own): the env var that became an additional_config key is set as the key.
+    for forced in ([], ["moe-fused-mc2-enable"]):
+        request = Request(model="qwen3.5-35b", target="910c", mtp=True, vllm_ascend_version=version,
+                          **{"with": forced})
+        result = plan(request, workspace)
+        env = [f"env:{s.key}" for s in result.env if not _external(result, s)]
+        config = [f"additional_config:{p}" for p in _leaves(result.additional_config)]
+        assert [k for k in env + config if not has_knob(knobs, k)] == [], forced
+        assert "additional_config:ascend_compilation_config.enable_super_kernel" not in config
+        assert "env:VLLM_ASCEND_ENABLE_FUSED_MC2" not in env
+        assert "additional_config:enable_fused_mc2" in config or not forced
 
 
 def _external(result, setting) -> bool:

@@ -48,7 +48,8 @@ def _bundle(tmp_path: Path, version: str, **fields) -> Path:
 
 
 def test_newest_release_bundle_passes_vllm_0_30_and_its_ascend_config(vllm_030, tmp_path):
-    bundle = _bundle(tmp_path, "0.30.0rc2")
+    # fused MC2 forced in: its env var is an additional_config key on 0.30, which the real AscendConfig must take
+    bundle = _bundle(tmp_path, "0.30.0rc2", **{"with": ["moe-fused-mc2-enable"]})
     report = check_bundle(bundle, tree=release_trees()["0.30.0rc2"])
     checks = {c.name: c for c in report.checks}
     assert report.problems == [], report.problems

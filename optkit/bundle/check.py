@@ -27,11 +27,14 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Any, Iterator, Literal
 
-from optkit.bundle.launch import EXTRA_ARGS, ROLE_ARGS
+from pydantic import BaseModel, ConfigDict, Field
+
+from optkit.bundle.launch_check import launch_problems
 from optkit.errors import BundleError, OptkitError, did_you_mean
-from optkit.tree.patchset import LOCK_NAME, LOCK_VERSION
+from optkit.tree.patchset import LOCK_NAME, checked, lock_json
+from optkit.tree.schema import Lock
 
 PROBE_TIMEOUT = 600
 SCRIPT_TIMEOUT = 60
@@ -111,17 +114,45 @@ def find_vllm_python(version: str, given: Path | None = None) -> tuple[str | Non
                   f"build it with `bash scripts/vllm-venv {version}` or pass --vllm-python")
 
 
+class _Env(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    name: str = Field(description="Variable name.")
+    value: str = Field(description="Value exported by env.sh.")
+    recipe: str = Field(description="The recipe that sets it.")
+    external: bool = Field(False, description="Defined outside vllm-ascend's envs.py.")
+
+
+class _Launch(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    argv: list[str] = Field(description="The vllm serve argv, as serve.sh runs it.")
+    argv_sources: list[str] = Field(description="Who put each argv word there (recipe ids, request, optkit).")
+    env: list[_Env] = Field(description="The variables env.sh exports.")
+    parameters: dict[str, str] = Field(description="serve.sh's parameters and their defaults.")
+    sources: dict[str, str] = Field(description="The recipe that set each launch setting.")
+    additional_config: dict[str, Any] = Field(description="The --additional-config fragment.")
+
+
+class _Versions(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    vllm_ascend: str = Field(description="The vllm-ascend version the bundle is for.")
+    vllm: str = Field(description="The vLLM version the bundle is for.")
+
+
+class _CheckedLock(BaseModel):
+    """What bundle check reads of the lock besides what apply reads (``optkit.tree.schema.Lock``)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    launch: _Launch = Field(description="The launch the bundle's scripts run.")
+    versions: _Versions = Field(description="The versions the bundle is for.")
+
+
 def read_lock(bundle: Path) -> dict:
     path = bundle / LOCK_NAME
-    try:
-        lock = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BundleError([f"{bundle} is not a bundle directory: it has no {LOCK_NAME}"]) from None
-    except (OSError, ValueError) as exc:
-        raise BundleError([f"{path}: not a readable optkit lock: {exc}"]) from None
-    if not isinstance(lock, dict) or lock.get("lock_version") != LOCK_VERSION or "argv" not in lock.get("launch", {}):
-        raise BundleError([f"{path}: not a lock this optkit writes (lock_version {LOCK_VERSION} with launch.argv); "
-                           "write the bundle again"])
+    if not path.is_file():
+        raise BundleError([f"{bundle} is not a bundle directory: it has no {LOCK_NAME}"])
+    lock, lines = lock_json(path)
+    for schema in (Lock, _CheckedLock):
+        checked(schema, lock, lines)
     return lock
 
 
@@ -143,74 +174,9 @@ def _result(name: str, problems: list[str], note: str = "") -> Check:
 # --------------------------------------------------------------------------- launch
 
 
-def serve_sh_argv(text: str, nodes: bool = False) -> list[str]:
-    """The ``vllm serve`` argv in serve.sh (without ``exec``, the trailing EXTRA_ARGS and, with
-    ``nodes``, the ROLE_ARGS before them), read with ``shlex`` from the one ``exec vllm serve``
-    command; nothing is executed."""
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("exec vllm serve ")), None)
-    if start is None:
-        raise BundleError(["serve.sh has no `exec vllm serve` command; write the bundle again"])
-    command = []
-    for line in lines[start:]:
-        command.append(line[:-1] if line.endswith("\\") else line)
-        if not line.endswith("\\"):
-            break
-    words = shlex.split(" ".join(command))
-    tail = [shlex.split(ROLE_ARGS)[0]] * nodes + shlex.split(EXTRA_ARGS)
-    if words[-len(tail):] != tail:
-        what = "the worker arguments and the extra arguments" if nodes else "the extra arguments"
-        raise BundleError([f"serve.sh's vllm serve command does not end with {what}; write the bundle again"])
-    return words[1:-len(tail)]
-
-
-def serve_sh_worker_args(text: str) -> list[str] | None:
-    """The ``WORKER_ARGS=(…)`` of a multi-node serve.sh, read with ``shlex`` (None when absent)."""
-    line = next((line for line in text.splitlines() if line.startswith("WORKER_ARGS=(") and line.endswith(")")), None)
-    return None if line is None else shlex.split(line[len("WORKER_ARGS=("):-1])
-
-
-def env_sh_exports(text: str) -> list[tuple[str, str]]:
-    """``(name, value)`` of every ``export NAME=value`` line of env.sh."""
-    out = []
-    for line in text.splitlines():
-        if line.startswith("export "):
-            name, _, value = shlex.split(line, comments=True)[1].partition("=")
-            out.append((name, value))
-    return out
-
-
 def check_launch(bundle: Path, lock: dict) -> Check:
-    launch = lock["launch"]
-    problems = []
-    serve_sh = (bundle / "serve.sh").read_text(encoding="utf-8")
-    nodes = launch.get("nodes")
-    argv = serve_sh_argv(serve_sh, nodes=bool(nodes))
-    if argv != launch["argv"]:
-        problems.append(f"optkit: serve.sh runs {shlex.join(argv)!r}, but the lock's launch.argv is "
-                        f"{shlex.join(launch['argv'])!r}; the bundle was edited: write it again")
-    if nodes and serve_sh_worker_args(serve_sh) != nodes["worker_args"]:
-        problems.append(f"optkit: serve.sh's worker nodes add {serve_sh_worker_args(serve_sh)}, but the lock's "
-                        f"launch.nodes.worker_args is {nodes['worker_args']}; write the bundle again")
-    problems += _configmap_problems(bundle)
-    exports = env_sh_exports((bundle / "env.sh").read_text(encoding="utf-8"))
-    wanted = [(e["name"], e["value"]) for e in launch["env"]]
-    if exports != wanted:
-        problems.append(f"optkit: env.sh exports {exports}, but the lock's launch.env is {wanted}; write the bundle again")
-    return _result("launch", problems)
-
-
-def _configmap_problems(bundle: Path) -> list[str]:
-    """k8s/configmap.yaml (a multi-node bundle's, with --k8s) must carry the bundle's own scripts:
-    its pods run them."""
-    path = bundle / "k8s" / "configmap.yaml"
-    if not path.is_file():
-        return []
-    import yaml
-
-    data = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("data", {})
-    return [f"optkit: k8s/configmap.yaml's {name} differs from the bundle's {name}; the bundle was edited: write it again"
-            for name in ("serve.sh", "env.sh") if data.get(name) != (bundle / name).read_text(encoding="utf-8")]
+    """serve.sh, env.sh (and a multi-node bundle's k8s ConfigMap) against the lock (``optkit.bundle.launch_check``)."""
+    return _result("launch", launch_problems(bundle, lock))
 
 
 # --------------------------------------------------------------------------- vllm
@@ -304,7 +270,11 @@ def tree_knobs(root: Path):
 
     if not (root / "vllm_ascend" / "envs.py").is_file():
         raise BundleError([f"{root / 'vllm_ascend' / 'envs.py'}: no such file; is this a vllm-ascend tree?"])
-    return Knobs.model_validate(registry_data(scan_knobs(root)))
+    try:
+        found = scan_knobs(root)
+    except (SyntaxError, ValueError) as exc:  # a source file that is not Python (ValueError: a NUL byte)
+        raise BundleError([f"{root}: {exc}; a patch or an edit broke the tree's Python"]) from None
+    return Knobs.model_validate(registry_data(found))
 
 
 @contextmanager

@@ -8,18 +8,19 @@ recovers the request for ``--from-lock``, refused when the catalog or profiles h
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 from optkit import __version__
 from optkit.bundle import BundleWriteError
 from optkit.bundle.launch import Launch
+from optkit.catalog.records import effective_level
 from optkit.catalog.schema import Recipe
 from optkit.resolve.plan import Plan, Workspace
 from optkit.resolve.report import facts_data, plan_data
 from optkit.resolve.request import Request
-from optkit.tree.patchset import LOCK_VERSION
+from optkit.tree.patchset import LOCK_VERSION, checked, lock_json
+from optkit.tree.schema import Lock
 
 
 def catalog_sha256(root: Path) -> str:
@@ -38,8 +39,10 @@ def catalogs_data(catalog) -> list[dict[str, str]]:
 
 
 def profiles_sha256(root: Path) -> str:
-    """sha256 over the other plan inputs: model and target profiles, baselines, kernel specs."""
-    return _files_sha256(root, ["models/*.yaml", "models/reference/*.yaml", "targets/*.yaml", "kernels/*/kernel.yaml"])
+    """sha256 over the other plan inputs: model and target profiles, baselines, kernel specs, and the
+    measurement records in verified/ (they change the plan's numbers)."""
+    return _files_sha256(root, ["models/*.yaml", "models/reference/*.yaml", "targets/*.yaml", "kernels/*/kernel.yaml",
+                                "verified/*.yaml"])
 
 
 def _files_sha256(root: Path, patterns: list[str]) -> str:
@@ -69,7 +72,7 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s=None) -> 
         "request": plan.request.model_dump(by_alias=True, mode="json"),
         "facts": facts_data(plan),
         "selected": list(plan.selected),
-        "recipes": {r.id: _recipe_entry(r, workspace.catalog, plan.verdicts.get(r.id)) for r in launch.recipes},
+        "recipes": {r.id: _recipe_entry(r, workspace, plan.verdicts.get(r.id)) for r in launch.recipes},
         "decisions": data["decisions"],
         "patches": patches,
         "pending_patches": pending,
@@ -78,18 +81,33 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s=None) -> 
         "target": {"id": plan.target.id, "soc_version": plan.target.default_soc_version,
                    "soc_versions": list(plan.target.soc_versions)},
         "versions": {"vllm_ascend": str(plan.facts["versions.vllm_ascend"]), "vllm": str(plan.facts["versions.vllm"])},
-        "bundle": {"k8s": bool(k8s), **({"k8s_options": k8s.data()} if k8s else {})},
+        "bundle": _bundle_options(plan, k8s),
     }
 
 
-def _recipe_entry(recipe: Recipe, catalog, verdict) -> dict[str, Any]:
-    """The recipe as the lock records it: the catalog it came from, and as ``versions.vllm_ascend``
-    the range its patch set was written for (what ``optkit apply`` checks the tree against)."""
-    origin = catalog.origins.get(recipe.id)
+def _bundle_options(plan: Plan, k8s) -> dict[str, Any]:
+    """How the bundle was written, beyond the request: ``--k8s`` (and its options), and a ladder
+    step's selection."""
+    options: dict[str, Any] = {"k8s": bool(k8s), **({"k8s_options": k8s.data()} if k8s else {})}
+    if plan.restricted_to is not None:
+        options.update(selection=list(plan.restricted_to), selection_reason=plan.restriction_reason)
+    return options
+
+
+def _recipe_entry(recipe: Recipe, workspace: Workspace, verdict) -> dict[str, Any]:
+    """The recipe as the lock records it: the catalog it came from, as ``versions.vllm_ascend`` the
+    range its patch set was written for (what ``optkit apply`` checks the tree against), its
+    effective verification level and the records that measured it."""
+    origin = workspace.catalog.origins.get(recipe.id)
     ascend = verdict.patch_versions if verdict is not None and verdict.patches else recipe.versions.vllm_ascend
-    return {"catalog": "shipped" if origin is None else str(origin), "kind": recipe.kind.value, "title": recipe.title,
-            "versions": {"vllm_ascend": ascend, "vllm": recipe.versions.vllm},
-            "verification": recipe.verification.level.value, "needs_npu": recipe.verification.needs_npu}
+    entry = {"catalog": "shipped" if origin is None else str(origin), "kind": recipe.kind.value, "title": recipe.title,
+             "versions": {"vllm_ascend": ascend, "vllm": recipe.versions.vllm},
+             "verification": effective_level(recipe, workspace.records).value,
+             "needs_npu": recipe.verification.needs_npu}
+    measured = [e.label for e in workspace.records.of(recipe.id)]
+    if measured:
+        entry["measured"] = measured
+    return entry
 
 
 def _patch_entries(plan: Plan, workspace: Workspace) -> tuple[list[dict], list[dict]]:
@@ -118,12 +136,8 @@ def pending_names(lock: dict) -> list[str]:
 
 
 def _read_plan_lock(lock_path: Path) -> dict:
-    try:
-        lock = json.loads(Path(lock_path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BundleWriteError(f"{lock_path}: not a readable optkit lock: {exc}") from None
-    if not isinstance(lock, dict) or lock.get("lock_version") != LOCK_VERSION:
-        raise BundleWriteError(f"{lock_path}: not an optkit lock of lock_version {LOCK_VERSION}")
+    lock, lines = lock_json(Path(lock_path))  # the common JSON reader, lock_version checked
+    checked(Lock, lock, lines)  # its sections have their types (request, optkit and bundle are mappings)
     return lock
 
 

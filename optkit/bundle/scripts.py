@@ -74,8 +74,10 @@ def preflight_data(launch: Launch, lock: dict) -> dict[str, Any]:
 
 
 def apply_data(launch: Launch, lock: dict) -> dict[str, Any]:
-    """apply.sh: the tree version it accepts and the pending patches it refuses (the series is a file)."""
-    return {"version": __version__, "vllm_ascend": lock["versions"]["vllm_ascend"], "pending": pending_names(lock)}
+    """apply.sh: the tree version it accepts, the pending patches it refuses, and the lock's patches
+    with their sha256 (checked, as optkit apply checks them, before anything is applied)."""
+    return {"version": __version__, "vllm_ascend": lock["versions"]["vllm_ascend"], "pending": pending_names(lock),
+            "patches": [p["name"] for p in lock["patches"]], "sha256s": [p["sha256"] for p in lock["patches"]]}
 
 
 def build_kernels_data(launch: Launch, lock: dict) -> dict[str, Any]:
@@ -99,4 +101,9 @@ def bench_data(launch: Launch, lock: dict) -> dict[str, Any]:
         extra += ["--extra-body", compact_json({"min_tokens": request.output_len})]
     return {**_header(launch), "model_default": _shell_default(launch.model_default), "served_name": launch.served_name,
             "input_len": request.input_len, "output_len": request.output_len, "extra": extra,
-            "runs": [(c, max(10 * c, 20)) for c in request.concurrency]}
+            "runs": [(c, num_prompts(c)) for c in request.concurrency]}
+
+
+def num_prompts(concurrency: int) -> int:
+    """Requests bench.sh sends at ``concurrency``: ten per concurrent slot, at least 20."""
+    return max(10 * concurrency, 20)

@@ -21,6 +21,7 @@ from optkit.bundle.launch import Launch
 from optkit.bundle.lock import lock_data
 from optkit.bundle.readme import expected_data, readme_data
 from optkit.bundle.render import render
+from optkit.catalog.paths import file_in_the_way
 from optkit.resolve.plan import Plan, Workspace
 from optkit.resolve.report import dump_json
 from optkit.tree.patchset import LOCK_NAME
@@ -47,16 +48,32 @@ def write_bundle(plan: Plan, workspace: Workspace, out_dir: Path, *, k8s: bool |
     files = bundle_files(plan, workspace, k8s=k8s)
     out_dir = Path(out_dir).absolute()
     _check_target(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))
+    return write_files(files, out_dir)
+
+
+def write_files(files: dict[str, bytes], out_dir: Path) -> list[Path]:
+    """Write ``files`` (relative path → bytes) as the directory ``out_dir``, replacing it all at once:
+    into a temporary sibling first, then renamed into place. ``*.sh`` files but env.sh are executable.
+    A directory that cannot be written (read-only, a full disk) is a ``BundleWriteError``; what was
+    there before is unchanged."""
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))
+    except OSError as exc:
+        raise BundleWriteError(f"cannot write {out_dir}: {exc.strerror or exc}"
+                               f"{f' ({exc.filename})' if exc.filename else ''}; give a writable directory") from None
     try:
         for rel, data in files.items():
             path = staging / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-            path.chmod(EXECUTABLE if rel.endswith(".sh") and rel != "env.sh" else REGULAR)
+            path.chmod(EXECUTABLE if rel.endswith(".sh") and not rel.endswith("env.sh") else REGULAR)
         staging.chmod(0o755)
         _swap_into_place(staging, out_dir)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise BundleWriteError(f"cannot write {out_dir}: {exc.strerror or exc}; nothing was written "
+                               "(what was there before is unchanged)") from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -64,17 +81,25 @@ def write_bundle(plan: Plan, workspace: Workspace, out_dir: Path, *, k8s: bool |
 
 
 def _check_target(out_dir: Path) -> None:
+    check_replaceable(out_dir, LOCK_NAME, _TOP_LEVEL, "bundle", BundleWriteError)
+
+
+def check_replaceable(out_dir: Path, marker: str, allowed: set[str], what: str, error: type[Exception]) -> None:
+    """Refuse (``error``) to replace ``out_dir`` unless it is absent, empty, or a previous optkit ``what``:
+    it has ``marker`` and nothing besides the ``allowed`` top-level names, so nothing of the user's is lost."""
     if out_dir.exists() and not out_dir.is_dir():
-        raise BundleWriteError(f"{out_dir} is a file; give a new or empty directory for the bundle")
+        raise error(f"{out_dir} is a file; give a new or empty directory for the {what}")
+    blocking = file_in_the_way(out_dir)
+    if blocking is not None:
+        raise error(f"{out_dir} cannot be created: {blocking} is a file; give a directory elsewhere")
     if not out_dir.is_dir() or not any(out_dir.iterdir()):
         return
-    if not (out_dir / LOCK_NAME).is_file():
-        raise BundleWriteError(f"{out_dir} is not empty and is not an optkit bundle (no {LOCK_NAME}); "
-                               "give a new or empty directory")
-    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in _TOP_LEVEL)
+    if not (out_dir / marker).is_file():
+        raise error(f"{out_dir} is not empty and is not an optkit {what} (no {marker}); give a new or empty directory")
+    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in allowed)
     if foreign:
-        raise BundleWriteError(f"{out_dir} is a previous bundle but also holds {', '.join(foreign)}, which "
-                               "rewriting it would delete; move them out or write to another directory")
+        raise error(f"{out_dir} is a previous {what} but also holds {', '.join(foreign)}, which "
+                    "rewriting it would delete; move them out or write to another directory")
 
 
 def _swap_into_place(staging: Path, out_dir: Path) -> None:
@@ -116,4 +141,4 @@ def bundle_files(plan: Plan, workspace: Workspace, *, k8s: bool | K8sOptions = F
     return dict(sorted(files.items()))
 
 
-__all__ = ["write_bundle", "bundle_files"]
+__all__ = ["write_bundle", "bundle_files", "write_files", "check_replaceable"]

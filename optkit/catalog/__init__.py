@@ -1,6 +1,7 @@
 """Stage 1, catalog: the data optkit plans from, loaded and checked.
 
-Owns the recipe schema, the condition language and its fact registry, line-tracking YAML,
+Owns the recipe schema, the condition language and its fact registry, the one text reader
+(``textfile``: encodings and the parsers' limits), line-tracking YAML and JSON,
 loading of recipes and kernel specs (and the compiled cache of what was loaded, ``cache.py``),
 and ``optkit lint``. Everything here is about files in
 ``recipes/``, ``kernels/`` (and their patches) being well-formed and consistent; nothing here

@@ -66,22 +66,28 @@ def _unchanged(folder: Path, code: tuple[str, ...], key: bytes) -> bool:
 
 
 def folder_key(folder: Path, code: tuple[str, ...] = ()) -> bytes:
-    """sha256 of every file under ``folder`` (relative path and bytes) and of the code fingerprint."""
+    """sha256 of every file under ``folder`` (relative path and bytes; a symlink by its target,
+    since the loaders refuse symlinks) and of the code fingerprint."""
     digest = hashlib.sha256(_fingerprint(code))
     for path in _files(folder):
+        rel = path.relative_to(folder).as_posix()
+        if path.is_symlink():
+            digest.update(f"{rel}\0symlink\0{os.readlink(path)}\0".encode(errors="surrogateescape"))
+            continue
         data = path.read_bytes()
-        digest.update(f"{path.relative_to(folder).as_posix()}\0{len(data)}\0".encode())
+        digest.update(f"{rel}\0{len(data)}\0".encode(errors="surrogateescape"))
         digest.update(data)
     return digest.digest()
 
 
 def _files(folder: Path) -> list[Path]:
+    """Every file under ``folder``, sorted, and every symlink (to a file or a directory, not followed)."""
     if not folder.is_dir():
         return []
     found = []
     for parent, dirs, files in os.walk(folder):
         dirs.sort()
-        found += [Path(parent, name) for name in sorted(files)]
+        found += [Path(parent, name) for name in sorted(files + [d for d in dirs if Path(parent, d).is_symlink()])]
     return found
 
 

@@ -7,6 +7,7 @@ cycles, missing patch files) are the lint pass's job (``optkit.catalog.lint``).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,8 +73,18 @@ def validation_problems(exc: ValidationError, lines: LineMap, model: type[BaseMo
                 typo_targets.add(loc[:-1] + (hint.split("'")[1],))
         elif err["type"] == "missing":
             message = f"missing required field {loc[-1]!r}"
+        elif err["type"] == "model_type":  # pydantic names the class ("instance of LockPatch"): say what is wanted
+            message = f"expected a mapping of fields, got {_json_type(err['input'])}"
         problems.append((loc, err["type"], Problem(lines.location(loc), message, hint)))
     return [p for loc, kind, p in problems if not (kind == "missing" and loc in typo_targets)]
+
+
+def _json_type(value: Any) -> str:
+    """``value``'s kind in the words of YAML and JSON files."""
+    if value is None:
+        return "null"
+    kinds = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list", dict: "a mapping"}
+    return next((word for kind, word in kinds.items() if isinstance(value, kind)), type(value).__name__)
 
 
 def _field_names(model: type[BaseModel], path: tuple) -> list[str]:
@@ -110,13 +121,20 @@ def parse_model(model: type[BaseModel], data: Any, lines: LineMap) -> BaseModel:
 
 
 def load_recipe(folder: Path, display: str) -> tuple[Recipe, LineMap]:
-    """Load one ``recipe.yaml``; its ``id`` must equal its folder name."""
+    """Load one ``recipe.yaml``; its ``id`` must equal its folder name, its patches be files in the folder."""
     data, lines = load_yaml(folder / RECIPE_FILE, display)
     recipe = parse_model(Recipe, data, lines)
     if recipe.id != folder.name:
         raise ValidationFailed([Problem(lines.location(("id",)),
                                         f"id {recipe.id!r} differs from its folder name {folder.name!r}",
                                         "rename one of them")])
+    linked = [Problem(lines.location(("patches", i, "file")),
+                      f"{patch.file} is a symlink (to {os.readlink(folder / patch.file)!r}); a recipe's "
+                      "patches are files in its own folder, copied into bundles as they are",
+                      "put the patch itself in the folder")
+              for i, patch in enumerate(recipe.patches) if (folder / patch.file).is_symlink()]
+    if linked:
+        raise ValidationFailed(linked)
     return recipe, lines
 
 
@@ -138,6 +156,12 @@ def _validate_entries(base: Path, folder: str, filename: str, load_one) -> tuple
     subs = sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith(".")) if base.is_dir() else []
     for sub in subs:
         display = f"{folder}/{sub.name}/{filename}"
+        linked = next((p for p in (sub, sub / filename) if p.is_symlink()), None)
+        if linked is not None:
+            problems.append(Problem(Location(display), f"{folder}/{linked.relative_to(base).as_posix()} is a "
+                                    f"symlink (to {os.readlink(linked)!r}); the catalog's folders and files are "
+                                    "its own", "copy it in instead of linking"))
+            continue
         if not (sub / filename).is_file():
             problems.append(Problem(Location(f"{folder}/{sub.name}"), f"no {filename} in this folder"))
             continue

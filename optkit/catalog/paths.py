@@ -41,3 +41,11 @@ def cache_dir() -> Path:
     """The optkit cache: ``$OPTKIT_CACHE_DIR`` if set and non-empty, else ``~/.cache/optkit``."""
     env = os.environ.get("OPTKIT_CACHE_DIR")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "optkit"
+
+
+def file_in_the_way(path: Path) -> Path | None:
+    """The nearest existing parent of ``path`` if it is a file (so nothing can be created at ``path``)."""
+    for parent in Path(path).absolute().parents:
+        if parent.exists() or parent.is_symlink():
+            return None if parent.is_dir() else parent
+    return None

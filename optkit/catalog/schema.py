@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from optkit.catalog.conditions import Condition, compile_condition
+from optkit.catalog.patchfile import path_problem
 from optkit.errors import ConditionError
 
 
@@ -36,12 +37,19 @@ def _check_condition(text: str) -> str:
 
 
 def _check_specifier(text: str) -> str:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # only validating needs it
+    from packaging.specifiers import SpecifierSet  # only validating needs it
 
     try:
-        SpecifierSet(text)
-    except InvalidSpecifier:
+        SpecifierSet(text).contains("0", prereleases=True)  # parses every version in it, not only the syntax
+    except ValueError:  # InvalidSpecifier, or a number too long for int()
         raise ValueError(f"{text!r} is not a PEP 440 version specifier (e.g. '>=0.23.0,<0.26')") from None
+    return text
+
+
+def _check_tree_path(text: str) -> str:
+    problem = path_problem(text)
+    if problem is not None:
+        raise ValueError(f"{text!r} is not a file of the vllm-ascend tree: {problem}")
     return text
 
 
@@ -54,6 +62,7 @@ def _check_regex(text: str) -> str:
 
 
 ConditionText = Annotated[str, AfterValidator(_check_condition)]
+TreeFile = Annotated[str, AfterValidator(_check_tree_path)]
 SpecifierText = Annotated[str, AfterValidator(_check_specifier)]
 RegexText = Annotated[str, AfterValidator(_check_regex)]
 RecipeId = Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
@@ -147,6 +156,9 @@ class ReleaseRange(_Strict):
     patches: list[str] = Field(default_factory=list, description="Patch files (declared in 'patches') written for these releases.")
     adds: list[str] = Field(default_factory=list, description="Knobs the patch set adds ('env:NAME', 'additional_config:a.b').")
     knob: Optional[str] = Field(None, description="Upstream: the knob the upstream form needs, if any (shown in plans).")
+    note: Optional[str] = Field(None, min_length=4, description=(
+        "Shown beside the recipe in plans that select it on these releases: what its patch set leaves out "
+        "there, or what upstream already does of it."))
     probe: list[Probe] = Field(min_length=1, description="Markers that hold on every tree of this range (all of them).")
 
 
@@ -188,7 +200,7 @@ class Patch(_Strict):
     forwarded: str = Field("no", description="DEP-3 Forwarded: no, not-needed, or a URL.")
     applied_upstream: Optional[str] = Field(None, description="DEP-3 Applied-Upstream: version/commit, if landed.")
     last_update: _dt.date = Field(description="DEP-3 Last-Update (YYYY-MM-DD).")
-    targets: list[str] = Field(min_length=1, description="Tree files the patch touches (relative paths).")
+    targets: list[TreeFile] = Field(min_length=1, description="Tree files the patch touches (relative paths, inside the tree).")
     status: Literal["pending", "present"] = Field(
         "pending", description="'present' once the file exists; 'pending' marks a declared, unwritten patch.")
 
@@ -231,9 +243,38 @@ class Risk(_Strict):
 
 
 class VerificationInfo(_Strict):
-    level: Verification = Field(description="Strongest verification that tests in this repo back.")
+    level: Verification = Field(description="Strongest verification that tests in this repo back "
+                                "(hardware-verified is not declared: only a record in verified/ reaches it).")
     needs_npu: bool = Field(description="Whether full verification still needs an Ascend NPU.")
     notes: str = Field("", description="What was verified, how, and what remains.")
+
+    @model_validator(mode="after")
+    def _not_hardware_verified(self) -> "VerificationInfo":
+        if self.level is Verification.hardware_verified:
+            raise ValueError("level: hardware-verified is reached only through a measurement record in verified/ "
+                             "(`optkit report LADDER --record`), not declared; give the strongest level the tests back")
+        return self
+
+
+class Accuracy(_Strict):
+    """What a recipe claims about the model's outputs; the ladder's accuracy gate checks it."""
+
+    check: Literal["greedy-identical", "tolerance"] = Field(
+        description="'greedy-identical': at temperature 0 every output token equals the one without the recipe "
+        "(checked on every prompt of the shipped set); 'tolerance': numerics may change, so only the exact-match "
+        "accuracy on the shipped questions is checked, within `margin`.")
+    margin: Optional[float] = Field(
+        None, gt=0, le=100, description="tolerance only: percentage points of exact-match accuracy the recipe may "
+        "lose against the same stack without it.")
+    why: str = Field(min_length=4, description="Why the claim holds, or why the numerics may change.")
+
+    @model_validator(mode="after")
+    def _margin_only_for_tolerance(self) -> "Accuracy":
+        if self.check == "tolerance" and self.margin is None:
+            raise ValueError("a tolerance check needs 'margin' (percentage points of exact-match accuracy)")
+        if self.check == "greedy-identical" and self.margin is not None:
+            raise ValueError("'margin' is only meaningful with check: tolerance (greedy-identical allows no change)")
+        return self
 
 
 class Recipe(_Strict):
@@ -262,10 +303,20 @@ class Recipe(_Strict):
     kernels: list[RecipeId] = Field(default_factory=list, description="Kernel build specs under kernels/.")
     gains: list[Gain] = Field(default_factory=list, description="Reported gains (and regressions).")
     risks: list[Risk] = Field(default_factory=list, description="What can go wrong.")
+    accuracy: Optional[Accuracy] = Field(
+        None, description="Its claim about outputs (greedy-identical or a tolerance), checked by the ladder's "
+        "accuracy gate; absent: no claim (output changes are reported, not gated).")
     verification: VerificationInfo = Field(description="How far it has been verified.")
     replaces_shipped: bool = Field(
         False, description="In a catalog given with --catalog: true to replace the shipped recipe of the same id "
         "(without it, reusing a shipped id is an error).")
+
+    @property
+    def changes_launch(self) -> bool:
+        """Whether it changes what the server runs (settings, arguments, patches or kernels); a recipe
+        that does not (e.g. a precondition on the release) has nothing to measure or gate."""
+        return bool(self.env or self.additional_config or self.compilation_config or self.speculative_config
+                    or self.serve_args or self.patches or self.kernels)
 
     @model_validator(mode="after")
     def _unless_only_on_conflicts(self) -> "Recipe":

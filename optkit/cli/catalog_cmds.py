@@ -17,16 +17,19 @@ from optkit.errors import UnknownName
 def recipes_command(as_json, catalogs):
     """The recipe catalog: id, kind, upstream status, verification level."""
     from optkit.catalog.loader import load_catalog
+    from optkit.catalog.records import effective_level, load_records
 
     catalog = load_catalog(None, catalog_dirs(catalogs))
+    records = load_records(catalog.root, catalog)
     if as_json:
         rows = [{"id": r.id, "kind": r.kind.value, "upstream": r.provenance.upstream.status.value,
-                 "verification": r.verification.level.value, "needs_npu": r.verification.needs_npu} for r in catalog]
+                 "verification": effective_level(r, records).value, "needs_npu": r.verification.needs_npu,
+                 "measured": [e.label for e in records.of(r.id)]} for r in catalog]
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
     from optkit.cli.render import recipes_table
 
-    recipes_table(catalog)
+    recipes_table(catalog, records)
 
 
 @click.command("show")
@@ -37,6 +40,7 @@ def show_command(recipe_id, as_json, catalogs):
     """Everything about one recipe, with its source quote."""
     from optkit.catalog.loader import load_catalog
     from optkit.catalog.markdown import recipe_markdown
+    from optkit.catalog.records import load_records
 
     catalog = load_catalog(None, catalog_dirs(catalogs))
     if recipe_id not in catalog:
@@ -44,7 +48,7 @@ def show_command(recipe_id, as_json, catalogs):
     if as_json:
         click.echo(json.dumps(catalog[recipe_id].model_dump(mode="json"), indent=2, ensure_ascii=False))
         return
-    click.echo(recipe_markdown(catalog, recipe_id))
+    click.echo(recipe_markdown(catalog, recipe_id, load_records(catalog.root, catalog)))
 
 
 @click.command("lint")
@@ -73,8 +77,9 @@ def schema_command():
 @click.command("docs")
 @click.option("--check", is_flag=True, help="Fail if the generated docs are not current.")
 def docs_command(check):
-    """Generate docs/catalog.md, docs/compat.md, docs/versions.md's tables, the generated figures in
-    docs/ and docs/example-bundle/ (or --check that they are current)."""
+    """Generate docs/catalog.md, docs/compat.md, docs/versions.md's tables, docs/port.md's reports, the
+    generated figures in docs/, docs/example-bundle/ and the example ladder report (or --check that they are
+    current)."""
     from optkit.catalog.paths import checkout_root, project_root
     from optkit.cli.docs import generated_docs, write_docs
     from optkit.errors import OptkitError
@@ -88,8 +93,8 @@ def docs_command(check):
         stale = generated_docs(root, check=True)
         if stale:
             raise click.ClickException(f"out of date: {', '.join(stale)}; run `optkit docs` and commit")
-        click.echo("docs/catalog.md, docs/compat.md, docs/versions.md, docs/example-bundle/ and the generated "
-                   "figures in docs/ are current")
+        click.echo("docs/catalog.md, docs/compat.md, docs/versions.md, docs/port.md, docs/example-bundle/, "
+                   "docs/example-ladder/report/ and the generated figures in docs/ are current")
         return
     for path in write_docs(root):
         click.echo(f"wrote {path}")

@@ -1,11 +1,15 @@
 """What ``optkit docs`` writes and checks: each stage's generated pages, gathered in one place.
 
 ``docs/catalog.md`` (from the catalog), ``docs/example-bundle/`` (the flagship plan's bundle, with
-``--k8s``), ``docs/compat.md`` (the compatibility matrix over every known release, from the real
-trees: fetched and cached on first use), the generated blocks of ``docs/versions.md``, and the
-figures inside hand-written pages: a region ``<!-- optkit:NAME -->…<!-- /optkit:NAME -->`` of any
-``docs/*.md`` is rewritten with ``SNIPPETS[NAME]`` of the example bundle (the flagship's, or the
-multi-node example's for ``multinode-*``), so a count or a manifest in prose cannot go stale. ``optkit docs --check`` lists the files that differ from what would be written.
+``--k8s``), ``docs/example-ladder/report/`` (the report of the simulated ladder run whose inputs,
+ladder.json and results/, are kept in docs/example-ladder/ by tests/measure/make_example.py),
+``docs/compat.md`` (the compatibility matrix over every known release, from the real trees: fetched
+and cached on first use), the generated blocks of ``docs/versions.md`` and of ``docs/port.md`` (the
+real ``optkit port`` reports), and the figures inside
+hand-written pages: a region ``<!-- optkit:NAME -->…<!-- /optkit:NAME -->`` of any ``docs/*.md`` is
+rewritten with ``SNIPPETS[NAME]`` of the example bundle (the flagship's, or the multi-node example's
+for ``multinode-*``), so a count or a manifest in prose cannot go stale.
+``optkit docs --check`` lists the files that differ from what would be written.
 """
 
 from __future__ import annotations
@@ -71,6 +75,8 @@ MULTINODE_REQUEST = {**EXAMPLE_REQUEST, "tp": 2, "dp": 16}
 MULTINODE_REPLICAS = 2
 """The multi-node example of docs/bundle.md: the flagship as 16 DP ranks of TP2 on two 910C nodes, with
 ``--k8s --replicas 2``."""
+LADDER_DIR = "docs/example-ladder"
+REPORT_DIR = f"{LADDER_DIR}/report"
 
 
 def _example_bundle_files(root, request=EXAMPLE_REQUEST, k8s=True) -> dict[str, bytes]:
@@ -102,18 +108,55 @@ def _versions_docs(root, catalog) -> dict[str, bytes]:
             "docs/versions.md": fill_blocks(text, blocks).encode("utf-8")}
 
 
-def generated_docs(root, check: bool = False) -> list[str]:
-    """The generated doc files (relative paths) — with ``check``, only those that are stale."""
+def _example_report_files(root) -> dict[str, bytes]:
+    """The report of the example ladder run (none when its inputs are not there)."""
+    if not (root / LADDER_DIR / "ladder.json").is_file():
+        return {}
+    from optkit.measure.report import build_report, report_files
+
+    return report_files(build_report(root / LADDER_DIR))
+
+
+PORT_DATE = "2026-12-01"
+"""The --date of the port reports in docs/port.md (a fixed one: the page must not change by the day)."""
+
+
+def _port_docs(root, catalog) -> dict[str, bytes]:
+    """docs/port.md with its generated blocks: the real port reports for 0.23.0.post1 and the newest release."""
+    import datetime as dt
+
+    from optkit.versions.markdown import fill_blocks, port_markdown
+    from optkit.versions.port import port
+    from optkit.versions.releases import newest
+
+    date = dt.date.fromisoformat(PORT_DATE)
+    blocks = {"port-post": port_markdown(port(catalog, None, "0.23.0", "0.23.0.post1", date=date), False),
+              "port-newest": port_markdown(port(catalog, None, "0.23.0", str(newest()), date=date), False, diffs=False)}
+    text = (root / "docs" / "port.md").read_text(encoding="utf-8")
+    return {"docs/port.md": fill_blocks(text, {k: ["", *v, ""] for k, v in blocks.items()}).encode("utf-8")}
+
+
+def _wanted(root) -> dict[str, bytes]:
+    """Every generated file, relative path → bytes."""
     from optkit.catalog.loader import load_catalog
 
     catalog = load_catalog(root)
-    wanted = {"docs/catalog.md": catalog_markdown(catalog).encode("utf-8"), **_versions_docs(root, catalog)}
+    wanted = {"docs/catalog.md": catalog_markdown(catalog).encode("utf-8"), **_versions_docs(root, catalog),
+              **_port_docs(root, catalog)}
     example = _example_bundle_files(root)
     wanted.update({f"{EXAMPLE_DIR}/{name}": data for name, data in example.items()})
+    wanted.update({f"{REPORT_DIR}/{name}": data for name, data in _example_report_files(root).items()})
     wanted.update(_pages_with_figures(root, example))
+    return wanted
+
+
+def generated_docs(root, check: bool = False) -> list[str]:
+    """The generated doc files (relative paths) — with ``check``, only those that are stale."""
+    wanted = _wanted(root)
     if not check:
         return sorted(wanted)
-    present = {p.relative_to(root).as_posix() for p in (root / EXAMPLE_DIR).rglob("*") if p.is_file()}
+    present = {p.relative_to(root).as_posix() for folder in (EXAMPLE_DIR, REPORT_DIR)
+               for p in (root / folder).rglob("*") if p.is_file()}
     stale = [rel for rel, data in wanted.items() if not (root / rel).is_file() or (root / rel).read_bytes() != data]
     stale += sorted(present - set(wanted))
     return sorted(stale)
@@ -131,26 +174,18 @@ def _pages_with_figures(root, example: dict[str, bytes]) -> dict[str, bytes]:
 
 
 def write_docs(root) -> list[str]:
-    """Write docs/catalog.md and the example bundle (the flagship request, with --k8s)."""
+    """Write docs/catalog.md, the example bundle (the flagship request, with --k8s) and the example report."""
     import shutil
 
-    from optkit.catalog.loader import load_catalog
-
-    catalog = load_catalog(root)
-    (root / "docs" / "catalog.md").write_text(catalog_markdown(catalog), encoding="utf-8")
-    for rel, data in _versions_docs(root, catalog).items():
-        (root / rel).write_bytes(data)
-    example = root / EXAMPLE_DIR
-    if example.exists():
-        shutil.rmtree(example)
-    files = _example_bundle_files(root)
-    pages = _pages_with_figures(root, files)
-    for rel, data in pages.items():
-        (root / rel).write_bytes(data)
-    for name, data in files.items():
-        path = example / name
+    wanted = _wanted(root)
+    for folder in (EXAMPLE_DIR, REPORT_DIR):
+        if (root / folder).exists():
+            shutil.rmtree(root / folder)
+    for name, data in wanted.items():
+        path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
         if name.endswith(".sh"):
             path.chmod(0o755)
-    return ["docs/catalog.md", "docs/compat.md", "docs/versions.md", EXAMPLE_DIR + "/", *pages]
+    folders = {EXAMPLE_DIR + "/", *([REPORT_DIR + "/"] if any(n.startswith(REPORT_DIR) for n in wanted) else [])}
+    return sorted(folders | {n for n in wanted if not n.startswith((EXAMPLE_DIR, REPORT_DIR))})

@@ -53,9 +53,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from optkit.cli import bundle_cmds, catalog_cmds, plan_cmds, tree_cmds, versions_cmds
+    from optkit.cli import bundle_cmds, catalog_cmds, measure_cmds, plan_cmds, tree_cmds, versions_cmds
 
-    for module in (plan_cmds, catalog_cmds, tree_cmds, bundle_cmds, versions_cmds):
+    for module in (plan_cmds, catalog_cmds, tree_cmds, bundle_cmds, versions_cmds, measure_cmds):
         for command in module.COMMANDS:
             cli.add_command(command)
 
@@ -68,6 +68,10 @@ def main() -> None:
     # to no garbage, so the collector's default passes only re-walk them: collect rarely, and not
     # at all at exit (gc.freeze: the final passes skip them; atexit handlers still run).
     gc.set_threshold(100_000, 20, 20)
+    # A stdout that cannot encode a character (PYTHONIOENCODING=ascii or latin-1, LC_ALL=C) shows it
+    # as an escape (\u2212; valid inside JSON strings too) instead of raising UnicodeEncodeError.
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")
     try:
         cli(prog_name="optkit")
     finally:

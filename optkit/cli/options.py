@@ -10,36 +10,36 @@ from optkit.errors import RequestError
 
 
 def _concurrency(ctx, param, value):
+    """``1,4,8``: the request file's grammar (``optkit.resolve.request.parse_levels``); ranges are the Request's."""
     if value is None:
         return None
     from optkit.resolve.request import parse_levels
 
     try:
-        levels = parse_levels(value)
+        return parse_levels(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
-    if any(c < 1 for c in levels):
-        raise click.BadParameter(f"{value!r}: concurrency levels must be integers ≥ 1")
-    return levels
 
 
 def _ids(ctx, param, value):
     return [part.strip() for item in value for part in item.split(",") if part.strip()]
 
 
-# (option declarations, Request field, click kwargs)
+# (option declarations, Request field, click kwargs); values are checked by the Request model, ranges included,
+# so a flag and the same key in a request file accept the same values
 _OPTIONS = [
     (("--target",), "target", dict(help="Target id or alias (910c, 910b).")),
     (("--variant",), "variant", dict(help="Target hardware variant (910c: 752t, 560t).")),
-    (("--tp",), "tp", dict(type=click.IntRange(1), help="Tensor-parallel size (default 2: one 910C card).")),
-    (("--dp",), "dp", dict(type=click.IntRange(1), help="Data-parallel size (default 1).")),
-    (("--nodes",), "nodes", dict(type=click.IntRange(1), help="Nodes the TP x DP ranks run on (default: the fewest "
-                                                           "that hold them; more spreads the DP ranks).")),
+    (("--tp",), "tp", dict(type=int, help="Tensor-parallel size (default 2: one 910C card).")),
+    (("--dp",), "dp", dict(type=int, help="Data-parallel size (default 1).")),
+    (("--nodes",), "nodes", dict(type=int, help="Nodes the TP x DP ranks run on (default: the fewest "
+                                                "that hold them; more spreads the DP ranks).")),
     (("--ep/--no-ep",), "ep", dict(default=None, help="Expert parallelism (default: on for MoE models).")),
     (("--context-parallel/--no-context-parallel",), "context_parallel", dict(default=None, help="Context parallelism in use.")),
+    (("--flashcomm1/--no-flashcomm1",), "flashcomm1", dict(default=None, help="FlashComm1 on in the deployment (judged, not set).")),
     (("--concurrency",), "concurrency", dict(callback=_concurrency, help="Concurrency levels, e.g. 1,4,8 (default).")),
-    (("--input-len",), "input_len", dict(type=click.IntRange(1), help="Input tokens per request (default 1024).")),
-    (("--output-len",), "output_len", dict(type=click.IntRange(1), help="Output tokens per request (default 512).")),
+    (("--input-len",), "input_len", dict(type=int, help="Input tokens per request (default 1024).")),
+    (("--output-len",), "output_len", dict(type=int, help="Output tokens per request (default 512).")),
     (("--sampling",), "sampling", dict(type=click.Choice(["greedy", "sampled"]), help="greedy (default) or sampled (temperature > 0).")),
     (("--logprobs/--no-logprobs",), "logprobs", dict(default=None, help="Requests ask for logprobs.")),
     (("--penalties/--no-penalties",), "penalties", dict(default=None, help="Requests use sampling penalties.")),
@@ -48,7 +48,7 @@ _OPTIONS = [
     (("--prefix-caching/--no-prefix-caching",), "prefix_caching", dict(default=None, help="Prefix caching on (default off).")),
     (("--async-scheduling/--no-async-scheduling",), "async_scheduling", dict(default=None, help="Async scheduling (default on, as in vLLM 0.23.0).")),
     (("--mtp/--no-mtp",), "mtp", dict(default=None, help="MTP speculative decoding.")),
-    (("--num-speculative-tokens", "-k"), "num_speculative_tokens", dict(type=click.IntRange(1, 16), help="k with --mtp (default 4).")),
+    (("--num-speculative-tokens", "-k"), "num_speculative_tokens", dict(type=int, help="k with --mtp (default 4).")),
     (("--vllm-ascend-version",), "vllm_ascend_version", dict(help="vllm-ascend release (default 0.23.0; see `optkit versions list`).")),
     (("--vllm-version",), "vllm_version", dict(help="vLLM version (default: the one the vllm-ascend release pairs with).")),
     (("--tree",), "tree", dict(type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -112,5 +112,12 @@ def build_request(model: str | None, request_file: Path | None, params: dict):
         return Request.model_validate(base)
     except ValidationError as exc:
         first = exc.errors()[0]
+        message = first["msg"].removeprefix("Value error, ")
+        flag = _FLAGS.get(first["loc"][0]) if first["loc"] else None
+        if flag and params.get("with_" if first["loc"][0] == "with" else first["loc"][0]) not in (None, [], ()):
+            raise click.BadParameter(message, param_hint=f"'{flag}'") from None
         where = ".".join(str(p) for p in first["loc"])
-        raise RequestError(f"{where}: {first['msg']}") from None
+        raise RequestError(f"{where}: {message}") from None
+
+
+_FLAGS = {field: decls[0].split("/")[0] for decls, field, _ in _OPTIONS}

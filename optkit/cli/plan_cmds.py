@@ -28,7 +28,12 @@ def _plan_from_lock(lock: Path, model, request_file, params):
 
     workspace = load_workspace(catalogs=lock_catalogs(lock))  # the lock's --catalog folders, not the environment's
     request, options = request_from_lock(lock, workspace)
-    return workspace, plan(request, workspace), options
+    result = plan(request, workspace)
+    if options.get("selection") is not None:  # a ladder step: the same subset of the plan again
+        from optkit.resolve.plan import restrict
+
+        result = restrict(result, options["selection"], workspace, options.get("selection_reason", ""))
+    return workspace, result, options
 
 
 @click.command("plan")
@@ -69,7 +74,7 @@ def plan_command(model, request_file, as_json, verbose, output, k8s, replicas, k
         return
     from optkit.cli.render import plan_report
 
-    plan_report(result, workspace.catalog, verbose)
+    plan_report(result, workspace.catalog, verbose, workspace.records)
     if output is not None:
         click.echo(f"bundle written to {output}")
 

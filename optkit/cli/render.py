@@ -23,9 +23,11 @@ def _console():
     return Console(highlight=False, soft_wrap=False, width=140)
 
 
-def plan_report(plan: Plan, catalog, verbose: bool = False) -> None:
+def plan_report(plan: Plan, catalog, verbose: bool = False, records=None) -> None:
+    from rich.markup import escape  # reasons and notes are text: "[spec.mtp = false]" is no style tag
     from rich.table import Table
 
+    from optkit.catalog.records import effective_level
     from optkit.resolve.resolver import Status
 
     console = _console()
@@ -40,7 +42,7 @@ def plan_report(plan: Plan, catalog, verbose: bool = False) -> None:
     for rid in plan.selected:
         d, recipe = plan.resolution.decisions[rid], catalog[rid]
         why = d.reason + (f" — {'; '.join(d.chain)}" if d.chain else "") + "".join(f" [{n}]" for n in d.notes)
-        table.add_row(rid, recipe.kind.value, why, recipe.verification.level.value)
+        table.add_row(rid, recipe.kind.value, escape(why), effective_level(recipe, records).value)
     console.print(table)
     rest = Table(title="Not selected", show_lines=False)
     for col in ("recipe", "status", "reason"):
@@ -49,8 +51,8 @@ def plan_report(plan: Plan, catalog, verbose: bool = False) -> None:
         for rid, d in sorted(plan.resolution.decisions.items()):
             if d.status is status and (verbose or status is not Status.not_applicable):
                 facts = ", ".join(f"{k} = {v}" for k, v in d.facts.items())
-                rest.add_row(rid, status.value, d.reason + (f" [{facts}]" if facts else "")
-                             + "".join(f" [{n}]" for n in d.notes))
+                rest.add_row(rid, status.value, escape(d.reason + (f" [{facts}]" if facts else "")
+                                                       + "".join(f" [{n}]" for n in d.notes)))
     console.print(rest)
     from optkit.resolve.plan import count_by_status
 
@@ -97,16 +99,23 @@ def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> None:
             console.print(f"  risk ({risk.severity}): {' '.join(risk.text.split())}")
 
 
-def recipes_table(catalog) -> None:
+def recipes_table(catalog, records) -> None:
     from rich.table import Table
 
+    from optkit.catalog.markdown import measured_text
+    from optkit.catalog.records import effective_level
+
     table = Table(title=f"{len(catalog)} recipes")
-    for col in ("id", "kind", "upstream (0.23.0)", "verification", "needs NPU"):
-        table.add_column(col)
+    for col in ("id", "kind", "upstream (0.23.0)", "verification", "needs NPU", "measured"):
+        table.add_column(col, overflow="fold")
     for recipe in catalog:
+        measured = "; ".join(f"{measured_text(e.measurement)} (record {e.name})" for e in records.of(recipe.id))
         table.add_row(recipe.id, recipe.kind.value, recipe.provenance.upstream.status.value,
-                      recipe.verification.level.value, "yes" if recipe.verification.needs_npu else "no")
+                      effective_level(recipe, records).value, "yes" if recipe.verification.needs_npu else "no",
+                      measured or "—")
     _console().print(table)
+    for refusal in records.refused:
+        _console().print(f"refused record: {refusal}", markup=False)
 
 
 def text(lines: list[str]) -> None:
@@ -135,3 +144,58 @@ def compat_tables(matrix) -> None:
         table.add_row(knob, *(KNOB_MARK[knobs[(knob, v)].state] for v in matrix.versions))
     console.print(table)
     console.print("details: optkit compat --json, or docs/compat.md")
+
+
+def ladder_report(data: dict) -> None:
+    """The steps of a ladder (ladder.json) and what running it costs."""
+    from rich.table import Table
+
+    table = Table(title=f"{data['mode']} ladder, {data['order']} order: {data['model']} on {data['target']}")
+    for col in ("step", "runs", "compared with", "tree", "kernels"):
+        table.add_column(col, overflow="fold")
+    applied, built = "none", "none"
+    for s in data["steps"]:
+        what = {"baseline": "the release's defaults" + (f" + {', '.join(s['recipes'])} (implied)" if s["recipes"] else ""),
+                "full": f"the whole plan ({len(s['recipes'])} recipes)", "add": "+ " + " + ".join(s["changes"]),
+                "without": "the plan − " + " − ".join(s["changes"])}[s["kind"]]
+        tree = "re-patch" if s["patch_key"] != applied else "—"
+        kernels = "rebuild" if s["kernel_key"] != built else "—"
+        applied, built = s["patch_key"], s["kernel_key"]
+        table.add_row(s["id"], what, s["reference"] or "—", tree, kernels)
+    console = _console()
+    console.print(table)
+    for s in data["steps"]:
+        for rid, why in s["together"].items():
+            console.print(f"  {s['id']}: {rid} moves with it — {why}", markup=False)
+    for rid, why in data["inert"].items():
+        console.print(f"  not a step: {rid} — {why}", markup=False)
+    c = data["cost"]
+    console.print(f"[bold]Cost[/bold]: {c['steps']} steps × {data['repeat']} repeat(s) = {c['server_starts']} server "
+                  f"starts, {c['tree_applies']} tree applies ({c['tree_reverts']} reverts), "
+                  f"{c['kernel_rebuilds']} kernel rebuilds")
+
+
+def report_summary(report) -> None:
+    """The report's attribution, gate and issues on the terminal (the files hold the rest)."""
+    from rich.table import Table
+
+    console = _console()
+    table = Table(title=f"Per-recipe attribution ({report.ladder['mode']} ladder): Δ mean TPOT, ms")
+    for col in ("step", "recipe(s)", *[f"c{c}" for c in report.concurrencies]):
+        table.add_column(col, overflow="fold")
+    for a in report.attributions:
+        cells = []
+        for c in report.concurrencies:
+            d = a.deltas[c]
+            cells.append("—" if d.value is None else f"{d.value:+.3f} ± {d.noise:.3f} {d.verdict.replace('-', ' ')}")
+        table.add_row(a.step, " + ".join(a.recipes), *cells)
+    console.print(table)
+    for a in report.attributions:
+        for flag in a.flags:
+            console.print(f"  flagged: {flag}", markup=False)
+    gate = "[bold green]PASSED[/bold green]" if report.gate.passed else "[bold red]FAILED[/bold red]"
+    console.print(f"[bold]Accuracy gate[/bold]: {gate}")
+    for failure in report.gate.failures:
+        console.print(f"  - {failure}", markup=False)
+    for issue in report.issues:
+        console.print(f"issue: {issue}", markup=False)

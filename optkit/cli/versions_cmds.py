@@ -1,10 +1,13 @@
-"""``optkit versions scan``: vllm-ascend releases as data."""
+"""``optkit versions``, ``optkit compat`` and ``optkit port``: vllm-ascend releases as data, the
+compatibility matrix, and porting recipes' patches to another release."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import click
+
+from optkit.cli.options import catalog_dirs, catalog_option
 
 
 @click.group("versions")
@@ -67,4 +70,37 @@ def compat_command(releases, as_json):
     compat_tables(matrix)
 
 
-COMMANDS = [versions_group, compat_command]
+@click.command("port")
+@click.argument("recipes", nargs=-1)
+@click.option("--to", "target", required=True, help="The release to port to (e.g. 0.30.0rc2).")
+@click.option("--from", "source", default="0.23.0", show_default=True, help="The release the patches were written for.")
+@click.option("--all", "every", is_flag=True, help="Every recipe with a patch set on --from.")
+@click.option("--write", is_flag=True, help="Write the refreshed patches and release entries, and the conflict "
+                                            "worksheets (default: a dry run that writes nothing).")
+@click.option("--date", type=click.DateTime(formats=["%Y-%m-%d"]),
+              help="The DEP-3 Last-Update of refreshed patches (default: today).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@catalog_option
+def port_command(recipes, target, source, every, write, date, as_json, catalogs):
+    """Port RECIPES' patches from --from to --to by three-way merge: exact, offset, merged, conflict, moved, upstream,
+    superseded; --write adds the refreshed patch for the new release range."""
+    from optkit.catalog.loader import load_catalog
+    from optkit.versions.port import port, write_port
+
+    if every == bool(recipes):
+        raise click.UsageError("name the recipes to port, or --all (not both)")
+    catalog = load_catalog(None, catalog_dirs(catalogs))
+    report = port(catalog, None if every else list(recipes), source, target, date=date.date() if date else None)
+    if write:
+        write_port(catalog, report)
+    if as_json:
+        from optkit.resolve.report import dump_json
+
+        click.echo(dump_json(report.as_data()), nl=False)
+        return
+    from optkit.versions.markdown import port_markdown
+
+    click.echo("\n".join(port_markdown(report, write)))
+
+
+COMMANDS = [versions_group, compat_command, port_command]

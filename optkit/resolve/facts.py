@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from optkit.errors import RequestError
 from optkit.catalog.factspec import FACTS
@@ -43,7 +43,7 @@ def parse_version(text: str, flag: str) -> Version:
     """A PEP 440 version, or a RequestError naming the flag."""
     try:
         return Version(text)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number too long for int()
         raise RequestError(f"{flag} {text!r} is not a version (e.g. 0.23.0)") from None
 
 
@@ -110,6 +110,7 @@ def compute_facts(request: Request, model, target, release=None) -> Facts:
         "parallel.ep": ep,
         "parallel.ep_size": request.tp * request.dp if ep else 1,
         "parallel.context_parallel": request.context_parallel,
+        "parallel.flashcomm1": request.flashcomm1,
         "parallel.cards": ceil(request.tp * request.dp / target.dies_per_card),
         "parallel.nodes": layout.nodes,
         "parallel.node_devices": layout.node_devices,

@@ -13,13 +13,14 @@ reads it (``VLLM_MTP_LAYER_KEYS``); where the file cannot tell, the profile says
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from optkit.catalog.jsonio import load_json_text
+from optkit.catalog.textfile import read_text
 from optkit.errors import Location, Problem, ValidationFailed
 from optkit.resolve.profiles import ModelProfile
 
@@ -71,49 +72,13 @@ def profile_from_hf_config(path: Path, model_id: str | None = None) -> ModelProf
 
 
 def _read_json(path: Path) -> tuple[str, dict]:
-    def problem(message: str, line: int | None = None) -> ValidationFailed:
-        return ValidationFailed([Problem(Location(str(path), line), message)])
-
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise problem(f"cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise problem(f"not UTF-8 text (byte {exc.start}); save config.json as UTF-8 JSON") from None
-    try:
-        config = json.loads(text, object_pairs_hook=_unique_keys)
-    except json.JSONDecodeError as exc:
-        raise problem(f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", exc.lineno) from None
-    except _DuplicateKey as exc:
-        raise problem(f"key {exc.key!r} appears twice in one object; keep one", _key_line(text, exc.key)) from None
-    except RecursionError:
-        raise problem("nested too deeply to be a model config") from None
-    except ValueError as exc:  # e.g. an integer of more digits than Python converts (4300)
-        raise problem(f"unreadable number: {str(exc).split(';')[0]}") from None
+    """The text and object of a config.json, through optkit's one JSON reader (encodings, depth,
+    duplicate keys with both lines, over-long numbers: ``optkit.catalog.jsonio``)."""
+    text = read_text(path)
+    config, _ = load_json_text(text, str(path))
     if not isinstance(config, dict):
-        raise problem("config.json must hold a JSON object", 1)
+        raise ValidationFailed([Problem(Location(str(path), 1), "config.json must hold a JSON object")])
     return text, config
-
-
-class _DuplicateKey(ValueError):
-    def __init__(self, key: str):
-        super().__init__(key)
-        self.key = key
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
-    out: dict = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
-
-
-def _key_line(text: str, key: str) -> int | None:
-    """Line of the second occurrence of ``"key":`` (the duplicate), if found."""
-    found = [m.start() for m in re.finditer(rf'"{re.escape(key)}"\s*:', text)]
-    return text.count("\n", 0, found[1]) + 1 if len(found) > 1 else None
 
 
 def _profile_id(name: str) -> str:

@@ -12,10 +12,11 @@ from typing import Any
 
 from optkit.catalog.loader import Catalog, load_catalog
 from optkit.catalog.paths import project_root
-from optkit.errors import OptkitError, RequestError
+from optkit.catalog.records import Records, load_records
+from optkit.errors import InternalError, OptkitError, RequestError
 from optkit.resolve.facts import Facts, compute_facts
 from optkit.resolve.layout import NodeLayout, layout_of
-from optkit.resolve.objective import Baseline, find_baseline, load_baselines
+from optkit.resolve.objective import Baseline, find_baseline, load_baselines, measured_lookup
 from optkit.resolve.profiles import ModelProfile, Target, find_model, find_target, load_models, load_targets
 from optkit.resolve.request import Request
 from optkit.resolve.resolver import Resolution, Status, resolve
@@ -25,7 +26,7 @@ _TEMPLATE = re.compile(r"^\$\{([a-z_.]+)\}$")
 
 @dataclass
 class Workspace:
-    """The data a plan is made from: catalog, models, targets, baselines."""
+    """The data a plan is made from: catalog, models, targets, baselines, measurement records."""
 
     root: Path
     catalog: Catalog
@@ -33,6 +34,7 @@ class Workspace:
     targets: dict[str, Target]
     baselines: list[Baseline]
     unavailable: dict[str, str] = field(default_factory=dict)
+    records: Records = field(default_factory=Records)
 
 
 def load_workspace(root: Path | None = None, catalogs=()) -> Workspace:
@@ -40,7 +42,7 @@ def load_workspace(root: Path | None = None, catalogs=()) -> Workspace:
     root = root or project_root()
     catalog = load_catalog(root, catalogs)
     return Workspace(root, catalog, load_models(root / "models"), load_targets(root / "targets"),
-                     load_baselines(root), unavailable_recipes(catalog))
+                     load_baselines(root), unavailable_recipes(catalog), load_records(root, catalog))
 
 
 def unavailable_recipes(catalog: Catalog) -> dict[str, str]:
@@ -105,7 +107,12 @@ class Plan:
     estimates: list[Estimate] = field(default_factory=list)
     release: Any = None  # optkit.versions.onrelease.ReleaseView: the release (or tree) planned for
     verdicts: dict[str, Any] = field(default_factory=dict)  # recipe → optkit.versions.onrelease.Verdict
-    layout: NodeLayout | None = None  # where the TP × DP ranks run (optkit.resolve.layout)
+    restricted_to: list[str] | None = None
+    """Set by ``restrict``: the subset of the resolver's selection this plan keeps (a ladder step)."""
+    restriction_reason: str = ""
+    """Set by ``restrict``: why the rest of the selection is left out."""
+    layout: NodeLayout | None = None
+    """Where the TP × DP ranks run (``optkit.resolve.layout``)."""
 
     @property
     def selected(self) -> list[str]:
@@ -179,17 +186,49 @@ def plan(request: Request, workspace: Workspace | None = None) -> Plan:
     verdicts = {r.id: verdict(r, release) for r in ws.catalog}
     layout = layout_of(request.tp, request.dp, facts["parallel.nodes"])
 
+    baseline_for = _baseline_lookup(ws, model, target, layout)
+    # the records name no node count, and the ladder measures one node: none applies across nodes
+    measured = measured_lookup(ws.records, model.id, target.id, facts) if layout.nodes == 1 else None
+    resolution = resolve(ws.catalog, facts, request.with_recipes, request.without_recipes, baseline_for,
+                         ws.unavailable, verdicts, measured)
+    result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts, layout=layout)
+    return _assemble(result, ws, baseline_for)
+
+
+def restrict(full: Plan, keep: list[str], workspace: Workspace, why: str) -> Plan:
+    """``full`` with only the recipes ``keep`` of its selection (in its order): the same request and
+    facts, the launch settings of the kept recipes alone; each selected recipe left out is
+    ``user-excluded`` with the reason ``why``. A ladder step is one."""
+    from dataclasses import replace
+
+    unknown = sorted(set(keep) - set(full.selected))
+    if unknown:
+        raise InternalError(f"restrict: {', '.join(unknown)} are not selected by the plan")
+    decisions = {rid: d if rid in keep or rid not in full.selected else
+                 replace(d, status=Status.user_excluded, reason=why, chain=[])
+                 for rid, d in full.resolution.decisions.items()}
+    selected = [rid for rid in full.selected if rid in keep]
+    resolution = Resolution(decisions, selected, list(full.resolution.upstream))
+    result = Plan(full.request, full.model, full.target, full.facts, resolution, release=full.release,
+                  verdicts=full.verdicts, restricted_to=selected, restriction_reason=why, layout=full.layout)
+    return _assemble(result, workspace, _baseline_lookup(workspace, result.model, result.target, full.layout))
+
+
+def _baseline_lookup(ws: Workspace, model, target, layout: NodeLayout):
+    """The article's TPOT baseline per concurrency: it belongs to catalog profiles on one node only
+    (the article measured one card)."""
     def baseline_for(c: int) -> Baseline | None:
-        """The article's baselines: catalog profiles on one node only (they were measured on one card)."""
         if model.source != "catalog" or layout.nodes > 1:
             return None
         return find_baseline(ws.baselines, model.id, target.id, c)
 
-    resolution = resolve(ws.catalog, facts, request.with_recipes, request.without_recipes, baseline_for,
-                         ws.unavailable, verdicts)
-    result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts, layout=layout)
-    for rid in resolution.selected:
-        _collect(result, ws.catalog[rid], facts, verdicts[rid])
+    return baseline_for
+
+
+def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
+    """Collect the launch settings of the plan's selection and its TPOT estimate."""
+    for rid in result.selected:
+        _collect(result, ws.catalog[rid], result.facts, result.verdicts[rid])
     result.estimates = _estimates(result, baseline_for)
     return result
 

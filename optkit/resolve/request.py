@@ -8,21 +8,41 @@ default), MTP with k = 4 when asked.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from optkit.catalog.yamlio import load_yaml
 
 DEFAULT_VLLM_ASCEND = "0.23.0"
+MAX_PARALLEL = 1024
+"""Largest TP or DP size accepted (a 910C SuperPoD has 384 cards, 768 dies)."""
+MAX_CONCURRENCY = 65536
+"""Largest concurrency level accepted (vLLM's max_num_seqs defaults to a few hundred)."""
+MAX_TOKENS = 1 << 20
+"""Longest input or output accepted, in tokens (Qwen3.5 reads 262,144 natively, ~1M with YaRN)."""
+
+
+def _bounded(low: int, high: int) -> Any:
+    """An int from ``low`` to ``high``; a bool is none (YAML reads ``true`` as one), nor is ``"4"``."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int):
+            shown = str(value).lower() if isinstance(value, bool) else repr(value)
+            raise ValueError(f"expected an integer from {low} to {high}, got {shown}")
+        if not low <= value <= high:
+            raise ValueError(f"{value} is out of range: give an integer from {low} to {high}")
+        return value
+
+    return Annotated[int, Field(ge=low, le=high), BeforeValidator(check)]
 
 
 class Request(BaseModel):
     """Everything a plan depends on besides the catalog."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, protected_namespaces=())
+    # strict: a YAML `true` is no TP size and `"4"` no concurrency (lax mode would read them as 1 and 4)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, protected_namespaces=(), strict=True)
 
     model: Optional[str] = Field(None, description="Model id or alias from models/ (or use model_config).")
     model_config_path: Optional[str] = Field(
@@ -32,16 +52,20 @@ class Request(BaseModel):
         "serve loads; also the served name), when config.json has no _name_or_path.")
     target: str = Field("910c", description="Target id or alias from targets/.")
     variant: Optional[str] = Field(None, description="Hardware variant of the target (e.g. 752t, 560t).")
-    tp: int = Field(2, ge=1, description="Tensor-parallel size (910C: one card = two dies = TP2).")
-    dp: int = Field(1, ge=1, description="Data-parallel size.")
-    nodes: Optional[int] = Field(
-        None, ge=1, description="Nodes the TP × DP ranks run on; default: the fewest that hold them "
+    tp: _bounded(1, MAX_PARALLEL) = Field(2, description="Tensor-parallel size (910C: one card = two dies = TP2).")
+    dp: _bounded(1, MAX_PARALLEL) = Field(1, description="Data-parallel size.")
+    nodes: Optional[_bounded(1, MAX_PARALLEL)] = Field(
+        None, description="Nodes the TP × DP ranks run on; default: the fewest that hold them "
         "(optkit.resolve.layout names the layouts).")
     ep: Optional[bool] = Field(None, description="Expert parallelism; default on for MoE models.")
     context_parallel: bool = Field(False, description="Prefill/decode context parallelism in use.")
-    concurrency: list[int] = Field([1, 4, 8], min_length=1, description="Concurrency levels to optimize for.")
-    input_len: int = Field(1024, ge=1, description="Input tokens per request.")
-    output_len: int = Field(512, ge=1, description="Output tokens per request.")
+    flashcomm1: bool = Field(False, description=(
+        "FlashComm1 on in the deployment (additional_config.enable_flashcomm1 or "
+        "VLLM_ASCEND_ENABLE_FLASHCOMM1); judged by recipe rules, not set by the bundle."))
+    concurrency: list[_bounded(1, MAX_CONCURRENCY)] = Field(
+        [1, 4, 8], min_length=1, description="Concurrency levels to optimize for: a list, one level, or '1,4,8'.")
+    input_len: _bounded(1, MAX_TOKENS) = Field(1024, description="Input tokens per request.")
+    output_len: _bounded(1, MAX_TOKENS) = Field(512, description="Output tokens per request.")
     sampling: Literal["greedy", "sampled"] = Field("greedy", description="greedy (temperature 0) or sampled.")
     logprobs: bool = Field(False, description="Requests ask for logprobs.")
     penalties: bool = Field(False, description="Requests use presence/frequency/repetition penalties.")
@@ -50,7 +74,7 @@ class Request(BaseModel):
     prefix_caching: bool = Field(False, description="Prefix caching on (vLLM defaults it off for hybrid models).")
     async_scheduling: bool = Field(True, description="Async scheduling (vLLM 0.23.0 turns it on by default).")
     mtp: bool = Field(False, description="MTP speculative decoding.")
-    num_speculative_tokens: Optional[int] = Field(None, ge=1, le=16, description="k; default 4 with MTP.")
+    num_speculative_tokens: Optional[_bounded(1, 16)] = Field(None, description="k; default 4 with MTP.")
     vllm_ascend_version: Optional[str] = Field(
         None, description="vllm-ascend release on the host (default 0.23.0, or the version of --tree).")
     vllm_version: Optional[str] = Field(None, description="vLLM version; default: the one the vllm-ascend release pairs with.")
@@ -64,19 +88,17 @@ class Request(BaseModel):
 
     @field_validator("concurrency", mode="before")
     @classmethod
-    def _comma_separated(cls, value):
+    def _comma_separated(cls, value: Any) -> Any:
         """``1,4,8`` as the command line takes it, or one level alone, besides a list."""
+        if isinstance(value, bool):
+            raise ValueError(f"expected levels such as [1, 4, 8], one level, or '1,4,8', got {str(value).lower()}")
         if isinstance(value, str):
             return parse_levels(value)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return [value]
-        return value
+        return [value] if isinstance(value, int) else value
 
     @field_validator("concurrency")
     @classmethod
-    def _positive_sorted(cls, value: list[int]) -> list[int]:
-        if any(c < 1 for c in value):
-            raise ValueError("concurrency levels must be ≥ 1")
+    def _sorted(cls, value: list[int]) -> list[int]:
         return sorted(set(value))
 
     @property
@@ -88,7 +110,8 @@ class Request(BaseModel):
 def parse_levels(text: str) -> list[int]:
     """Concurrency levels written ``1,4,8`` (the flag and a request file take the same form)."""
     parts = [part.strip() for part in text.split(",") if part.strip()]
-    if not parts or not all(re.fullmatch(r"\d+", part) for part in parts):
+    # ASCII digits only (int() would take '١'), and no more than int() converts
+    if not parts or not all(part.isascii() and part.isdigit() and len(part) <= 20 for part in parts):
         raise ValueError(f"{text!r}: give comma-separated integers, e.g. 1,4,8")
     return [int(part) for part in parts]
 

@@ -105,13 +105,15 @@ def _active_high_risk(recipe: Recipe, facts: Facts):
 
 class _Classifier:
     def __init__(self, facts: Facts, without: set[str], forced: dict[str, str], baseline_for: Callable,
-                 unavailable: dict[str, str] | None = None, verdicts: dict[str, Verdict] | None = None):
+                 unavailable: dict[str, str] | None = None, verdicts: dict[str, Verdict] | None = None,
+                 measured: Callable | None = None):
         self.facts = facts
         self.without = without
         self.forced = forced
         self.baseline_for = baseline_for
         self.unavailable = unavailable or {}
         self.verdicts = verdicts or {}
+        self.measured = measured
 
     def __call__(self, recipe: Recipe) -> Decision:
         f = self.facts
@@ -144,7 +146,7 @@ class _Classifier:
             return Decision(recipe.id, Status.unavailable, self.unavailable[recipe.id], forced=forced)
         if recipe.id in self.without:
             return Decision(recipe.id, Status.user_excluded, "left out with --without", forced=forced)
-        gain = benefit(recipe, f["workload.concurrency"], f["spec.mtp"], self.baseline_for)
+        gain = benefit(recipe, f["workload.concurrency"], f["spec.mtp"], self.baseline_for, self.measured)
         decision = Decision(recipe.id, Status.selected, "", benefit=gain, forced=forced)
         if forced:
             return decision
@@ -235,12 +237,14 @@ def _weights(problem: _Problem, decisions: dict[str, Decision]) -> list[int]:
 
 def resolve(catalog: Catalog, facts: Facts, with_ids: list[str], without_ids: list[str],
             baseline_for: Callable, unavailable: dict[str, str] | None = None,
-            verdicts: dict[str, Verdict] | None = None) -> Resolution:
+            verdicts: dict[str, Verdict] | None = None, measured: Callable | None = None) -> Resolution:
     """Resolve the catalog for ``facts`` with the user's overrides; see the module docstring.
 
     ``unavailable`` maps recipe ids that cannot be delivered (op source or patch missing) to why;
     ``verdicts`` says where each recipe stands on the release (``optkit.versions.onrelease``;
-    default: by the version's declared release entries alone, knobs unchecked).
+    default: by the version's declared release entries alone, knobs unchecked);
+    ``measured(recipe_id, concurrency)`` gives numbers measured on an NPU host
+    (``optkit.resolve.objective.measured_lookup``), preferred over the article's.
     """
     if verdicts is None:
         verdicts = declared_verdicts(catalog, facts["versions.vllm_ascend"])
@@ -255,14 +259,14 @@ def resolve(catalog: Catalog, facts: Facts, with_ids: list[str], without_ids: li
         if recipe.implied_by and recipe.id not in forced and _holds(recipe.implied_by, facts):
             names = ", ".join(f"{n} = {format_value(facts[n])}" for n in compiled(recipe.implied_by).fact_names())
             forced[recipe.id] = f"implied by {names}"
-    classify = _Classifier(facts, set(without_ids), forced, baseline_for, unavailable, verdicts)
+    classify = _Classifier(facts, set(without_ids), forced, baseline_for, unavailable, verdicts, measured)
     decisions = {r.id: classify(r) for r in catalog}
     problem = _build(catalog, facts, decisions)
     try:
         chosen = maximize(_weights(problem, decisions), problem.clauses, problem.fixed)
     except Unsatisfiable as exc:
         raise _impossible(catalog, facts, decisions, problem, exc, with_ids, without_ids,
-                          baseline_for, unavailable, verdicts) from None
+                          baseline_for, unavailable, verdicts, measured) from None
     _explain_unselected(catalog, decisions, problem, chosen)
     selected = [rid for rid in problem.ids if problem.index[rid] in chosen and decisions[rid].status is Status.selected]
     _explain_selected(catalog, decisions, selected)
@@ -366,11 +370,12 @@ def _left_out_text(rid: str, clause, decisions, problem: _Problem, chosen: set[i
 
 
 def _impossible(catalog, facts, decisions, problem, exc: Unsatisfiable, with_ids, without_ids, baseline_for,
-                unavailable, verdicts):
+                unavailable, verdicts, measured):
     implied = sorted(rid for rid, d in decisions.items() if d.forced.startswith("implied"))
     overrides = [("--with", r) for r in with_ids] + [("--without", r) for r in without_ids]
     overrides += [("implied", r) for r in implied]
-    relaxations = _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for, unavailable, verdicts)
+    relaxations = _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for, unavailable, verdicts,
+                                       measured)
     return PlanImpossible(_reasons(problem, exc), relaxations)
 
 
@@ -428,13 +433,14 @@ def _chain(problem: _Problem, reason_of, var: int, seen: set[int]) -> list[str]:
         seen.add(var)
 
 
-def _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for, unavailable, verdicts) -> list[list[str]]:
+def _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for, unavailable, verdicts,
+                         measured) -> list[list[str]]:
     """Every smallest set of overrides whose removal makes the request feasible."""
     for size in range(1, len(overrides) + 1):
         found = []
         for drop in combinations(overrides, size):
             keep = [o for o in overrides if o not in drop]
-            if _feasible(catalog, facts, keep, baseline_for, unavailable, verdicts):
+            if _feasible(catalog, facts, keep, baseline_for, unavailable, verdicts, measured):
                 found.append([_drop_words(kind, rid, catalog, decisions) for kind, rid in drop])
         if found:
             return found
@@ -454,11 +460,11 @@ def _drop_words(kind: str, rid: str, catalog, decisions) -> str:
     return f"drop what implies {rid} ({decisions[rid].forced})"
 
 
-def _feasible(catalog, facts, overrides, baseline_for, unavailable, verdicts) -> bool:
+def _feasible(catalog, facts, overrides, baseline_for, unavailable, verdicts, measured) -> bool:
     forced = {rid: "--with" for kind, rid in overrides if kind == "--with"}
     forced.update({rid: "implied" for kind, rid in overrides if kind == "implied"})
     without = {rid for kind, rid in overrides if kind == "--without"} - set(forced)
-    classify = _Classifier(facts, without, forced, baseline_for, unavailable, verdicts)
+    classify = _Classifier(facts, without, forced, baseline_for, unavailable, verdicts, measured)
     decisions = {r.id: classify(r) for r in catalog}
     problem = _build(catalog, facts, decisions)
     try:

@@ -27,7 +27,7 @@ from pathlib import Path
 from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
 from packaging.version import InvalidVersion, Version
 
-from optkit.catalog.paths import cache_dir
+from optkit.catalog.paths import cache_dir, file_in_the_way
 from optkit.errors import TreeError
 from optkit.tree.cache import entry_lock, read_record, sha256_file, tree_path, write_record
 from optkit.tree.extract import extract_sdist
@@ -72,23 +72,37 @@ def fetch(
     package = _check_package(package)
     if dest is not None:
         dest = _check_dest(Path(dest))
-    with entry_lock(package, version):
-        record = None if force else read_record(package, version)
-        if record is None:
-            _require_build_tools()
-            sdist, sha256 = _download_into_cache(package, version)
-            _unpack_into_cache(package, version, sdist)
-            write_record(package, version, sdist, sha256)
-            from_cache = False
-        else:
-            sdist, sha256 = cache_dir() / "sdists" / record["sdist"], record["sha256"]
-            if not tree_path(package, version).is_dir():
-                _unpack_into_cache(package, version, sdist)
-            from_cache = True
-        tree = tree_path(package, version)
-        if dest is not None:
-            tree = _copy_tree(tree, dest)
+    try:
+        with entry_lock(package, version):
+            sdist, sha256, from_cache = _cached(package, version, force)
+            tree = tree_path(package, version)
+            if dest is not None:
+                tree = _copy_tree(tree, dest)
+    except OSError as exc:
+        raise TreeError(f"cannot use optkit's cache {cache_dir()}: {_why(exc)}; set OPTKIT_CACHE_DIR to a "
+                        "writable directory with free space") from None
     return FetchResult(package, version, tree, sdist, sha256, from_cache)
+
+
+def _cached(package: str, version: str, force: bool) -> tuple[Path, str, bool]:
+    """The sdist in the cache (downloaded and unpacked if need be), its sha256, whether it was cached."""
+    record = None if force else read_record(package, version)
+    if record is None:
+        _require_build_tools()
+        sdist, sha256 = _download_into_cache(package, version)
+        _unpack_into_cache(package, version, sdist)
+        write_record(package, version, sdist, sha256)
+        return sdist, sha256, False
+    sdist, sha256 = cache_dir() / "sdists" / record["sdist"], record["sha256"]
+    if not tree_path(package, version).is_dir():
+        _unpack_into_cache(package, version, sdist)
+    return sdist, sha256, True
+
+
+def _why(exc: OSError) -> str:
+    return f"{exc.strerror or exc} ({exc.filename})" if exc.filename else str(exc.strerror or exc)
+
+
 
 
 def fetch_many(versions: list[str], *, package: str = "vllm-ascend", workers: int = 4) -> list[FetchResult]:
@@ -105,7 +119,7 @@ def fetch_many(versions: list[str], *, package: str = "vllm-ascend", workers: in
 def _normalize_version(version: str) -> str:
     try:
         return str(Version(str(version).strip()))
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number too long for int()
         raise TreeError(
             f"invalid version {version!r}: give a release version such as 0.23.0 or "
             "0.23.0.post1 (see `pip index versions vllm-ascend`)"
@@ -125,6 +139,9 @@ def _check_dest(dest: Path) -> Path:
     dest = dest.expanduser().absolute()
     if dest.exists() and not dest.is_dir():
         raise TreeError(f"destination {dest} is a file; give a new or empty directory")
+    blocking = file_in_the_way(dest)
+    if blocking is not None:
+        raise TreeError(f"destination {dest} cannot be created: {blocking} is a file; give a directory elsewhere")
     if dest.is_dir() and any(dest.iterdir()):
         raise TreeError(
             f"destination {dest} is not empty; give a new or empty directory, "
@@ -134,8 +151,11 @@ def _check_dest(dest: Path) -> Path:
 
 
 def _copy_tree(tree: Path, dest: Path) -> Path:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(tree, dest, symlinks=True, dirs_exist_ok=True)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(tree, dest, symlinks=True, dirs_exist_ok=True)
+    except OSError as exc:
+        raise TreeError(f"cannot copy the tree to {dest}: {_why(exc)}; give a writable directory") from None
     return dest
 
 

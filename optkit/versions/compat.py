@@ -35,7 +35,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from optkit.catalog.loader import Catalog
-from optkit.catalog.patchfile import patch_paths
+from optkit.catalog.patchfile import patch_paths, split_patch
 from optkit.catalog.schema import Recipe
 from optkit.errors import OptkitError
 from optkit.tree.gitops import git
@@ -45,8 +45,6 @@ from optkit.versions.releases import known_versions, load_moves, load_release
 
 COMPATIBLE = ("clean", "offset")
 PATCH_TIMEOUT = 120
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@", re.M)
-_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.M)
 
 
 @dataclass(frozen=True)
@@ -98,7 +96,7 @@ def compat_matrix(catalog: Catalog, trees: dict[str, Path], workers: int = 2) ->
         for recipe, file in work:
             base = _base_version(recipe, file, versions)
             matrix.base[f"{recipe.id}/{file}"] = base
-            bases[(recipe.id, file)] = _patched_base(catalog, recipe, file, base, trees[base], Path(scratch))
+            bases[(recipe.id, file)] = patched_base(catalog, recipe, file, base, trees[base], Path(scratch))
         jobs = [(recipe, file, version) for recipe, file in work for version in versions]
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             matrix.patches = list(pool.map(
@@ -142,7 +140,7 @@ def _base_version(recipe: Recipe, file: str, versions: list[str]) -> str:
 
 
 @dataclass(frozen=True)
-class _Base:
+class Base:
     """The base release's target files, before and after the patch."""
 
     version: str
@@ -150,7 +148,7 @@ class _Base:
     after: Path
 
 
-def _patched_base(catalog: Catalog, recipe: Recipe, file: str, version: str, base_tree: Path, scratch: Path) -> _Base:
+def patched_base(catalog: Catalog, recipe: Recipe, file: str, version: str, base_tree: Path, scratch: Path) -> Base:
     data = catalog.patch_path(recipe.id, file).read_bytes()
     targets = patch_paths(data.decode("utf-8", "surrogateescape"))
     root = scratch / recipe.id / file
@@ -165,45 +163,39 @@ def _patched_base(catalog: Catalog, recipe: Recipe, file: str, version: str, bas
     if proc.returncode:
         raise OptkitError(f"{recipe.id}/{file} does not apply to the release it was written for: "
                           f"{proc.stderr.decode(errors='replace').strip()}")
-    return _Base(version, before, after)
+    return Base(version, before, after)
 
 
-def patch_cell(catalog: Catalog, recipe: Recipe, file: str, version: str, tree: Path, base: _Base) -> PatchCell:
+def patch_cell(catalog: Catalog, recipe: Recipe, file: str, version: str, tree: Path, base: Base) -> PatchCell:
     """One patch on one release (see the module docstring)."""
     entry = declared_entry(recipe, Version(version))
     if entry is not None and entry.status in ("upstream", "superseded"):
         return PatchCell(recipe.id, file, version, entry.status, why=entry.msg)
     data = catalog.patch_path(recipe.id, file).read_bytes()
     text = data.decode("utf-8", "surrogateescape")
-    created = _created_files(text)
+    created = created_files(text)
     missing = [rel for rel in patch_paths(text) if rel not in created and not (tree / rel).is_file()]
     if missing:
         return PatchCell(recipe.id, file, version, "target-missing", why=", ".join(missing) + " not in the release")
-    exact = _gnu_patch(tree, data, fuzz=0)
+    exact = gnu_patch(tree, data, fuzz=0)
     if exact.returncode == 0:
         offsets = re.findall(r"Hunk #\d+ succeeded at \d+ \(offset (-?\d+) lines?\)", exact.stdout)
         return PatchCell(recipe.id, file, version, "offset" if offsets else "clean",
                          why=f"{len(offsets)} hunk(s) at moved lines" if offsets else "")
-    if _gnu_patch(tree, data, fuzz=0, reverse=True).returncode == 0:
+    if gnu_patch(tree, data, fuzz=0, reverse=True).returncode == 0:
         return PatchCell(recipe.id, file, version, "upstream", why="the patch reverse-applies: the release already has it")
-    fuzzy = _gnu_patch(tree, data, fuzz=3)
+    fuzzy = gnu_patch(tree, data, fuzz=3)
     result = "fuzz" if fuzzy.returncode == 0 else "conflict"
     three_way, why = _three_way(text, tree, base, exact.stdout + exact.stderr, version)
     return PatchCell(recipe.id, file, version, result, three_way, why)
 
 
-def _created_files(text: str) -> set[str]:
-    created, current = set(), None
-    for line in text.splitlines():
-        match = _FILE.match(line)
-        if match:
-            current = match.group(2)
-        elif line.startswith("--- /dev/null") and current:
-            created.add(current)
-    return created
+def created_files(text: str) -> set[str]:
+    """The files a patch creates (``--- /dev/null``)."""
+    return {s.new_path for s in split_patch(text)[1] if s.old_path is None and s.new_path}
 
 
-def _gnu_patch(tree: Path, data: bytes, *, fuzz: int, reverse: bool = False) -> subprocess.CompletedProcess:
+def gnu_patch(tree: Path, data: bytes, *, fuzz: int, reverse: bool = False) -> subprocess.CompletedProcess:
     cmd = ["patch", "-p1", "--dry-run", "--batch", "--force", f"--fuzz={fuzz}", "--verbose"]
     if reverse:
         cmd.append("--reverse")
@@ -214,17 +206,14 @@ def _gnu_patch(tree: Path, data: bytes, *, fuzz: int, reverse: bool = False) -> 
         raise OptkitError("optkit compat needs GNU patch (`apt-get install patch`)") from None
 
 
-def _three_way(text: str, tree: Path, base: _Base, log: str, version: str) -> tuple[str, str]:
+def _three_way(text: str, tree: Path, base: Base, log: str, version: str) -> tuple[str, str]:
     """context-moved / code-changed, and the words: which hunks fail and what changed there."""
     conflicts, words = 0, []
     failed = _failed_hunks(log)
     for rel, hunks in _hunks(text).items():
         if not (base.before / rel).is_file() or not (tree / rel).is_file():
             continue
-        proc = subprocess.run(["git", "merge-file", "-p", "--diff3", "-L", version, "-L", "base", "-L", "patched",
-                               str(tree / rel), str(base.before / rel), str(base.after / rel)],
-                              capture_output=True, timeout=PATCH_TIMEOUT)
-        conflicts += max(proc.returncode, 0)
+        conflicts += merge_file(tree / rel, base.before / rel, base.after / rel, (version, "base", "patched"))[0]
         changes = _changes(base.before / rel, tree / rel)
         for number, (start, length, removed) in enumerate(hunks, 1):
             if failed and (rel, number) not in failed:
@@ -238,6 +227,18 @@ def _three_way(text: str, tree: Path, base: _Base, log: str, version: str) -> tu
                          f"base line(s) {span} {'that the hunk changes' if hits_code else 'of its context only'}")
     verdict = f"3-way merge on base {base.version}: " + (f"{conflicts} conflict(s)" if conflicts else "clean")
     return ("code-changed" if conflicts else "context-moved"), "; ".join([verdict, *words])
+
+
+def merge_file(current: Path, base: Path, other: Path, labels: tuple[str, str, str]) -> tuple[int, bytes]:
+    """``git merge-file -p --diff3``: (number of conflicts, the merged text) of the changes
+    base → other carried onto ``current``; conflicts are diff3 regions labelled with ``labels``."""
+    cmd = ["git", "merge-file", "-p", "--diff3"]
+    for label in labels:
+        cmd += ["-L", label]
+    proc = subprocess.run([*cmd, str(current), str(base), str(other)], capture_output=True, timeout=PATCH_TIMEOUT)
+    if proc.returncode < 0 or proc.returncode > 127:
+        raise OptkitError(f"git merge-file failed on {current}: {proc.stderr.decode(errors='replace').strip()}")
+    return proc.returncode, proc.stdout
 
 
 def _failed_hunks(log: str) -> set[tuple[str, int]]:
@@ -256,26 +257,10 @@ def _failed_hunks(log: str) -> set[tuple[str, int]]:
 def _hunks(text: str) -> dict[str, list[tuple[int, int, list[int]]]]:
     """Per file: (base start line, base length, base line numbers the hunk removes or replaces)."""
     out: dict[str, list] = {}
-    current = None
-    lines = text.splitlines()
-    for index, line in enumerate(lines):
-        match = _FILE.match(line)
-        if match:
-            current = match.group(1)
-            out.setdefault(current, [])
-            continue
-        match = _HUNK.match(line)
-        if match and current:
-            start, length = int(match.group(1)), int(match.group(2) or 1)
-            removed, number = [], start
-            for body in lines[index + 1:]:
-                if body.startswith(("@@", "diff --git")):
-                    break
-                if body.startswith("-"):
-                    removed.append(number)
-                if body.startswith((" ", "-")):
-                    number += 1
-            out[current].append((start, length, removed))
+    for section in split_patch(text)[1]:
+        if section.old_path:
+            out.setdefault(section.old_path, []).extend(
+                (h.old_start, h.old_length, h.removed_old_lines) for h in section.hunks)
     return out
 
 

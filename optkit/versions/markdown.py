@@ -79,6 +79,45 @@ def _knob_table(matrix: Matrix) -> list[str]:
     return lines + [""]
 
 
+# --------------------------------------------------------------------------- optkit port
+
+
+def port_markdown(report, wrote: bool, diffs: bool = True) -> list[str]:
+    """``optkit port``'s report as markdown: the summary table, then what each recipe that is not
+    up to date needs, with the refreshed hunks (``diffs``) for review."""
+    mode = "written" if wrote else "dry run: nothing written; --write writes the refreshed patches and the worksheets"
+    lines = [f"optkit port {report.source} → {report.target} ({mode}; Last-Update {report.date})", "",
+             "| recipe | patch | outcome | action |", "|---|---|---|---|"]
+    for rp in report.recipes:
+        for p in rp.patches:
+            fresh = f" ({len(p.refreshed_hunks)} refreshed hunk{'s' * (len(p.refreshed_hunks) != 1)})" \
+                if p.outcome in ("merged", "moved") and p.refreshed else ""
+            lines.append(f"| {rp.recipe} | `{p.patch}` | {p.outcome}{fresh} | {rp.action} |")
+    outcomes = _counts(p.outcome for rp in report.recipes for p in rp.patches)
+    actions = _counts(rp.action for rp in report.recipes)
+    lines += ["", f"Patches: {outcomes}. Recipes: {actions}.", ""]
+    for rp in report.recipes:
+        if rp.action == "up-to-date":
+            continue
+        lines.append(f"- **{rp.recipe}** — {rp.action}: {rp.why}")
+        for p in rp.patches:
+            if rp.action != "left-out":
+                lines += [f"  - `{p.patch}`: {p.outcome}" + (f" — {p.why}" if p.why else "")]
+            if diffs and p.refreshed_hunks:
+                lines += ["", "    ```diff", *(f"    {line}" for h in p.refreshed_hunks for line in h.splitlines()),
+                          "    ```", ""]
+    if report.written:
+        lines += ["", "Written:", *(f"- {path}" for path in report.written)]
+    return lines
+
+
+def _counts(values) -> str:
+    counts: dict[str, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return " · ".join(f"{n} {name}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) or "none"
+
+
 # --------------------------------------------------------------------------- docs/versions.md blocks
 
 

@@ -7,6 +7,7 @@ probed (probes beat the version number). ``verdict`` then says, for one recipe:
 - the release entry that applies (by probe on a tree, else by version) and what it means:
   ``upstream`` (present, nothing to apply), ``superseded`` / ``broken`` / ``absent`` (left out,
   with the entry's words), ``no-patch`` (still new there, but no patch set was written for it);
+  a ``partly-upstream`` entry's words become a note of the recipe's decision;
 - every knob the recipe sets: present (emitted), renamed or moved (emitted in its new form, said
   in the plan), added by the recipe's own patch set, or missing — removed (with the release that
   removed it), rejected at start-up by a strict release, or silently ignored by a lenient one.
@@ -193,6 +194,10 @@ def verdict(recipe: Recipe, view: ReleaseView, moves: list[KnobMove] | None = No
     if missing:
         return Verdict("knob-missing", "; ".join(k.note for k in missing), knobs=knobs, entry=entry, notes=tuple(notes))
     notes += [k.note for k in knobs if k.state in ("renamed", "moved")]
+    if entry is not None and entry.note:
+        notes.append(f"{view.label}: {entry.note}")
+    elif entry is not None and entry.status == "partly-upstream":
+        notes.append(f"partly upstream in {view.label}: {entry.msg}")
     patches, _ = _patch_set(recipe, entry)
     return Verdict("ok", "", tuple(patches), entry.versions if entry else recipe.versions.vllm_ascend, knobs,
                    tuple(notes), entry)

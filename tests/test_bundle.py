@@ -40,8 +40,8 @@ from optkit.bundle.check import (
     probe_request,
     read_lock,
     run_probe,
-    serve_sh_argv,
 )
+from optkit.bundle.launch_check import serve_sh_argv
 from optkit.catalog.paths import project_root
 from optkit.cli.main import cli
 from optkit.errors import InternalError
@@ -422,12 +422,23 @@ def sh_form(node: jinja2.nodes.Expr) -> str | None:
 def shell_contexts(text: str) -> list[str]:
     """Where each MARK in shell text sits: 'word', 'quoted' (inside '…' or "…") or 'comment'.
 
-    A small lexer for the shell these templates use: quotes, backslashes, comments and ``$( )``
-    (nested in double quotes too). Heredocs and backquotes are refused, so a template that starts
-    using them fails this check until the lexer understands them."""
-    frames, found, i = [["word", 0]], [], 0
+    A small lexer for the shell these templates use: quotes, backslashes, comments, ``$( )``
+    (nested in double quotes too), here-strings (``<<<``) and heredocs with a quoted delimiter
+    (``<<'END'``: the body is literal, like '…'). Other heredocs and backquotes are refused, so a
+    template that starts using them fails this check until the lexer understands them."""
+    frames, found, i, heredocs = [["word", 0]], [], 0, []
     while i < len(text):
         c, (kind, depth) = text[i], frames[-1]
+        heredoc = re.match(r"<<'(\w+)'", text[i:]) if kind == "word" else None
+        if c == "\n" and heredocs and kind in ("word", "comment"):  # the bodies start on the next line
+            if kind == "comment":
+                frames.pop()
+            for tag in heredocs:
+                end = text.index(f"\n{tag}\n", i) + 1
+                found += ["quoted"] * text.count(MARK, i, end)
+                i = end + len(tag)
+            heredocs = []
+            continue
         if c == MARK:
             found.append({"word": "word", "squote": "quoted", "dquote": "quoted", "comment": "comment"}[kind])
         elif kind == "comment":
@@ -436,6 +447,12 @@ def shell_contexts(text: str) -> list[str]:
         elif kind == "squote":
             if c == "'":
                 frames.pop()
+        elif heredoc:
+            heredocs.append(heredoc.group(1))
+            i += len(heredoc.group(0))
+            continue
+        elif kind == "word" and text.startswith("<<<", i):
+            i += 2
         elif c == "`" or (kind == "word" and text.startswith("<<", i)):
             raise AssertionError(f"the quoting check does not understand {text[i:i + 2]!r} at offset {i}")
         elif c == "\\":
@@ -487,7 +504,8 @@ def test_shell_templates_print_values_only_through_sh(template):
 @pytest.mark.parametrize("template", YAML_TEMPLATES, ids=lambda t: t.name)
 def test_the_k8s_templates_print_values_only_through_yaml(template):
     """Each value of a manifest is one YAML scalar of its own (optkit.bundle.render.yaml_scalar)."""
-    assert {t.name for t in YAML_TEMPLATES} == {"deployment.yaml.j2", "service.yaml.j2", "ladder-job.yaml.j2"}
+    assert {t.name for t in YAML_TEMPLATES} == {"deployment.yaml.j2", "service.yaml.j2", "ladder-job.yaml.j2",
+                                                "leaderworkerset.yaml.j2", "_pod.yaml.j2", "configmap.yaml.j2"}
     nodes = printed_expressions(template)
     assert nodes and all(isinstance(n, jinja2.nodes.Filter) and n.name == "yaml" and not n.args for n in nodes)
 
@@ -497,7 +515,10 @@ def test_the_k8s_templates_print_values_only_through_yaml(template):
     ('A="$(cd "$(dirname "\0")" && pwd)" \0', ["quoted", "word"]),
     ('echo ${#A[@]} \0 "\\"\0" (\0)', ["word", "quoted", "word"]),
     ("X='it''\0' \"'\0'\"", ["quoted", "quoted"]),
-], ids=["quotes-and-comment", "nested-substitution", "not-a-comment", "quotes-inside-quotes"])
+    ("A=\"$(python3 - \"\0\" <<'PY' \0\nprint('\0 \"x\"')\nPY\n)\" \0", ["quoted", "word", "quoted", "word"]),
+    ("read -r A <<<\"$B\" \0", ["word"]),
+], ids=["quotes-and-comment", "nested-substitution", "not-a-comment", "quotes-inside-quotes", "quoted-heredoc",
+        "here-string"])
 def test_the_quoting_check_knows_shell_contexts(text, contexts):
     assert shell_contexts(text) == contexts
 
@@ -628,7 +649,7 @@ def run_preflight(bundle: Path, tmp_path: Path, chip: str, applied: bool = True,
 def test_preflight_passes_on_a_matching_host(flagship, tmp_path):
     proc = run_preflight(flagship, tmp_path, "Ascend910")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    for line in ("PASS  chip:", "PASS  devices: 2 visible, TP2 x DP1 needs 2", "PASS  CANN: 9.1.0 (>= 9.1.0)",
+    for line in ("PASS  chip:", "PASS  devices: 2 visible, TP2 DP1 needs 2", "PASS  CANN: 9.1.0 (>= 9.1.0)",
                  "PASS  vllm_ascend: 0.23.0", "PASS  vllm: 0.23.0", "PASS  torch_npu: 2.10.0.post4"):
         assert line in proc.stdout
     assert "FAIL" not in proc.stdout

@@ -25,7 +25,9 @@ def run(*args):
     (["plan", "qwen3.5-35b", "--concurrency", "1,x"], 2, "give comma-separated integers"),
     (["plan", "qwen3.5-35b", "--tp", "0"], 2, "--tp"),
     (["plan", "qwen3.5-35b", "--num-speculative-tokens", "3"], 1, "--num-speculative-tokens needs --mtp"),
-    (["plan", "qwen3.5-35b", "--tp", "16", "--dp", "2"], 1, "multi-node plans are not supported"),
+    (["plan", "qwen3.5-35b", "--tp", "16", "--dp", "2"], 0, "TP16 DP2 on 2 nodes (1 DP rank of TP16 per node)"),
+    (["plan", "qwen3.5-35b", "--tp", "32", "--dp", "2"], 1, "a TP group spanning nodes is planned with DP 1 only"),
+    (["plan", "qwen3.5-35b", "--tp", "2", "--nodes", "0"], 2, "--nodes"),
     (["plan", "qwen3.5-35b", "--with", "nope"], 1, "unknown recipe 'nope'"),
     (["plan", "qwen3.5-35b", "--vllm-ascend-version", "latest"], 1, "--vllm-ascend-version 'latest' is not a version"),
     (["explain", "compile-super-kernel", "qwen3.5-35b", "--mtp"], 0, "compile-super-kernel: selected"),
@@ -176,6 +178,15 @@ def test_generated_figures_in_docs(text, expected):
     lock = {"patches": [{"recipe": "r", "targets": ["a", "b"]}, {"recipe": "r", "targets": ["b", "c"]}],
             "pending_patches": [{"recipe": "s", "file": "x.patch"}]}
     assert _filled(text, {"optkit.lock.json": json.dumps(lock).encode()}) == expected
+
+
+def test_the_multinode_figure_is_the_multinode_examples_manifests():
+    from optkit.cli.docs import _filled
+
+    multinode = {"k8s/leaderworkerset.yaml": b"kind: LeaderWorkerSet\n", "k8s/service.yaml": b"kind: Service\n"}
+    text = "<!-- optkit:multinode-manifests -->old<!-- /optkit:multinode-manifests -->"
+    assert _filled(text, {}, lambda: multinode) == ("<!-- optkit:multinode-manifests -->\n\n```yaml\nkind: LeaderWorkerSet\n"
+                                                    "---\nkind: Service\n```\n\n<!-- /optkit:multinode-manifests -->")
 
 
 def test_docs_check_names_a_stale_figure(tmp_path, monkeypatch):

@@ -58,6 +58,17 @@ def test_newest_release_bundle_passes_vllm_0_30_and_its_ascend_config(vllm_030, 
     assert read_lock(bundle)["launch"]["additional_config"]["enable_fused_mc2"] == 1
 
 
+@pytest.mark.parametrize("fields", [dict(tp=2, dp=16), dict(tp=32)], ids=["dp-across-nodes", "tp-across-nodes"])
+def test_vllm_0_30_accepts_every_nodes_argv_of_a_multi_node_bundle(vllm_030, tmp_path, fields):
+    """The leader's and the worker's argv of a two-node plan pass vLLM 0.30.0's parser too."""
+    from optkit.bundle.check import check_vllm
+
+    lock = read_lock(_bundle(tmp_path, "0.30.0rc2", **fields))
+    check = check_vllm(lock, python=vllm_030)
+    assert check.status == "pass", check.problems
+    assert check.note.startswith("vLLM 0.30.0;") and "the argv of all 2 nodes" in check.note
+
+
 def test_the_real_ascend_config_rejects_a_key_the_release_does_not_know(vllm_030, tmp_path):
     bundle = _bundle(tmp_path, "0.30.0rc2")
     lock = read_lock(bundle)

@@ -11,6 +11,7 @@ TOOLKIT="${ASCEND_TOOLKIT_HOME:-/usr/local/Ascend/ascend-toolkit/latest}"
 CHIP_PATTERN='(?i)910_93|910c|ascend910(?![a-z0-9])'
 TARGET='Ascend 910C (Atlas 800I/800T A3)'
 NEED_DEVICES=2
+LAYOUT='TP2 DP1'
 # CANN minimum: the highest of vllm-ascend 0.23.0's own statements:
 #   9.1.0 from csrc/version.info:3
 #   9.1.0 from Dockerfile.a3:18
@@ -56,9 +57,9 @@ check_devices() {
     count="$(find /dev -maxdepth 1 -name 'davinci[0-9]*' 2>/dev/null | wc -l)"
   fi
   if [ "$count" -ge "$NEED_DEVICES" ]; then
-    pass "devices: $count visible, TP2 x DP1 needs $NEED_DEVICES"
+    pass "devices: $count visible, $LAYOUT needs $NEED_DEVICES"
   else
-    fail "devices: $count visible, TP2 x DP1 needs $NEED_DEVICES (check ASCEND_RT_VISIBLE_DEVICES and the container's devices)"
+    fail "devices: $count visible, $LAYOUT needs $NEED_DEVICES (check ASCEND_RT_VISIBLE_DEVICES and the container's devices)"
   fi
 }
 

@@ -11,7 +11,7 @@ PORT="${PORT:-8000}"
 EXTRA_ARGS=()
 
 usage() {
-  sed -n '3,5p' "$0" | sed 's/^# \{0,1\}//'
+  awk 'NR > 2 && !/^#/ { exit } NR > 2 { sub(/^# ?/, ""); print }' "$0"
 }
 
 need_value() {

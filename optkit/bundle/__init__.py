@@ -1,12 +1,12 @@
 """Stage 5, bundle: a plan as a runnable launch bundle, and the checks of one.
 
 Owns the bundle writer (lock, env.sh, serve.sh, preflight.sh, apply.sh, build-kernels.sh,
-bench.sh, README, k8s manifest), its templates, ``optkit bundle check`` and the vLLM argument
+bench.sh, README, k8s manifests), its templates, ``optkit bundle check`` and the vLLM argument
 parser probe that runs in a subprocess (vLLM is never imported by optkit itself).
 
 Modules: ``writer`` (``write_bundle``, ``bundle_files``), ``launch`` (the serve command),
 ``lock`` (``optkit.lock.json`` and ``--from-lock``), ``scripts``, ``readme`` and ``k8s`` (the data
-of the shell scripts, README.md + expected.json, the Deployment), ``render`` (Jinja2 and the
+of the shell scripts, README.md + expected.json, the Deployment or LeaderWorkerSet), ``render`` (Jinja2 and the
 quoting filter; the only module that imports Jinja2), ``check``, ``vllm_probe``. The files' shape
 is in ``templates/``. ``BundleWriteError`` lives here so that every module can raise it.
 

@@ -3,8 +3,10 @@
 Each check returns problems, and each problem names the recipe responsible (found through the
 lock's ``launch.sources``, ``launch.env`` and ``launch.argv_sources``):
 
-- ``launch``: serve.sh runs exactly the lock's ``launch.argv``; env.sh exports the lock's env.
-- ``vllm``: the argv passes vLLM 0.23.0's own parser and config classes, and its capture sizes
+- ``launch``: serve.sh runs exactly the lock's ``launch.argv`` (and, on a multi-node plan, its worker
+  nodes add the lock's ``launch.nodes.worker_args``); env.sh exports the lock's env; the k8s ConfigMap
+  of a multi-node bundle carries these serve.sh and env.sh.
+- ``vllm``: the argv (of every node, on a multi-node plan) passes vLLM 0.23.0's own parser and config classes, and its capture sizes
   survive vLLM's spec-decode rounding (``optkit.bundle.vllm_probe``, one subprocess; skipped, not passed,
   when vLLM 0.23.0 is not installed).
 - ``config-keys``: every ``--additional-config`` key (nested ones too) is read by the vllm-ascend
@@ -29,14 +31,15 @@ from typing import Any, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from optkit.bundle.launch import EXTRA_ARGS
-from optkit.catalog.textfile import read_text
-from optkit.errors import BundleError, OptkitError, ValidationFailed, did_you_mean
+from optkit.bundle.launch_check import launch_problems
+from optkit.errors import BundleError, OptkitError, did_you_mean
 from optkit.tree.patchset import LOCK_NAME, checked, lock_json
 from optkit.tree.schema import Lock
 
 PROBE_TIMEOUT = 600
 SCRIPT_TIMEOUT = 60
+PROBE_LEADER_IP = "192.0.2.1"
+"""The leader's address in the argv the parser sees (TEST-NET-1, RFC 5737): parsing contacts nothing."""
 
 
 @dataclass
@@ -171,72 +174,33 @@ def _result(name: str, problems: list[str], note: str = "") -> Check:
 # --------------------------------------------------------------------------- launch
 
 
-def serve_sh_argv(text: str) -> list[str]:
-    """The ``vllm serve`` argv in serve.sh (without ``exec`` and the trailing EXTRA_ARGS), read
-    with ``shlex`` from the one ``exec vllm serve`` command; nothing is executed."""
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("exec vllm serve ")), None)
-    if start is None:
-        raise BundleError(["serve.sh has no `exec vllm serve` command; write the bundle again"])
-    command = []
-    for line in lines[start:]:
-        command.append(line[:-1] if line.endswith("\\") else line)
-        if not line.endswith("\\"):
-            break
-    words = _words(" ".join(command), "serve.sh")
-    if not words or words[-1] != shlex.split(EXTRA_ARGS)[0]:
-        raise BundleError(["serve.sh's vllm serve command does not end with the extra arguments; write the bundle again"])
-    return words[1:-1]
-
-
-def _words(text: str, script: str, comments: bool = False) -> list[str]:
-    try:
-        return shlex.split(text, comments=comments)
-    except ValueError as exc:  # an unclosed quote
-        raise BundleError([f"{script}: {exc} in {text[:80]!r}; the bundle was edited: write it again"]) from None
-
-
-def env_sh_exports(text: str) -> list[tuple[str, str]]:
-    """``(name, value)`` of every ``export NAME=value`` line of env.sh."""
-    out = []
-    for line in text.splitlines():
-        if line.startswith("export "):
-            words = _words(line, "env.sh", comments=True)
-            name, _, value = (words[1] if len(words) > 1 else "").partition("=")
-            out.append((name, value))
-    return out
-
-
-def _script_text(path: Path) -> str:
-    try:
-        return read_text(path)
-    except ValidationFailed as exc:
-        raise BundleError([f"{p}; write the bundle again" for p in exc.problems]) from None
-
-
 def check_launch(bundle: Path, lock: dict) -> Check:
-    launch = lock["launch"]
-    problems = []
-    argv = serve_sh_argv(_script_text(bundle / "serve.sh"))
-    if argv != launch["argv"]:
-        problems.append(f"optkit: serve.sh runs {shlex.join(argv)!r}, but the lock's launch.argv is "
-                        f"{shlex.join(launch['argv'])!r}; the bundle was edited: write it again")
-    exports = env_sh_exports(_script_text(bundle / "env.sh"))
-    wanted = [(e["name"], e["value"]) for e in launch["env"]]
-    if exports != wanted:
-        problems.append(f"optkit: env.sh exports {exports}, but the lock's launch.env is {wanted}; write the bundle again")
-    return _result("launch", problems)
+    """serve.sh, env.sh (and a multi-node bundle's k8s ConfigMap) against the lock (``optkit.bundle.launch_check``)."""
+    return _result("launch", launch_problems(bundle, lock))
 
 
 # --------------------------------------------------------------------------- vllm
 
 
-def probe_request(lock: dict) -> dict:
-    """What ``optkit.bundle.vllm_probe`` gets: the argv after ``vllm serve`` with serve.sh's defaults."""
+def probe_request(lock: dict, node: int = 0) -> dict:
+    """What ``optkit.bundle.vllm_probe`` gets: the argv after ``vllm serve`` with serve.sh's defaults
+    and, on a multi-node plan, the values serve.sh gives node ``node`` (a worker's arguments added)."""
     launch = lock["launch"]
     params = {f"${name}": value or name.lower() for name, value in launch["parameters"].items()}
-    argv = [params.get(token, token) for token in launch["argv"][2:]]
-    return {"argv": argv, "labels": launch["argv_sources"][2:], "vllm": lock["versions"]["vllm"]}
+    argv, labels = launch["argv"][2:], launch["argv_sources"][2:]
+    nodes = launch.get("nodes")
+    if nodes:
+        params.update({"$LEADER_IP": PROBE_LEADER_IP, "$NODE_RANK": str(node),
+                       "$DP_START_RANK": str(node * nodes["dp_local"])})
+        if node:
+            argv, labels = argv + nodes["worker_args"], labels + ["optkit"] * len(nodes["worker_args"])
+    return {"argv": [params.get(token, token) for token in argv], "labels": labels, "vllm": lock["versions"]["vllm"]}
+
+
+def probe_requests(lock: dict) -> list[dict]:
+    """One probe request per node: the leader's, then each worker's (one for a single-node plan)."""
+    nodes = lock["launch"].get("nodes")
+    return [probe_request(lock, node) for node in range(nodes["count"] if nodes else 1)]
 
 
 def run_probe(request: dict, python: str | None = None, *, script: str = "vllm_probe.py",
@@ -266,18 +230,33 @@ def _blame(problem: dict, lock: dict) -> list[str]:
     return problem["blame"]
 
 
-def check_vllm(lock: dict, result: dict | None = None, *, python: str | None = None, missing: str = "") -> Check:
-    """vLLM's verdict on the argv, in ``python`` (``result``: a probe result already at hand, e.g. in
-    tests; no ``python`` and no ``result``: skipped, ``missing`` says why)."""
+def check_vllm(lock: dict, result: dict | list[dict] | None = None, *, python: str | None = None,
+               missing: str = "") -> Check:
+    """vLLM's verdict on the argv of every node, in ``python`` (``result``: probe results already at
+    hand, one per node of ``probe_requests``, e.g. in tests; no ``python`` and no ``result``: skipped,
+    ``missing`` says why)."""
     if result is None and python is None and missing:
         return Check("vllm", "skipped", [], f"skipped: {missing}")
-    result = result if result is not None else run_probe(probe_request(lock), python)
-    if result["status"] == "skipped":
-        return Check("vllm", "skipped", [], f"skipped: {result['reason']}")
-    problems = [f"{', '.join(_who(b) for b in _blame(p, lock))}: {p['message']}" for p in result["problems"]]
-    sizes = result.get("capture_sizes")
-    note = f"vLLM {result['vllm_version']}" + (f"; capture sizes {sizes['given']} → {sizes['effective']}" if sizes else "")
+    if result is None:
+        requests = probe_requests(lock)
+        result = [run_probe(requests[0], python)] if len(requests) == 1 else \
+            run_probe({"batch": requests}, python)["results"]
+    results = [result] if isinstance(result, dict) else result
+    skipped = next((r for r in results if r["status"] == "skipped"), None)
+    if skipped is not None:
+        return Check("vllm", "skipped", [], f"skipped: {skipped['reason']}")
+    problems = [f"{_node(node, len(results))}{', '.join(_who(b) for b in _blame(p, lock))}: {p['message']}"
+                for node, r in enumerate(results) for p in r["problems"]]
+    sizes = results[0].get("capture_sizes")
+    note = f"vLLM {results[0]['vllm_version']}" + (f"; capture sizes {sizes['given']} → {sizes['effective']}" if sizes else "")
+    if len(results) > 1:
+        note += f"; the argv of all {len(results)} nodes (leader and {len(results) - 1} headless)"
     return _result("vllm", problems, note)
+
+
+def _node(node: int, count: int) -> str:
+    """How a problem of one node's argv starts ('' on a single-node plan)."""
+    return "" if count == 1 else f"node {node} ({'leader' if node == 0 else 'worker'}): "
 
 
 # --------------------------------------------------------------------------- tree

@@ -1,7 +1,13 @@
 """The serve command of a plan: ``vllm serve`` argv (who set each token), env, speculative config.
 
 ``Launch`` is derived once per bundle and read by every file that starts the server: the lock
-(``launch.argv``), serve.sh, env.sh, bench.sh, build-kernels.sh and the k8s Deployment.
+(``launch.argv``), serve.sh, env.sh, bench.sh, build-kernels.sh and the k8s manifests.
+
+A plan on several nodes (``optkit.resolve.layout``) runs the same argv on every node, with this
+node's values as serve.sh variables (``NODE_PLACEHOLDERS``), and the worker nodes add
+``WORKER_ARGS``; serve.sh takes the node's rank and the leader's address from the environment a
+LeaderWorkerSet gives its pods, and binds HCCL, Gloo and TP sockets to this node's network
+(``NODE_ENV``).
 """
 
 from __future__ import annotations
@@ -17,8 +23,25 @@ DEFAULT_PORT = "8000"
 EXTRA_ARGS = '${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"}'
 """The last line of serve.sh's command (written in ``templates/serve.sh.j2``): the arguments given
 after ``--``; ``optkit bundle check`` finds the end of the command by it."""
-PLACEHOLDERS = ("$MODEL", "$SERVED_NAME", "$PORT")
+ROLE_ARGS = '${ROLE_ARGS[@]+"${ROLE_ARGS[@]}"}'
+"""The line before EXTRA_ARGS in a multi-node serve.sh: ``WORKER_ARGS`` on a worker node, nothing on the leader."""
+NODE_PLACEHOLDERS = ("$LEADER_IP", "$NODE_RANK", "$DP_START_RANK", "$RPC_PORT")
+"""This node's values in a multi-node argv, set by serve.sh at run time: the leader's IP address, this
+node's rank (0 = leader), its first DP rank (rank × DP ranks per node), the leader's RPC port."""
+PLACEHOLDERS = ("$MODEL", "$SERVED_NAME", "$PORT", *NODE_PLACEHOLDERS)
 """serve.sh's own parameters as they stand in ``launch.argv``; the script expands them at run time."""
+WORKER_ARGS = ["--headless"]
+"""What the nodes other than the leader add: no API server there, the leader's serves the whole group
+(vllm-ascend 0.23.0 Qwen3.5-397B-A17B.md §5.2; 0.30.0rc2 pipeline_parallel.md)."""
+RPC_PORTS = {"dp-across-nodes": "13389", "tp-across-nodes": "29501"}
+"""serve.sh's default RPC_PORT per layout: the DP RPC port of vllm-ascend's multi-node DP tutorial
+(Qwen3.5-397B-A17B.md §5.2), and vLLM's own default master port (ParallelConfig.master_port)."""
+NODE_ENV = {"HCCL_IF_IP": "LOCAL_IP", "GLOO_SOCKET_IFNAME": "NIC_NAME", "TP_SOCKET_IFNAME": "NIC_NAME",
+            "HCCL_SOCKET_IFNAME": "NIC_NAME"}
+"""The variables vllm-ascend's multi-node tutorials export on every node (Qwen3.5-397B-A17B.md §5.2:
+"bind HCCL, Gloo, and TP communication to the selected network"), and the serve.sh variable each
+takes its value from: this node's IP address and the network interface that carries it, found at run
+time (or given as LOCAL_IP / NIC_NAME). A value already in the environment is kept."""
 
 
 def compact_json(data: Any) -> str:
@@ -47,11 +70,35 @@ class Launch:
 
     @property
     def devices(self) -> int:
-        return self.plan.request.tp * self.plan.request.dp
+        """NPU devices of one node (all of them on a single-node plan)."""
+        return self.plan.layout.node_devices
 
     @property
     def parameters(self) -> dict[str, str]:
-        return {"MODEL": self.model_default, "SERVED_NAME": self.served_name, "PORT": DEFAULT_PORT}
+        params = {"MODEL": self.model_default, "SERVED_NAME": self.served_name, "PORT": DEFAULT_PORT}
+        if self.plan.layout.nodes > 1:
+            params["RPC_PORT"] = RPC_PORTS[self.plan.layout.kind]
+        return params
+
+    @property
+    def nodes(self) -> dict[str, Any] | None:
+        """The lock's ``launch.nodes`` of a multi-node plan (None on one node)."""
+        layout = self.plan.layout
+        if layout.nodes == 1:
+            return None
+        return {"count": layout.nodes, "layout": layout.kind, "node_devices": layout.node_devices,
+                "dp_local": layout.dp_local, "worker_args": list(WORKER_ARGS), "env": dict(NODE_ENV)}
+
+
+def node_options(layout) -> list[str]:
+    """The options every node of a multi-node plan passes (``optkit.resolve.layout`` cites the launches)."""
+    if layout.kind == "dp-across-nodes":
+        return ["--data-parallel-size-local", str(layout.dp_local), "--data-parallel-start-rank", "$DP_START_RANK",
+                "--data-parallel-address", "$LEADER_IP", "--data-parallel-rpc-port", "$RPC_PORT"]
+    if layout.kind == "tp-across-nodes":
+        return ["--distributed-executor-backend", "mp", "--nnodes", str(layout.nodes), "--node-rank", "$NODE_RANK",
+                "--master-addr", "$LEADER_IP", "--master-port", "$RPC_PORT"]
+    return []
 
 
 def speculative_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
@@ -83,6 +130,8 @@ def serve_argv(plan: Plan, speculative: dict, speculative_sources: list[str]) ->
     ]
     if request.dp > 1:
         parts.append((["--data-parallel-size", str(request.dp)], "request"))
+    if plan.layout.nodes > 1:
+        parts.append((node_options(plan.layout), "request"))
     parts.append((["--dtype", request.dtype], "request"))
     if facts["parallel.ep"]:
         parts.append((["--enable-expert-parallel"], "request"))
@@ -105,4 +154,4 @@ def serve_argv(plan: Plan, speculative: dict, speculative_sources: list[str]) ->
     return argv, sources
 
 
-__all__ = ["Launch", "serve_argv", "speculative_config", "compact_json"]
+__all__ = ["Launch", "serve_argv", "node_options", "speculative_config", "compact_json"]

@@ -63,6 +63,8 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s=None) -> 
     launch_data = dict(data["launch"])
     launch_data.update(env=launch.env, argv=launch.argv, argv_sources=launch.sources,
                        parameters=launch.parameters, effective_speculative_config=launch.speculative)
+    if launch.nodes:
+        launch_data["nodes"] = launch.nodes
     return {
         "lock_version": LOCK_VERSION,
         "optkit": {"version": __version__, "catalog_sha256": catalog_sha256(root), "profiles_sha256": profiles_sha256(root),

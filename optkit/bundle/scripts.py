@@ -27,10 +27,14 @@ def env_data(launch: Launch, lock: dict) -> dict[str, Any]:
 
 
 def serve_data(launch: Launch, lock: dict) -> dict[str, Any]:
-    """serve.sh: its parameters' defaults and the lock's ``launch.argv`` as option lines."""
+    """serve.sh: its parameters' defaults and the lock's ``launch.argv`` as option lines; on a
+    multi-node plan also the lock's ``launch.nodes`` and the RPC port's default."""
     params = launch.parameters
+    nodes = launch.nodes
     return {**_header(launch), "model_default": _shell_default(params["MODEL"]), "served_name": params["SERVED_NAME"],
-            "port": params["PORT"], "options": _option_lines(launch.argv[3:])}
+            "port": params["PORT"], "options": _option_lines(launch.argv[3:]), "nodes": nodes,
+            "rpc_port": params.get("RPC_PORT", ""),
+            "node_env": [{"name": k, "source": v} for k, v in nodes["env"].items()] if nodes else []}
 
 
 def _shell_default(text: str) -> str:
@@ -58,11 +62,11 @@ def _option_lines(argv: list[str]) -> list[list[str | ShellVar]]:
 def preflight_data(launch: Launch, lock: dict) -> dict[str, Any]:
     """preflight.sh: the chip, devices, versions and patches the host must have. The CANN minimum
     and the torch-npu pin are the release's own (``versions/<version>.yaml``, read from its tree)."""
-    target, request = launch.plan.target, launch.plan.request
+    target = launch.plan.target
     release = launch.plan.release.data
     torch_npu = release.pins.get("torch_npu")
     return {**_header(launch), "chip_pattern": target.npu_smi_name_pattern, "target_title": target.title,
-            "devices": launch.devices, "tp": request.tp, "dp": request.dp, "min_cann": release.cann.minimum or "",
+            "devices": launch.devices, "layout": launch.plan.layout.summary, "min_cann": release.cann.minimum or "",
             "cann_sources": [{"value": s.value, "source": s.source} for s in release.cann.statements],
             "vllm_ascend": lock["versions"]["vllm_ascend"], "vllm": lock["versions"]["vllm"],
             "torch_npu": torch_npu.value if torch_npu else "",

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from optkit.bundle import BundleWriteError, scripts
-from optkit.bundle.k8s import K8sOptions, deployment_data, service_data
+from optkit.bundle.k8s import K8sOptions, configmap_data, deployment_data, leaderworkerset_data, service_data
 from optkit.bundle.launch import Launch
 from optkit.bundle.lock import lock_data
 from optkit.bundle.readme import expected_data, readme_data
@@ -32,6 +32,7 @@ CONTEXT = {
     "env.sh": scripts.env_data, "serve.sh": scripts.serve_data, "preflight.sh": scripts.preflight_data,
     "apply.sh": scripts.apply_data, "build-kernels.sh": scripts.build_kernels_data, "bench.sh": scripts.bench_data,
     "README.md": readme_data, "k8s/deployment.yaml": deployment_data, "k8s/service.yaml": service_data,
+    "k8s/leaderworkerset.yaml": leaderworkerset_data, "k8s/configmap.yaml": configmap_data,
 }
 """Every templated file of a bundle (``templates/<path>.j2``) and the function ``(launch, lock) -> data``
 that computes what its template is given."""
@@ -129,7 +130,9 @@ def bundle_files(plan: Plan, workspace: Workspace, *, k8s: bool | K8sOptions = F
         "expected.json": dump_json(expected_data(plan, workspace)),
         "patches/series": "".join(p["name"] + "\n" for p in lock["patches"]),
     }
-    written = {"build-kernels.sh": bool(launch.kernels), "k8s/deployment.yaml": bool(options),
+    nodes = plan.layout.nodes > 1
+    written = {"build-kernels.sh": bool(launch.kernels), "k8s/deployment.yaml": bool(options) and not nodes,
+               "k8s/leaderworkerset.yaml": bool(options) and nodes, "k8s/configmap.yaml": bool(options) and nodes,
                "k8s/service.yaml": bool(options)}
     texts.update({rel: render(f"{rel}.j2", **data(launch, lock)) for rel, data in CONTEXT.items() if written.get(rel, True)})
     files = {rel: text.encode("utf-8") for rel, text in texts.items()}

@@ -66,7 +66,12 @@ _SPECS = [
     _f("parallel.flashcomm1", "bool",
        "FlashComm1 (sequence-parallel MoE/dense, additional_config.enable_flashcomm1) on in the deployment.",
        flag="--flashcomm1"),
-    _f("parallel.cards", "int", "Cards used (devices / dies per card, rounded up)."),
+    _f("parallel.cards", "int", "Cards used on all nodes together (devices / dies per card, rounded up)."),
+    _f("parallel.nodes", "int", "Nodes the TP × DP ranks run on (--nodes, else the fewest that hold them)."),
+    _f("parallel.node_devices", "int", "NPU devices each node runs (TP × DP / nodes)."),
+    _f("parallel.layout", "str", "How the ranks sit on nodes (optkit.resolve.layout): all on one node, whole TP "
+       "groups of the DP ranks spread over nodes, or one TP group spanning nodes.",
+       ("single-node", "dp-across-nodes", "tp-across-nodes")),
     # versions
     _f("versions.vllm_ascend", "version", "vllm-ascend version of the tree/host."),
     _f("versions.vllm", "version", "vLLM version."),

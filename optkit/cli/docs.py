@@ -7,7 +7,8 @@ ladder.json and results/, are kept in docs/example-ladder/ by tests/measure/make
 and cached on first use), the generated blocks of ``docs/versions.md`` and of ``docs/port.md`` (the
 real ``optkit port`` reports), and the figures inside
 hand-written pages: a region ``<!-- optkit:NAME -->…<!-- /optkit:NAME -->`` of any ``docs/*.md`` is
-rewritten with ``SNIPPETS[NAME]`` of the example bundle, so a count in prose cannot go stale.
+rewritten with ``SNIPPETS[NAME]`` of the example bundle (the flagship's, or the multi-node example's
+for ``multinode-*``), so a count or a manifest in prose cannot go stale.
 ``optkit docs --check`` lists the files that differ from what would be written.
 """
 
@@ -39,34 +40,61 @@ def _series_state(files: dict[str, bytes]) -> str:
     return state + (f", {pending} still pending" if pending else ", none pending")
 
 
-SNIPPETS = {"flagship-patches": _patch_count, "flagship-series": _series_state}
-"""Figures that hand-written docs quote, computed from the example bundle's files."""
+def _manifests(*names: str):
+    """A figure that is the bundle's k8s manifests ``names``, as one YAML code block."""
+    def figure(files: dict[str, bytes]) -> str:
+        text = "---\n".join(files[f"k8s/{name}"].decode("utf-8") for name in names)
+        return f"\n\n```yaml\n{text}```\n\n"
+
+    return figure
 
 
-def _filled(text: str, files: dict[str, bytes]) -> str:
+SNIPPETS = {"flagship-patches": _patch_count, "flagship-series": _series_state,
+            "multinode-manifests": _manifests("leaderworkerset.yaml", "service.yaml")}
+"""Figures that hand-written docs quote, computed from the files of an example bundle: the flagship's
+(``docs/example-bundle/``), or for ``multinode-*`` the multi-node example's (``MULTINODE_REQUEST``)."""
+
+
+def _filled(text: str, files: dict[str, bytes], multinode=dict) -> str:
+    """``text`` with every generated region rewritten from the flagship's ``files``, or for
+    ``multinode-*`` from ``multinode()``, the multi-node example's files (made only when asked for)."""
     def fill(match: re.Match) -> str:
-        if match.group(2) not in SNIPPETS:
+        name = match.group(2)
+        if name not in SNIPPETS:
             from optkit.errors import OptkitError
 
-            raise OptkitError(f"docs: unknown generated figure optkit:{match.group(2)}; known: {', '.join(SNIPPETS)}")
-        return match.group(1) + SNIPPETS[match.group(2)](files) + match.group(4)
+            raise OptkitError(f"docs: unknown generated figure optkit:{name}; known: {', '.join(SNIPPETS)}")
+        return match.group(1) + SNIPPETS[name](multinode() if name.startswith("multinode-") else files) + match.group(4)
 
     return _REGION.sub(fill, text)
 
 
 EXAMPLE_REQUEST = {"model": "qwen3.5-35b", "target": "910c", "mtp": True}
 EXAMPLE_DIR = "docs/example-bundle"
+MULTINODE_REQUEST = {**EXAMPLE_REQUEST, "tp": 2, "dp": 16}
+MULTINODE_REPLICAS = 2
+"""The multi-node example of docs/bundle.md: the flagship as 16 DP ranks of TP2 on two 910C nodes, with
+``--k8s --replicas 2``."""
 LADDER_DIR = "docs/example-ladder"
 REPORT_DIR = f"{LADDER_DIR}/report"
 
 
-def _example_bundle_files(root) -> dict[str, bytes]:
+def _example_bundle_files(root, request=EXAMPLE_REQUEST, k8s=True) -> dict[str, bytes]:
     from optkit.bundle.writer import bundle_files
     from optkit.resolve.plan import load_workspace, plan
     from optkit.resolve.request import Request
 
     workspace = load_workspace(root)
-    return bundle_files(plan(Request(**EXAMPLE_REQUEST), workspace), workspace, k8s=True)
+    return bundle_files(plan(Request(**request), workspace), workspace, k8s=k8s)
+
+
+def _multinode_example(root):
+    """The files of the multi-node example bundle, made on the first call."""
+    import functools
+
+    from optkit.bundle.k8s import K8sOptions
+
+    return functools.cache(lambda: _example_bundle_files(root, MULTINODE_REQUEST, K8sOptions(replicas=MULTINODE_REPLICAS)))
 
 
 def _versions_docs(root, catalog) -> dict[str, bytes]:
@@ -135,12 +163,13 @@ def generated_docs(root, check: bool = False) -> list[str]:
 
 
 def _pages_with_figures(root, example: dict[str, bytes]) -> dict[str, bytes]:
-    """Every ``docs/*.md`` with a generated region, as it should read."""
+    """Every ``docs/*.md`` with a generated region, as it should read (``example``: the flagship's files)."""
+    multinode = _multinode_example(root)
     out = {}
     for page in sorted((root / "docs").glob("*.md")):
         text = page.read_text(encoding="utf-8")
         if _REGION.search(text):
-            out[page.relative_to(root).as_posix()] = _filled(text, example).encode("utf-8")
+            out[page.relative_to(root).as_posix()] = _filled(text, example, multinode).encode("utf-8")
     return out
 
 

@@ -32,6 +32,8 @@ _OPTIONS = [
     (("--variant",), "variant", dict(help="Target hardware variant (910c: 752t, 560t).")),
     (("--tp",), "tp", dict(type=int, help="Tensor-parallel size (default 2: one 910C card).")),
     (("--dp",), "dp", dict(type=int, help="Data-parallel size (default 1).")),
+    (("--nodes",), "nodes", dict(type=int, help="Nodes the TP x DP ranks run on (default: the fewest "
+                                                "that hold them; more spreads the DP ranks).")),
     (("--ep/--no-ep",), "ep", dict(default=None, help="Expert parallelism (default: on for MoE models).")),
     (("--context-parallel/--no-context-parallel",), "context_parallel", dict(default=None, help="Context parallelism in use.")),
     (("--flashcomm1/--no-flashcomm1",), "flashcomm1", dict(default=None, help="FlashComm1 on in the deployment (judged, not set).")),

@@ -34,7 +34,7 @@ def plan_report(plan: Plan, catalog, verbose: bool = False, records=None) -> Non
     r = plan.request
     where = f", tree {plan.release.tree}" if plan.release is not None and plan.release.tree else ""
     console.print(f"[bold]optkit plan[/bold]: {plan.model.id} on {plan.target.id} "
-                  f"(TP{r.tp} DP{r.dp}, {r.dtype}, vllm-ascend {plan.facts['versions.vllm_ascend']}{where}, "
+                  f"({plan.layout.summary}, {r.dtype}, vllm-ascend {plan.facts['versions.vllm_ascend']}{where}, "
                   f"MTP {'k=' + str(r.k) if r.mtp else 'off'}, concurrency {','.join(map(str, r.concurrency))})")
     table = Table(title="Selected recipes (dependency order)", show_lines=False)
     for col in ("recipe", "kind", "why", "verification"):

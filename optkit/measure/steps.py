@@ -106,6 +106,9 @@ class _Links:
 def ladder_steps(plan, catalog, *, order: Order = "dependency", leave_one_out: bool = False,
                  only: list[str] | None = None, article_order: list[str] | None = None) -> Ladder:
     """The steps of ``plan`` (see the module docstring); ``only`` measures just those selected recipes."""
+    if plan.layout.nodes > 1:  # run-ladder.sh serves each step on its own host, one node per step
+        raise MeasureError(f"the ladder measures on one node, and this plan runs {plan.layout.summary}: "
+                           f"plan a layout that fits one {plan.target.id} node ({plan.target.devices_per_node} devices)")
     selected = list(plan.selected)
     links = _Links(catalog, plan.facts, selected, plan.resolution.upstream)
     decisions = plan.resolution.decisions

@@ -16,6 +16,7 @@ from packaging.version import Version
 
 from optkit.errors import RequestError
 from optkit.catalog.factspec import FACTS
+from optkit.resolve.layout import NodeLayout, node_layout
 from optkit.resolve.request import DEFAULT_VLLM_ASCEND, Request
 
 
@@ -76,23 +77,21 @@ def capture_sizes(request: Request) -> list[int]:
     return sorted({decode_rows(c, request.dp, request.k) for c in request.concurrency})
 
 
-def check_request(request: Request, target) -> None:
-    """Request-level consistency that no recipe could fix."""
+def check_request(request: Request, target) -> NodeLayout:
+    """Request-level consistency that no recipe could fix; the request's node layout."""
     if request.num_speculative_tokens is not None and not request.mtp:
         raise RequestError("--num-speculative-tokens needs --mtp (speculative decoding is off)")
-    devices = request.tp * request.dp
-    if devices > target.devices_per_node:
-        raise RequestError(f"--tp {request.tp} × --dp {request.dp} = {devices} devices, but a "
-                           f"{target.id} node has {target.devices_per_node}; multi-node plans are not supported")
+    layout = node_layout(request, target)
     if request.variant and request.variant not in {v.id for v in target.variants}:
         known = ", ".join(v.id for v in target.variants) or "none"
         raise RequestError(f"--variant {request.variant!r} is not a variant of {target.id} (known: {known})")
+    return layout
 
 
 def compute_facts(request: Request, model, target, release=None) -> Facts:
     """Every fact in ``optkit.catalog.factspec.FACTS`` for this request, on ``release`` (an
     ``optkit.versions.onrelease.ReleaseView``; default: the data of the requested version)."""
-    check_request(request, target)
+    layout = check_request(request, target)
     if release is None:
         from pathlib import Path
 
@@ -113,6 +112,9 @@ def compute_facts(request: Request, model, target, release=None) -> Facts:
         "parallel.context_parallel": request.context_parallel,
         "parallel.flashcomm1": request.flashcomm1,
         "parallel.cards": ceil(request.tp * request.dp / target.dies_per_card),
+        "parallel.nodes": layout.nodes,
+        "parallel.node_devices": layout.node_devices,
+        "parallel.layout": layout.kind,
         "versions.vllm_ascend": ascend,
         "versions.vllm": vllm,
         "runtime.dtype": request.dtype,

@@ -15,6 +15,7 @@ from optkit.catalog.paths import project_root
 from optkit.catalog.records import Records, load_records
 from optkit.errors import InternalError, OptkitError, RequestError
 from optkit.resolve.facts import Facts, compute_facts
+from optkit.resolve.layout import NodeLayout, layout_of
 from optkit.resolve.objective import Baseline, find_baseline, load_baselines, measured_lookup
 from optkit.resolve.profiles import ModelProfile, Target, find_model, find_target, load_models, load_targets
 from optkit.resolve.request import Request
@@ -110,6 +111,8 @@ class Plan:
     """Set by ``restrict``: the subset of the resolver's selection this plan keeps (a ladder step)."""
     restriction_reason: str = ""
     """Set by ``restrict``: why the rest of the selection is left out."""
+    layout: NodeLayout | None = None
+    """Where the TP × DP ranks run (``optkit.resolve.layout``)."""
 
     @property
     def selected(self) -> list[str]:
@@ -181,11 +184,14 @@ def plan(request: Request, workspace: Workspace | None = None) -> Plan:
     release = release_view(ascend_version(request), tree, ws.catalog)
     facts = compute_facts(request, model, target, release)
     verdicts = {r.id: verdict(r, release) for r in ws.catalog}
+    layout = layout_of(request.tp, request.dp, facts["parallel.nodes"])
 
-    baseline_for = _baseline_lookup(ws, model, target)
+    baseline_for = _baseline_lookup(ws, model, target, layout)
+    # the records name no node count, and the ladder measures one node: none applies across nodes
+    measured = measured_lookup(ws.records, model.id, target.id, facts) if layout.nodes == 1 else None
     resolution = resolve(ws.catalog, facts, request.with_recipes, request.without_recipes, baseline_for,
-                         ws.unavailable, verdicts, measured_lookup(ws.records, model.id, target.id, facts))
-    result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts)
+                         ws.unavailable, verdicts, measured)
+    result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts, layout=layout)
     return _assemble(result, ws, baseline_for)
 
 
@@ -204,14 +210,17 @@ def restrict(full: Plan, keep: list[str], workspace: Workspace, why: str) -> Pla
     selected = [rid for rid in full.selected if rid in keep]
     resolution = Resolution(decisions, selected, list(full.resolution.upstream))
     result = Plan(full.request, full.model, full.target, full.facts, resolution, release=full.release,
-                  verdicts=full.verdicts, restricted_to=selected, restriction_reason=why)
-    return _assemble(result, workspace, _baseline_lookup(workspace, result.model, result.target))
+                  verdicts=full.verdicts, restricted_to=selected, restriction_reason=why, layout=full.layout)
+    return _assemble(result, workspace, _baseline_lookup(workspace, result.model, result.target, full.layout))
 
 
-def _baseline_lookup(ws: Workspace, model, target):
-    """The article's TPOT baseline per concurrency: it belongs to catalog profiles only."""
+def _baseline_lookup(ws: Workspace, model, target, layout: NodeLayout):
+    """The article's TPOT baseline per concurrency: it belongs to catalog profiles on one node only
+    (the article measured one card)."""
     def baseline_for(c: int) -> Baseline | None:
-        return find_baseline(ws.baselines, model.id, target.id, c) if model.source == "catalog" else None
+        if model.source != "catalog" or layout.nodes > 1:
+            return None
+        return find_baseline(ws.baselines, model.id, target.id, c)
 
     return baseline_for
 
@@ -311,6 +320,9 @@ def _no_baseline(result: Plan, c: int) -> str:
     if result.model.source == "config.json":
         whose = (f"the article publishes TPOT baselines for its own deployment only, none for {result.model.id} "
                  "(a profile derived from config.json)")
+    elif result.layout.nodes > 1:
+        whose = (f"the article's baselines and gains were measured on one {result.target.id} card, and this plan "
+                 f"runs on {result.layout.nodes} nodes")
     else:
         whose = f"the article publishes no c{c} TPOT baseline for {result.model.id} on {result.target.id}"
     return (f"no published baseline: {whose}; gains reported in % cannot be turned into ms, so the saving above "

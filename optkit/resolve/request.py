@@ -54,6 +54,9 @@ class Request(BaseModel):
     variant: Optional[str] = Field(None, description="Hardware variant of the target (e.g. 752t, 560t).")
     tp: _bounded(1, MAX_PARALLEL) = Field(2, description="Tensor-parallel size (910C: one card = two dies = TP2).")
     dp: _bounded(1, MAX_PARALLEL) = Field(1, description="Data-parallel size.")
+    nodes: Optional[_bounded(1, MAX_PARALLEL)] = Field(
+        None, description="Nodes the TP × DP ranks run on; default: the fewest that hold them "
+        "(optkit.resolve.layout names the layouts).")
     ep: Optional[bool] = Field(None, description="Expert parallelism; default on for MoE models.")
     context_parallel: bool = Field(False, description="Prefill/decode context parallelism in use.")
     flashcomm1: bool = Field(False, description=(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from optkit.errors import UnknownName
@@ -115,6 +117,17 @@ def test_only_measures_the_named_recipes_and_what_they_need():
 def test_only_refuses_what_the_plan_does_not_select(only, error, words):
     with pytest.raises(error, match=words.replace("(", r"\(")):
         ladder(MTP, only=only)
+
+
+@pytest.mark.parametrize("fields, words", [
+    pytest.param({"tp": 2, "dp": 16}, "TP2 DP16 on 2 nodes (8 DP ranks of TP2 per node)", id="dp-across-nodes"),
+    pytest.param({"tp": 32}, "TP32 DP1 on 2 nodes (the TP group spans the nodes", id="tp-across-nodes"),
+    pytest.param({"tp": 2, "dp": 4, "nodes": 2}, "TP2 DP4 on 2 nodes (2 DP ranks of TP2 per node)", id="spread"),
+])
+def test_the_ladder_refuses_a_plan_on_several_nodes(fields, words):
+    """run-ladder.sh serves every step on one host: a plan across nodes cannot be measured by it."""
+    with pytest.raises(MeasureError, match=re.escape("the ladder measures on one node, and this plan runs " + words)):
+        ladder({**MTP, **fields})
 
 
 @pytest.mark.parametrize("keys, repeat, expected", [

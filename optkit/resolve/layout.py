@@ -1,0 +1,102 @@
+"""How a request's TP × DP ranks sit on nodes: one node, DP ranks spread over nodes, or one TP group
+spanning nodes. Every other stage reads the layout from here (facts, serve.sh, the k8s manifests).
+
+The node count is ``--nodes`` when given, else the fewest nodes that hold TP × DP
+(``ceil(TP × DP / devices_per_node)``): TP × DP already says how many devices the plan runs, and the
+target how many a node has, so a second number would only be a way to disagree. ``--nodes`` exists
+for what the count cannot say, e.g. spreading DP ranks over more nodes than they need.
+
+The layouts, each as vLLM 0.23.0 and vllm-ascend launch it:
+
+- ``single-node``: TP × DP ≤ the node's devices.
+- ``dp-across-nodes``: TP fits one node and the DP ranks split evenly over the nodes, each node
+  running DP / nodes whole TP groups (vllm-ascend 0.23.0 docs/source/tutorials/models/
+  Qwen3.5-397B-A17B.md, "Multi-Node Deployment with MP": ``--data-parallel-size-local``,
+  ``--data-parallel-start-rank``, ``--data-parallel-address``, ``--data-parallel-rpc-port``,
+  ``--headless`` on the other nodes).
+- ``tp-across-nodes``: TP does not fit one node; with DP = 1 its ranks split evenly over the nodes
+  (vLLM 0.23.0's multi-node multiprocessing executor, ``--nnodes``/``--node-rank``/
+  ``--master-addr``/``--master-port``, ``--headless`` on the other nodes: vllm/engine/arg_utils.py
+  ``create_engine_config``; vllm-ascend 0.23.0 runs it through ``AscendMultiprocExecutor``,
+  vllm_ascend/patch/platform/patch_multiproc_executor.py, and documents it from 0.30.0rc2 in
+  docs/source/user_guide/feature_guide/pipeline_parallel.md).
+
+A TP group spanning nodes together with DP > 1 is not planned: vLLM infers each node's DP rank from
+its node rank then, and no vllm-ascend release documents that launch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+
+from optkit.errors import RequestError
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    """Where the ranks of one plan run."""
+
+    kind: str  # the fact parallel.layout: single-node, dp-across-nodes or tp-across-nodes
+    nodes: int
+    node_devices: int  # devices each node runs: TP × DP / nodes
+    dp_local: int  # DP ranks each node runs (1 when a TP group spans nodes)
+    placement: str  # what one node runs, e.g. "8 DP ranks of TP2 per node" ('' on one node)
+    summary: str  # e.g. "TP2 DP16 on 2 nodes (8 DP ranks of TP2 per node)"
+
+
+def layout_problem(tp: int, dp: int, nodes: int, per_node: int) -> str:
+    """Why TP × DP cannot run on ``nodes`` nodes of ``per_node`` devices ('' when it can)."""
+    world = tp * dp
+    if world % nodes:
+        return f"the {world} ranks (TP × DP) do not split evenly over {nodes} nodes"
+    if world // nodes > per_node:
+        return f"each node would run {world // nodes} devices, but a node has {per_node}"
+    if tp <= per_node and dp % nodes:
+        return f"DP {dp} does not split evenly over {nodes} nodes, so a TP group would span nodes although TP {tp} fits one"
+    if tp > per_node and dp > 1:
+        return (f"TP {tp} does not fit one node, and a TP group spanning nodes is planned with DP 1 only "
+                "(vLLM would infer each node's DP rank from its node rank; no vllm-ascend release documents it)")
+    return ""
+
+
+def layout_of(tp: int, dp: int, nodes: int) -> NodeLayout:
+    """The layout of TP × DP on ``nodes`` nodes (for which ``layout_problem`` is empty)."""
+    node_devices = tp * dp // nodes
+    if nodes == 1:
+        return NodeLayout("single-node", 1, node_devices, dp, "", f"TP{tp} DP{dp}")
+    if dp % nodes == 0:
+        local = dp // nodes
+        placement = f"{local} DP rank{'s' if local > 1 else ''} of TP{tp} per node"
+        kind = "dp-across-nodes"
+    else:
+        local, kind = 1, "tp-across-nodes"
+        placement = f"the TP group spans the nodes, {node_devices} of its ranks per node"
+    return NodeLayout(kind, nodes, node_devices, local, placement, f"TP{tp} DP{dp} on {nodes} nodes ({placement})")
+
+
+def allowed_nodes(tp: int, dp: int, per_node: int) -> list[int]:
+    """Every node count TP × DP can run on."""
+    return [n for n in range(1, tp * dp + 1) if not layout_problem(tp, dp, n, per_node)]
+
+
+def node_layout(request, target) -> NodeLayout:
+    """The layout of ``request`` (an ``optkit.resolve.request.Request``) on ``target``, or a
+    RequestError naming the flags and the node counts that would work."""
+    tp, dp, per_node = request.tp, request.dp, target.devices_per_node
+    nodes = request.nodes or ceil(tp * dp / per_node)
+    problem = layout_problem(tp, dp, nodes, per_node)
+    if not problem:
+        return layout_of(tp, dp, nodes)
+    given = f"--nodes {nodes}" if request.nodes else f"{nodes} node{'s' if nodes > 1 else ''} (the fewest that hold them)"
+    allowed = allowed_nodes(tp, dp, per_node)
+    if allowed:
+        way_out = f"TP {tp} × DP {dp} runs on " + ", ".join(
+            f"--nodes {n} ({layout_of(tp, dp, n).placement or 'one node'})" for n in allowed[:4])
+    else:  # only a TP group spanning nodes with DP > 1 has no node count at all
+        way_out = f"use --dp 1 with --tp {tp}, or a TP of at most {per_node} with the DP ranks across nodes"
+    raise RequestError(f"--tp {tp} × --dp {dp} on {given} of {target.id} ({per_node} devices each): "
+                       f"{problem}; {way_out}")
+
+
+__all__ = ["NodeLayout", "node_layout", "layout_of", "layout_problem", "allowed_nodes"]

@@ -86,8 +86,8 @@ VALIDATORS = ["optkit.catalog.schema.Recipe", "optkit.catalog.kernels.KernelSpec
     pytest.param(["--help"], HEAVY + LATER_STAGES + ["optkit.catalog", "packaging"], id="help"),
     pytest.param(["status", "--tree", "{tree}"], HEAVY + ["optkit.resolve", "optkit.bundle", "rich", "pydantic.main",
                                                           "yaml", "optkit.catalog.loader"], id="status"),
-    pytest.param(["recipes"], HEAVY + ["optkit.resolve", "optkit.bundle", "optkit.tree", "packaging.specifiers"],
-                 id="recipes"),
+    pytest.param(["recipes"], HEAVY + ["optkit.resolve", "optkit.bundle", "optkit.tree", "packaging.specifiers",
+                                       "pydantic", "yaml", "optkit.catalog.schema"], id="recipes"),
 ])
 def test_a_command_imports_only_what_it_needs(args, unwanted, tmp_path):
     """Run in a fresh process with a warm catalog cache: nor does it build a catalog validator."""

@@ -15,10 +15,10 @@ from typing import Any
 from optkit import __version__
 from optkit.bundle import BundleWriteError
 from optkit.bundle.launch import Launch
-from optkit.catalog.schema import Recipe
+from optkit.catalog.records import RecipeRecord
 from optkit.resolve.plan import Plan, Workspace
 from optkit.resolve.report import facts_data, plan_data
-from optkit.resolve.request import Request
+from optkit.resolve.request_record import RequestRecord, parse_request
 from optkit.tree.patchset import LOCK_VERSION
 
 
@@ -53,7 +53,7 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s: bool = F
     return {
         "lock_version": LOCK_VERSION,
         "optkit": {"version": __version__, "catalog_sha256": catalog_sha256(root), "profiles_sha256": profiles_sha256(root)},
-        "request": plan.request.model_dump(by_alias=True, mode="json"),
+        "request": plan.request.dump(mode="json", by_alias=True),
         "facts": facts_data(plan),
         "selected": list(plan.selected),
         "recipes": {r.id: _recipe_entry(r) for r in launch.recipes},
@@ -69,7 +69,7 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s: bool = F
     }
 
 
-def _recipe_entry(recipe: Recipe) -> dict[str, Any]:
+def _recipe_entry(recipe: RecipeRecord) -> dict[str, Any]:
     return {"kind": recipe.kind.value, "title": recipe.title,
             "versions": {"vllm_ascend": recipe.versions.vllm_ascend, "vllm": recipe.versions.vllm},
             "verification": recipe.verification.level.value, "needs_npu": recipe.verification.needs_npu}
@@ -96,7 +96,7 @@ def pending_names(lock: dict) -> list[str]:
     return [f"{p['recipe']}/{p['file']}" for p in lock["pending_patches"]]
 
 
-def request_from_lock(lock_path: Path, workspace: Workspace) -> tuple[Request, dict]:
+def request_from_lock(lock_path: Path, workspace: Workspace) -> tuple[RequestRecord, dict]:
     """The Request a lock was written for, refused if the catalog changed since (else the bundle
     would differ); also the lock's ``bundle`` options."""
     try:
@@ -114,10 +114,10 @@ def request_from_lock(lock_path: Path, workspace: Workspace) -> tuple[Request, d
                 f"the {what} changed since the lock was written ({key} {then} in the lock, {now} now); "
                 "the same bundle cannot be reproduced: check out the catalog the lock was made with, "
                 "or plan again without --from-lock")
-    from pydantic import ValidationError
+    from pydantic_core import ValidationError
 
     try:
-        request = Request.model_validate(lock["request"])
+        request = parse_request(lock["request"])
     except (KeyError, ValidationError) as exc:
         raise BundleWriteError(f"{lock_path}: request: {exc}") from None
     return request, lock.get("bundle", {})

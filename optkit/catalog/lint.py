@@ -14,7 +14,8 @@ from pathlib import Path
 from optkit.catalog.loader import Catalog, load_catalog
 from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
 from optkit.catalog.factspec import FACTS
-from optkit.catalog.schema import VERIFICATION_ORDER, Recipe, Verification
+from optkit.catalog.enums import VERIFICATION_ORDER, Verification
+from optkit.catalog.records import RecipeRecord
 
 _TEMPLATE = re.compile(r"\$\{([^}]*)\}")
 
@@ -125,7 +126,7 @@ def _flatten(prefix: str, value, out: dict) -> None:
         out[prefix] = value
 
 
-def _settings_of(recipe: Recipe) -> dict:
+def _settings_of(recipe: RecipeRecord) -> dict:
     flat: dict = {}
     for field in ("additional_config", "compilation_config", "speculative_config"):
         _flatten(field, getattr(recipe, field), flat)

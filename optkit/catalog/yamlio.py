@@ -7,46 +7,13 @@ Only the safe loader is used (libyaml's when available): tags that build Python 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from optkit.catalog.linemap import LineMap, PathKey
 from optkit.errors import Location, Problem, ValidationFailed
-
-PathKey = tuple
-
-
-@dataclass
-class LineMap:
-    """Lines of the values in one YAML document, keyed by their path."""
-
-    file: str
-    lines: dict[PathKey, int] = field(default_factory=dict)
-
-    def line_of(self, path: PathKey) -> int | None:
-        """The line of ``path``, or of its longest known prefix."""
-        path = tuple(path)
-        while path:
-            if path in self.lines:
-                return self.lines[path]
-            path = path[:-1]
-        return self.lines.get(())
-
-    def location(self, path: PathKey) -> Location:
-        return Location(self.file, self.line_of(path), dotted(path))
-
-
-def dotted(path: PathKey) -> str:
-    """``('conflicts', 0, 'when')`` → ``conflicts[0].when``."""
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
 
 
 def _walk(node: yaml.Node, path: PathKey, lines: dict[PathKey, int]) -> None:

@@ -39,7 +39,7 @@ def show_command(recipe_id, as_json):
     if recipe_id not in catalog:
         raise UnknownName("recipe", recipe_id, sorted(catalog.recipes))
     if as_json:
-        click.echo(json.dumps(catalog[recipe_id].model_dump(mode="json"), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(catalog[recipe_id].dump(mode="json"), indent=2, ensure_ascii=False))
         return
     click.echo(recipe_markdown(catalog, recipe_id))
 

@@ -16,10 +16,10 @@ EXAMPLE_DIR = "docs/example-bundle"
 def _example_bundle_files(root) -> dict[str, bytes]:
     from optkit.bundle.writer import bundle_files
     from optkit.resolve.plan import load_workspace, plan
-    from optkit.resolve.request import Request
+    from optkit.resolve.request_record import parse_request
 
     workspace = load_workspace(root)
-    return bundle_files(plan(Request(**EXAMPLE_REQUEST), workspace), workspace, k8s=True)
+    return bundle_files(plan(parse_request(EXAMPLE_REQUEST), workspace), workspace, k8s=True)
 
 
 def generated_docs(root, check: bool = False) -> list[str]:

@@ -68,9 +68,9 @@ def request_options(func):
 
 def build_request(model: str | None, request_file: Path | None, params: dict):
     """A Request from the file (if any) with the command-line values on top."""
-    from optkit.resolve.request import Request, load_request
+    from optkit.resolve.request_record import load_request, parse_request
 
-    base = load_request(request_file).model_dump(by_alias=True) if request_file else {}
+    base = load_request(request_file).dump(by_alias=True) if request_file else {}
     for _, field, _ in _OPTIONS:
         key = field if field != "with" else "with_"
         value = params.get(key)
@@ -81,10 +81,10 @@ def build_request(model: str | None, request_file: Path | None, params: dict):
         base["model"] = model
     if base.get("model") and base.get("model_config"):
         raise RequestError("give either MODEL or --model-config, not both")
-    from pydantic import ValidationError
+    from pydantic_core import ValidationError
 
     try:
-        return Request.model_validate(base)
+        return parse_request(base)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])

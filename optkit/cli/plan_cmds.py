@@ -96,7 +96,7 @@ def facts_command(model, request_file, as_json, list_names, **params):
         return
     from optkit.resolve.facts import compute_facts
     from optkit.resolve.plan import load_workspace, resolve_model
-    from optkit.resolve.profiles import find_target
+    from optkit.resolve.profile_catalog import find_target
     from optkit.catalog.conditions import format_value
 
     workspace = load_workspace()

@@ -16,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from optkit.errors import RequestError
 from optkit.catalog.factspec import FACTS
-from optkit.resolve.request import DEFAULT_VLLM_FOR_ASCEND, Request
+from optkit.resolve.request_record import DEFAULT_VLLM_FOR_ASCEND, RequestRecord
 
 
 @dataclass(frozen=True)
@@ -57,12 +57,12 @@ def decode_rows(concurrency: int, dp: int, k: int) -> int:
     return ceil(concurrency / dp) * (1 + k)
 
 
-def capture_sizes(request: Request) -> list[int]:
+def capture_sizes(request: RequestRecord) -> list[int]:
     """Graph capture sizes: one per requested concurrency, in decode rows."""
     return sorted({decode_rows(c, request.dp, request.k) for c in request.concurrency})
 
 
-def check_request(request: Request, target) -> None:
+def check_request(request: RequestRecord, target) -> None:
     """Request-level consistency that no recipe could fix."""
     if request.num_speculative_tokens is not None and not request.mtp:
         raise RequestError("--num-speculative-tokens needs --mtp (speculative decoding is off)")
@@ -75,7 +75,7 @@ def check_request(request: Request, target) -> None:
         raise RequestError(f"--variant {request.variant!r} is not a variant of {target.id} (known: {known})")
 
 
-def compute_facts(request: Request, model, target) -> Facts:
+def compute_facts(request: RequestRecord, model, target) -> Facts:
     """Every fact in ``optkit.catalog.factspec.FACTS`` for this request."""
     check_request(request, target)
     ascend = parse_version(request.vllm_ascend_version, "--vllm-ascend-version")

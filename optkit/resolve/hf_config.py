@@ -1,8 +1,8 @@
 """A model profile derived from a user's own Hugging Face ``config.json``.
 
 ``profile_from_hf_config`` reads the language-model fields (under ``text_config`` for multimodal
-configs, else the top level) and builds a ``ModelProfile`` of family ``custom``; every missing or
-mistyped key becomes one located problem, all reported together.
+configs, else the top level) and validates a ``ModelProfile`` of family ``custom``, returned as a
+record; every missing or mistyped key becomes one located problem, all reported together.
 """
 
 from __future__ import annotations
@@ -14,12 +14,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from optkit.catalog.yamlio import dotted
+from optkit.catalog.frozen import freeze
+from optkit.catalog.linemap import dotted
 from optkit.errors import Location, Problem, ValidationFailed
-from optkit.resolve.profiles import ModelProfile
+from optkit.resolve.profile_records import ModelProfileRecord
+from optkit.resolve.profiles import RECORDS, ModelProfile
 
 
-def profile_from_hf_config(path: Path) -> ModelProfile:
+def profile_from_hf_config(path: Path) -> ModelProfileRecord:
     """Derive a ModelProfile (family 'custom') from a Hugging Face ``config.json``.
 
     ``path`` is the file or the checkpoint directory holding it. Multimodal configs keep the
@@ -33,7 +35,7 @@ def profile_from_hf_config(path: Path) -> ModelProfile:
     fields.update(id=_derived_id(config, path), family="custom", source="config.json")
     fields["sources"] = [f"derived from {path.name} of checkpoint {fields['id']}"]
     try:
-        return ModelProfile(**fields)
+        return freeze(ModelProfile(**fields), RECORDS)
     except ValidationError as exc:
         raise ValidationFailed([_config_problem(err, str(path)) for err in exc.errors()]) from None
 

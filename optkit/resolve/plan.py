@@ -15,8 +15,9 @@ from optkit.catalog.paths import project_root
 from optkit.errors import OptkitError
 from optkit.resolve.facts import Facts, compute_facts
 from optkit.resolve.objective import Baseline, find_baseline, load_baselines
-from optkit.resolve.profiles import ModelProfile, Target, find_model, find_target, load_models, load_targets
-from optkit.resolve.request import Request
+from optkit.resolve.profile_catalog import find_model, find_target, load_models, load_targets
+from optkit.resolve.profile_records import ModelProfileRecord, TargetRecord
+from optkit.resolve.request_record import RequestRecord
 from optkit.resolve.resolver import Resolution, Status, resolve
 
 _TEMPLATE = re.compile(r"^\$\{([a-z_.]+)\}$")
@@ -28,8 +29,8 @@ class Workspace:
 
     root: Path
     catalog: Catalog
-    models: dict[str, ModelProfile]
-    targets: dict[str, Target]
+    models: dict[str, ModelProfileRecord]
+    targets: dict[str, TargetRecord]
     baselines: list[Baseline]
     unavailable: dict[str, str] = field(default_factory=dict)
 
@@ -47,7 +48,7 @@ def unavailable_recipes(catalog: Catalog) -> dict[str, str]:
     (A patch still ``pending`` is not listed: the bundle carries it as pending and ``optkit
     apply`` refuses it unless told otherwise, so the plan can still show what it would do.)
     """
-    from optkit.catalog.kernels import kernel_ready, load_kernels
+    from optkit.catalog.kernel_catalog import kernel_ready, load_kernels
 
     kernels = load_kernels(catalog.root)
     out = {}
@@ -85,9 +86,9 @@ class Estimate:
 
 @dataclass
 class Plan:
-    request: Request
-    model: ModelProfile
-    target: Target
+    request: RequestRecord
+    model: ModelProfileRecord
+    target: TargetRecord
     facts: Facts
     resolution: Resolution
     env: list[Setting] = field(default_factory=list)
@@ -142,7 +143,7 @@ def _record(value: Any, recipe: str, sources: dict[str, str], path: str) -> None
             _record(inner, recipe, sources, f"{path}.{key}")
 
 
-def resolve_model(workspace: Workspace, request: Request) -> ModelProfile:
+def resolve_model(workspace: Workspace, request: RequestRecord) -> ModelProfileRecord:
     if request.model_config_path:
         from optkit.resolve.hf_config import profile_from_hf_config
 
@@ -152,7 +153,7 @@ def resolve_model(workspace: Workspace, request: Request) -> ModelProfile:
     return find_model(workspace.models, request.model)
 
 
-def plan(request: Request, workspace: Workspace | None = None) -> Plan:
+def plan(request: RequestRecord, workspace: Workspace | None = None) -> Plan:
     """Resolve ``request`` against the catalog and collect the launch settings of the result."""
     ws = workspace or load_workspace()
     model = resolve_model(ws, request)

@@ -1,4 +1,7 @@
-"""A plan request: what the user asks for, from CLI flags or a YAML file.
+"""A plan request: what the user asks for, from CLI flags or a YAML file (the pydantic schema).
+
+The run-time validates requests with this model's own validator, precompiled, and holds them as
+``RequestRecord``s (``optkit.resolve.request_record``, which also reads request files).
 
 Defaults follow the article's setup: Qwen3.5-35B-A3B on one 910C card (TP2, bf16), expert
 parallelism on for MoE models, concurrency 1/4/8, random dataset 1024 in / 512 out, greedy,
@@ -8,17 +11,14 @@ default), MTP with k = 4 when asked.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from optkit.catalog.yamlio import load_yaml
-
-DEFAULT_VLLM_FOR_ASCEND = {"0.18": "0.18.0", "0.23": "0.23.0", "0.26": "0.26.0"}
+from optkit.resolve.request_record import RequestBehaviour, RequestRecord, sorted_levels
 
 
-class Request(BaseModel):
+class Request(RequestBehaviour, BaseModel):
     """Everything a plan depends on besides the catalog."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, protected_namespaces=())
@@ -32,7 +32,8 @@ class Request(BaseModel):
     dp: int = Field(1, ge=1, description="Data-parallel size.")
     ep: Optional[bool] = Field(None, description="Expert parallelism; default on for MoE models.")
     context_parallel: bool = Field(False, description="Prefill/decode context parallelism in use.")
-    concurrency: list[int] = Field([1, 4, 8], min_length=1, description="Concurrency levels to optimize for.")
+    concurrency: Annotated[list[int], AfterValidator(sorted_levels)] = Field(
+        [1, 4, 8], min_length=1, description="Concurrency levels to optimize for.")
     input_len: int = Field(1024, ge=1, description="Input tokens per request.")
     output_len: int = Field(512, ge=1, description="Output tokens per request.")
     sampling: Literal["greedy", "sampled"] = Field("greedy", description="greedy (temperature 0) or sampled.")
@@ -53,22 +54,5 @@ class Request(BaseModel):
     with_recipes: list[str] = Field([], alias="with", description="Recipe ids to force in.")
     without_recipes: list[str] = Field([], alias="without", description="Recipe ids to leave out.")
 
-    @field_validator("concurrency")
-    @classmethod
-    def _positive_sorted(cls, value: list[int]) -> list[int]:
-        if any(c < 1 for c in value):
-            raise ValueError("concurrency levels must be ≥ 1")
-        return sorted(set(value))
 
-    @property
-    def k(self) -> int:
-        """Speculative tokens per step (0 without MTP)."""
-        return (self.num_speculative_tokens or 4) if self.mtp else 0
-
-
-def load_request(path: Path) -> Request:
-    """Read a YAML request file (the same fields as the CLI flags)."""
-    from optkit.catalog.loader import parse_model
-
-    data, lines = load_yaml(path)
-    return parse_model(Request, data, lines)
+RECORDS = {Request: RequestRecord}  # what freeze() makes of a validated Request

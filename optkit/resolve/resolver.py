@@ -26,12 +26,13 @@ from typing import Callable
 
 from packaging.specifiers import SpecifierSet
 
+from optkit.catalog.conditions import compiled, format_value
+from optkit.catalog.frozen import Record
 from optkit.catalog.loader import Catalog
-from optkit.catalog.conditions import format_value
+from optkit.catalog.records import RecipeRecord
 from optkit.errors import PlanImpossible, Reason, RequestError, UnknownName
 from optkit.resolve.facts import Facts
 from optkit.resolve.objective import Benefit, benefit
-from optkit.catalog.schema import Recipe, Rule, compiled
 from optkit.resolve.solver import Unsatisfiable, maximize
 
 
@@ -76,7 +77,7 @@ def _rule_facts(rule_text: str, facts: Facts) -> dict[str, str]:
     return {n: format_value(facts[n]) for n in compiled(rule_text).fact_names()}
 
 
-def _failing(rules: list[Rule], facts: Facts) -> Rule | None:
+def _failing(rules: list[Record], facts: Facts) -> Record | None:
     return next((r for r in rules if not compiled(r.when).evaluate(facts.values)), None)
 
 
@@ -84,7 +85,7 @@ def _holds(when: str | None, facts: Facts) -> bool:
     return when is None or compiled(when).evaluate(facts.values)
 
 
-def _active_high_risk(recipe: Recipe, facts: Facts):
+def _active_high_risk(recipe: RecipeRecord, facts: Facts):
     return next((r for r in recipe.risks if r.severity == "high" and _holds(r.when, facts)), None)
 
 
@@ -97,7 +98,7 @@ class _Classifier:
         self.baseline_for = baseline_for
         self.unavailable = unavailable or {}
 
-    def __call__(self, recipe: Recipe) -> Decision:
+    def __call__(self, recipe: RecipeRecord) -> Decision:
         f = self.facts
         ascend, vllm = f["versions.vllm_ascend"], f["versions.vllm"]
         forced = self.forced.get(recipe.id, "")

@@ -27,9 +27,12 @@ RECIPE = "recipes/mtp-enable-k4/recipe.yaml"
 
 @pytest.fixture
 def cache_home(tmp_path, monkeypatch) -> Path:
-    """An empty cache directory of this test's own."""
+    """An empty cache directory of this test's own (and no request validator kept from another test)."""
+    from optkit.resolve import request_record
+
     path = tmp_path / "cache"
     monkeypatch.setenv("OPTKIT_CACHE_DIR", str(path))
+    request_record._validator.cache_clear()
     return path
 
 
@@ -78,7 +81,7 @@ def plan_json() -> str:
 def test_plan_json_is_byte_identical_cold_warm_and_without_a_cache(tmp_path, monkeypatch, cache_home):
     cold = plan_json()
     assert sorted(p.name for p in (cache_home / "catalog").iterdir()) == [
-        "baselines.pickle", "kernels.pickle", "models.pickle", "recipes.pickle", "secret",
+        "baselines.pickle", "kernels.pickle", "models.pickle", "recipes.pickle", "request.pickle", "secret",
         "targets.pickle"]
     warm = plan_json()
     (tmp_path / "a-file").write_text("")

@@ -82,7 +82,9 @@ VALIDATORS = ["optkit.catalog.schema.Recipe", "optkit.catalog.kernels.KernelSpec
 
 
 @pytest.mark.parametrize("args, unwanted", [
-    pytest.param(["plan", "qwen3.5-35b", "--mtp"], HEAVY + ["optkit.bundle", "optkit.tree"], id="plan"),
+    pytest.param(["plan", "qwen3.5-35b", "--mtp"], HEAVY + ["optkit.bundle", "optkit.tree", "pydantic", "yaml",
+                                                           "optkit.resolve.request", "optkit.resolve.profiles"],
+                 id="plan"),
     pytest.param(["--help"], HEAVY + LATER_STAGES + ["optkit.catalog", "packaging"], id="help"),
     pytest.param(["status", "--tree", "{tree}"], HEAVY + ["optkit.resolve", "optkit.bundle", "rich", "pydantic.main",
                                                           "yaml", "optkit.catalog.loader"], id="status"),

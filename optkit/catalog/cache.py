@@ -12,7 +12,8 @@ optkit or another library version never meets an old entry (data file times play
 An entry is trusted only if it is whole and was written by optkit with this cache's secret (an
 HMAC-SHA256 over key and payload; the secret is a random file beside the entries, readable by its
 owner only), and it is unpickled by a loader that can build optkit's records, enums and
-dataclasses and dates, nothing else. Whatever is wrong with the cache (missing, stale, corrupt,
+dataclasses, dates, plain containers and the validator functions registered with
+``schema_function``, nothing else. Whatever is wrong with the cache (missing, stale, corrupt,
 truncated, foreign, unreadable, unwritable) the loader validates the files as if there were none:
 the cache is never needed for correctness, and since only a successful load is stored, errors
 always come from validating the files themselves.
@@ -34,11 +35,20 @@ from typing import Callable, TypeVar
 from optkit.catalog.paths import cache_dir
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable)
 MAGIC = b"optkit catalog cache 2\n"
 _DIGEST = 32  # bytes of a sha256 key and of its HMAC
 _DATES = {"date", "datetime", "time", "timedelta", "timezone"}
+_CONTAINERS = {"list": list, "dict": dict, "tuple": tuple, "set": set, "frozenset": frozenset}  # default factories
 _LIBRARIES = ("pydantic", "pydantic_core", "yaml", "packaging")  # what validates, besides optkit
 _PACKAGE = Path(__file__).resolve().parent.parent  # optkit/
+_SCHEMA_FUNCTIONS: set = set()
+
+
+def schema_function(function: F) -> F:
+    """Register a validator function that a cached pydantic-core schema may refer to (by name)."""
+    _SCHEMA_FUNCTIONS.add(function)
+    return function
 
 
 def cached(name: str, folder: Path | None, build: Callable[[], T], code: tuple[str, ...] = ()) -> T:
@@ -182,14 +192,17 @@ def _secret(create: bool) -> bytes | None:
 
 
 class _DataOnly(pickle.Unpickler):
-    """Builds optkit's records and data classes and dates, and refuses any other global (functions, os, …)."""
+    """Builds optkit's records and data classes, dates, containers and registered validator
+    functions, and refuses any other global (other functions, os, …)."""
 
     def find_class(self, module: str, name: str):
         if module == "datetime" and name in _DATES:
             return getattr(datetime, name)
+        if module == "builtins" and name in _CONTAINERS:
+            return _CONTAINERS[name]
         if module.startswith("optkit.") and module in sys.modules:
             found = getattr(sys.modules[module], name, None)
-            if isinstance(found, type) and _is_data_class(found):
+            if (isinstance(found, type) and _is_data_class(found)) or _is_schema_function(found):
                 return found
         raise pickle.UnpicklingError(f"the catalog cache may not build {module}.{name}")
 
@@ -201,6 +214,13 @@ def _is_data_class(cls: type) -> bool:
     from optkit.catalog.frozen import Record, Shape
 
     return issubclass(cls, (Record, Shape, enum.Enum)) or dataclasses.is_dataclass(cls)
+
+
+def _is_schema_function(found) -> bool:
+    try:
+        return found in _SCHEMA_FUNCTIONS
+    except TypeError:  # unhashable: not a function
+        return False
 
 
 def _unpickle(payload: bytes):

@@ -22,9 +22,9 @@ def recipes_command(as_json):
                  "verification": r.verification.level.value, "needs_npu": r.verification.needs_npu} for r in catalog]
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
-    from optkit.cli.render import recipes_table
+    from optkit.cli.render import recipes_table, show
 
-    recipes_table(catalog)
+    show(recipes_table(catalog))
 
 
 @click.command("show")

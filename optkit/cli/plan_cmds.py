@@ -54,9 +54,9 @@ def plan_command(model, request_file, as_json, verbose, output, k8s, from_lock, 
 
         click.echo(dump_json(plan_data(result)), nl=False)
         return
-    from optkit.cli.render import plan_report
+    from optkit.cli.render import plan_report, show
 
-    plan_report(result, workspace.catalog, verbose)
+    show(plan_report(result, workspace.catalog, verbose))
     if output is not None:
         click.echo(f"bundle written to {output}")
 
@@ -76,9 +76,9 @@ def explain_command(recipe_ids, model, request_file, as_json, **params):
 
         click.echo(dump_json({rid: decision_data(result.resolution.decisions[rid]) for rid in recipe_ids}), nl=False)
         return
-    from optkit.cli.render import explain_report
+    from optkit.cli.render import explain_report, show
 
-    explain_report(result, workspace.catalog, list(recipe_ids))
+    show(explain_report(result, workspace.catalog, list(recipe_ids)))
 
 
 @click.command("facts")

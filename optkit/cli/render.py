@@ -1,11 +1,21 @@
-"""Rendering for people (rich tables). Imported only by the CLI, only when output is drawn."""
+"""Rendering for people: plans, explanations and the recipe list as text (``optkit.cli.table``).
+
+Each report is built as a list of blocks (a line of text, or a ``Table``); ``show`` lays them out
+140 cells wide and writes them, in ASCII where the output's encoding has no box-drawing or
+typographic characters. Imported only by the CLI, only when output is drawn.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import sys
+from typing import TYPE_CHECKING, Union
+
+from optkit.cli.table import ASCII, HEAVY_HEAD, WIDTH, Table, render_table, to_ascii, wrap
 
 if TYPE_CHECKING:  # the resolver is imported where a plan is drawn, not for `optkit recipes`
     from optkit.resolve.plan import Plan
+
+Block = Union[str, Table]
 
 
 def _not_selected_order() -> list:
@@ -16,91 +26,108 @@ def _not_selected_order() -> list:
             Status.unavailable, Status.excluded, Status.user_excluded, Status.not_applicable]
 
 
-def _console():
-    from rich.console import Console
-
-    return Console(highlight=False, soft_wrap=False, width=140)
-
-
-def plan_report(plan: Plan, catalog, verbose: bool = False) -> None:
-    from rich.table import Table
-
+def plan_report(plan: Plan, catalog, verbose: bool = False) -> list[Block]:
+    from optkit.resolve.plan import count_by_status
     from optkit.resolve.resolver import Status
 
-    console = _console()
     r = plan.request
-    console.print(f"[bold]optkit plan[/bold]: {plan.model.id} on {plan.target.id} "
-                  f"(TP{r.tp} DP{r.dp}, {r.dtype}, vllm-ascend {plan.facts['versions.vllm_ascend']}, "
-                  f"MTP {'k=' + str(r.k) if r.mtp else 'off'}, concurrency {','.join(map(str, r.concurrency))})")
-    table = Table(title="Selected recipes (dependency order)", show_lines=False)
-    for col in ("recipe", "kind", "why", "verification"):
-        table.add_column(col, overflow="fold")
+    blocks: list[Block] = [
+        f"optkit plan: {plan.model.id} on {plan.target.id} (TP{r.tp} DP{r.dp}, {r.dtype}, vllm-ascend "
+        f"{plan.facts['versions.vllm_ascend']}, MTP {'k=' + str(r.k) if r.mtp else 'off'}, concurrency "
+        f"{','.join(map(str, r.concurrency))})"]
+    selected = Table("Selected recipes (dependency order)", ["recipe", "kind", "why", "verification"])
     for rid in plan.selected:
         d, recipe = plan.resolution.decisions[rid], catalog[rid]
         why = d.reason + (f" — {'; '.join(d.chain)}" if d.chain else "")
-        table.add_row(rid, recipe.kind.value, why, recipe.verification.level.value)
-    console.print(table)
-    rest = Table(title="Not selected", show_lines=False)
-    for col in ("recipe", "status", "reason"):
-        rest.add_column(col, overflow="fold")
+        selected.add_row(rid, recipe.kind.value, why, recipe.verification.level.value)
+    rest = Table("Not selected", ["recipe", "status", "reason"])
     for status in _not_selected_order():
         for rid, d in sorted(plan.resolution.decisions.items()):
             if d.status is status and (verbose or status is not Status.not_applicable):
                 facts = ", ".join(f"{k} = {v}" for k, v in d.facts.items())
                 rest.add_row(rid, status.value, d.reason + (f" [{facts}]" if facts else ""))
-    console.print(rest)
-    from optkit.resolve.plan import count_by_status
-
     counts = count_by_status(plan)
-    console.print(f"[bold]Totals[/bold]: {counts.pop('selected', 0)} selected of {len(plan.resolution.decisions)}; "
-                  + ", ".join(f"{n} {status}" for status, n in counts.items()))
-    _estimates(console, plan)
+    totals = (f"Totals: {counts.pop('selected', 0)} selected of {len(plan.resolution.decisions)}; "
+              + ", ".join(f"{n} {status}" for status, n in counts.items()))
+    return [*blocks, selected, rest, totals, *_estimates(plan)]
 
 
-def _estimates(console, plan: Plan) -> None:
-    console.print("[bold]TPOT estimate[/bold] (ESTIMATE from the article's reported numbers; the gains were "
-                  "measured stacked one after another and are not strictly additive):")
+def _estimates(plan: Plan) -> list[Block]:
+    lines = ["TPOT estimate (ESTIMATE from the article's reported numbers; the gains were measured stacked one "
+             "after another and are not strictly additive):"]
     for e in plan.estimates:
         if e.estimate_ms is None:
-            console.print(f"  c{e.concurrency}: expected saving {e.saved_ms:.2f} ms; {e.basis}")
+            lines.append(f"  c{e.concurrency}: expected saving {e.saved_ms:.2f} ms; {e.basis}")
         else:
-            console.print(f"  c{e.concurrency}: {e.baseline_ms} ms baseline − {e.saved_ms:.2f} ms ≈ "
-                          f"{e.estimate_ms:.2f} ms ({e.basis})")
+            lines.append(f"  c{e.concurrency}: {e.baseline_ms} ms baseline − {e.saved_ms:.2f} ms ≈ "
+                         f"{e.estimate_ms:.2f} ms ({e.basis})")
+    return lines
 
 
-def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> None:
+def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> list[Block]:
     from optkit.resolve.resolver import describe_benefit
 
-    console = _console()
+    lines: list[Block] = []
     for rid in recipe_ids:
         d, recipe = plan.resolution.decisions[rid], catalog[rid]
-        console.print(f"[bold]{rid}[/bold]: {d.status.value}")
-        console.print(f"  {d.reason}")
+        lines += [f"{rid}: {d.status.value}", f"  {d.reason}"]
         if d.rule:
-            console.print(f"  rule: {d.rule}")
-        for name, value in d.facts.items():
-            console.print(f"  fact: {name} = {value}")
-        for link in d.chain:
-            console.print(f"  {link}")
+            lines.append(f"  rule: {d.rule}")
+        lines += [f"  fact: {name} = {value}" for name, value in d.facts.items()]
+        lines += [f"  {link}" for link in d.chain]
         if d.forced:
-            console.print(f"  forced: {d.forced}")
+            lines.append(f"  forced: {d.forced}")
         if d.benefit is not None and not d.reason.startswith("expected gain"):
-            console.print(f"  expected gain: {describe_benefit(d.benefit)}")
-        for risk in recipe.risks:
-            console.print(f"  risk ({risk.severity}): {' '.join(risk.text.split())}")
+            lines.append(f"  expected gain: {describe_benefit(d.benefit)}")
+        lines += [f"  risk ({risk.severity}): {' '.join(risk.text.split())}" for risk in recipe.risks]
+    return lines
 
 
-def recipes_table(catalog) -> None:
-    from rich.table import Table
-
-    table = Table(title=f"{len(catalog)} recipes")
-    for col in ("id", "kind", "upstream (0.23.0)", "verification", "needs NPU"):
-        table.add_column(col)
+def recipes_table(catalog) -> list[Block]:
+    table = Table(f"{len(catalog)} recipes", ["id", "kind", "upstream (0.23.0)", "verification", "needs NPU"])
     for recipe in catalog:
         table.add_row(recipe.id, recipe.kind.value, recipe.provenance.upstream.status.value,
                       recipe.verification.level.value, "yes" if recipe.verification.needs_npu else "no")
-    _console().print(table)
+    return [table]
 
 
-def text(lines: list[str]) -> None:
-    _console().print("\n".join(lines), markup=False)
+def layout(blocks: list[Block], encoding: str = "utf-8") -> str:
+    """The blocks as text ``WIDTH`` cells wide, in characters ``encoding`` can write.
+
+    Without box-drawing characters in the encoding: the ASCII box and ``to_ascii`` text; a
+    character the encoding still lacks becomes '?' (before layout, so the columns stay aligned).
+    """
+    boxes = _can_encode(BOX_CHARS, encoding)
+    fit = (lambda text: _encodable(text, encoding)) if boxes else (lambda text: _encodable(to_ascii(text), encoding))
+    lines: list[str] = []
+    for block in blocks:
+        if isinstance(block, Table):
+            block = Table(fit(block.title), [fit(h) for h in block.headers], [[fit(c) for c in row] for row in block.rows])
+            lines += render_table(block, HEAVY_HEAD if boxes else ASCII)
+        else:
+            lines += wrap(fit(block), WIDTH)
+    return "".join(line + "\n" for line in lines)
+
+
+def show(blocks: list[Block]) -> None:
+    """Write the blocks to stdout, in what its encoding can write."""
+    sys.stdout.write(layout(blocks, getattr(sys.stdout, "encoding", None) or "utf-8"))
+    sys.stdout.flush()
+
+
+BOX_CHARS = HEAVY_HEAD.top + HEAVY_HEAD.head + HEAVY_HEAD.separator + HEAVY_HEAD.row + HEAVY_HEAD.bottom
+
+
+def _can_encode(text: str, encoding: str) -> bool:
+    try:
+        text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+def _encodable(text: str, encoding: str) -> str:
+    """``text``, with '?' for each character ``encoding`` cannot write."""
+    if text.isascii() or _can_encode(text, encoding):
+        return text
+    return "".join(char if _can_encode(char, encoding) else "?" for char in text)

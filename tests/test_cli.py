@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -83,7 +84,9 @@ VALIDATORS = ["optkit.catalog.schema.Recipe", "optkit.catalog.kernels.KernelSpec
 
 @pytest.mark.parametrize("args, unwanted", [
     pytest.param(["plan", "qwen3.5-35b", "--mtp"], HEAVY + ["optkit.bundle", "optkit.tree", "pydantic", "yaml", "rich",
-                                                           "optkit.resolve.request", "optkit.resolve.profiles"],
+                                                           "packaging.specifiers", "optkit.resolve.request",
+                                                           "optkit.resolve.profiles", "optkit.cli.catalog_cmds",
+                                                           "optkit.cli.tree_cmds", "optkit.cli.bundle_cmds"],
                  id="plan"),
     pytest.param(["--help"], HEAVY + LATER_STAGES + ["optkit.catalog", "packaging"], id="help"),
     pytest.param(["status", "--tree", "{tree}"], HEAVY + ["optkit.resolve", "optkit.bundle", "rich", "pydantic",
@@ -113,3 +116,14 @@ def test_a_command_imports_only_what_it_needs(args, unwanted, tmp_path):
     for _ in range(2):  # the first run fills the catalog cache
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
     assert "UNWANTED [] BUILT []" in out
+
+
+def test_every_command_is_registered_with_its_module():
+    """The lazy registry (optkit.cli.main.COMMAND_MODULES) names each command module's COMMANDS, all of them."""
+    from importlib import import_module
+
+    from optkit.cli.main import COMMAND_MODULES
+
+    modules = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "optkit" / "cli").glob("*_cmds.py"))
+    defined = {command.name: module for module in modules for command in import_module(f"optkit.cli.{module}").COMMANDS}
+    assert COMMAND_MODULES == defined

@@ -12,7 +12,7 @@ from optkit.errors import PlanImpossible
 from optkit.resolve.facts import compute_facts
 from optkit.resolve.plan import load_workspace
 from optkit.resolve.request_record import parse_request
-from optkit.resolve.resolver import _SOFT, Status, _Classifier, _holds, resolve
+from optkit.resolve.resolver import _SOFT, Status, _Classifier, _holds, resolve, version_ranges
 from optkit.catalog.frozen import freeze
 from optkit.catalog.schema import RECORDS, Recipe
 
@@ -74,7 +74,7 @@ def brute_force(catalog, with_ids, without_ids):
     for r in catalog:
         if r.implied_by and r.id not in forced and _holds(r.implied_by, FACTS):
             forced[r.id] = "implied"
-    classify = _Classifier(FACTS, set(without_ids), forced, _no_baseline)
+    classify = _Classifier(FACTS, set(without_ids), forced, _no_baseline, version_ranges(catalog, FACTS))
     d = {r.id: classify(r) for r in catalog}
     upstream = {rid for rid, x in d.items() if x.status is Status.upstream}
     ids = sorted(catalog.recipes)

@@ -51,37 +51,40 @@ def schema_function(function: F) -> F:
     return function
 
 
-def cached(name: str, folder: Path | None, build: Callable[[], T], code: tuple[str, ...] = ()) -> T:
+def cached(name: str, folder: Path | None, build: Callable[[], T], code: tuple[str, ...] = (),
+           inputs: bytes = b"") -> T:
     """``build()``, or the value it returned before for the same files under ``folder``.
 
     ``name`` is the entry (one per loader; a new key replaces the old value). ``code`` names
     further optkit source files (relative to the package) that ``build`` validates with, besides
-    ``optkit/catalog/``; with no ``folder`` the key is the code alone. Exceptions of ``build``
+    ``optkit/catalog/``; ``inputs`` is whatever else ``build`` reads (the key covers its bytes);
+    with no ``folder`` the key is the code and the inputs alone. Exceptions of ``build``
     propagate, and nothing is stored.
     """
     try:
-        key = folder_key(folder, code)
+        key = folder_key(folder, code, inputs)
     except OSError:  # an unreadable file: validating reports it
         return build()
     found = _read(name, key)
     if found is not None:
         return found
     value = build()
-    if _unchanged(folder, code, key):  # else the value may mix old and new files: do not store it
+    if _unchanged(folder, code, inputs, key):  # else the value may mix old and new files: do not store it
         _write(name, key, value)
     return value
 
 
-def _unchanged(folder: Path, code: tuple[str, ...], key: bytes) -> bool:
+def _unchanged(folder: Path | None, code: tuple[str, ...], inputs: bytes, key: bytes) -> bool:
     try:
-        return folder_key(folder, code) == key
+        return folder_key(folder, code, inputs) == key
     except OSError:
         return False
 
 
-def folder_key(folder: Path | None, code: tuple[str, ...] = ()) -> bytes:
-    """sha256 of every file under ``folder`` (relative path and bytes) and of the code fingerprint."""
+def folder_key(folder: Path | None, code: tuple[str, ...] = (), inputs: bytes = b"") -> bytes:
+    """sha256 of the code fingerprint, ``inputs``, and every file under ``folder`` (relative path and bytes)."""
     digest = hashlib.sha256(_fingerprint(code))
+    digest.update(hashlib.sha256(inputs).digest())
     for path in _files(folder) if folder is not None else ():
         data = path.read_bytes()
         digest.update(f"{path.relative_to(folder).as_posix()}\0{len(data)}\0".encode())
@@ -102,12 +105,23 @@ def _files(folder: Path) -> list[Path]:
 @lru_cache(maxsize=None)
 def _fingerprint(code: tuple[str, ...]) -> bytes:
     """What, besides the files, decides a loader's result: optkit's validating code and its libraries."""
+    digest = hashlib.sha256(_common_fingerprint())
+    _add_sources(digest, [_PACKAGE / name for name in code])
+    return digest.digest()
+
+
+@lru_cache(maxsize=None)
+def _common_fingerprint() -> bytes:
+    """The part every entry shares: the libraries, ``optkit/catalog/``, the package face."""
     digest = hashlib.sha256(_libraries())
-    sources = sorted((_PACKAGE / "catalog").glob("*.py")) + [_PACKAGE / "__init__.py", _PACKAGE / "errors.py"]
-    for path in sources + [_PACKAGE / name for name in code]:
+    _add_sources(digest, sorted((_PACKAGE / "catalog").glob("*.py")) + [_PACKAGE / "__init__.py", _PACKAGE / "errors.py"])
+    return digest.digest()
+
+
+def _add_sources(digest, paths: list[Path]) -> None:
+    for path in paths:
         digest.update(f"{path.relative_to(_PACKAGE).as_posix()}\0".encode())
         digest.update(path.read_bytes())
-    return digest.digest()
 
 
 @lru_cache(maxsize=None)

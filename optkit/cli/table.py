@@ -12,7 +12,9 @@ characters take two). Where the output stream cannot encode the box-drawing char
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 WIDTH = 140
 _WORD = re.compile(r"\s*\S+\s*")
@@ -53,12 +55,11 @@ def cell_len(text: str) -> int:
     """Terminal cells ``text`` takes: 2 for East Asian wide characters, 0 for combining marks."""
     if text.isascii():
         return len(text)
-    return sum(_char_cells(char) for char in text)
+    return sum(map(_char_cells, text))
 
 
+@lru_cache(maxsize=None)
 def _char_cells(char: str) -> int:
-    import unicodedata
-
     if unicodedata.combining(char):
         return 0
     return 2 if unicodedata.east_asian_width(char) in "WF" else 1
@@ -68,7 +69,7 @@ def _chop(text: str, width: int) -> list[str]:
     """``text`` cut into pieces of at most ``width`` cells."""
     pieces, piece, cells = [], "", 0
     for char in text:
-        size = _char_cells(char) if not char.isascii() else 1
+        size = _char_cells(char)
         if piece and cells + size > width:
             pieces.append(piece)
             piece, cells = "", 0

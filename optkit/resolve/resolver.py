@@ -24,8 +24,6 @@ from enum import Enum
 from itertools import combinations
 from typing import Callable
 
-from packaging.specifiers import SpecifierSet
-
 from optkit.catalog.conditions import compiled, format_value
 from optkit.catalog.frozen import Record
 from optkit.catalog.loader import Catalog
@@ -34,6 +32,7 @@ from optkit.errors import PlanImpossible, Reason, RequestError, UnknownName
 from optkit.resolve.facts import Facts
 from optkit.resolve.objective import Benefit, benefit
 from optkit.resolve.solver import Unsatisfiable, maximize
+from optkit.resolve.specifiers import VersionRanges
 
 
 class Status(str, Enum):
@@ -89,10 +88,17 @@ def _active_high_risk(recipe: RecipeRecord, facts: Facts):
     return next((r for r in recipe.risks if r.severity == "high" and _holds(r.when, facts)), None)
 
 
+def version_ranges(catalog: Catalog, facts: Facts) -> VersionRanges:
+    """The catalog's version ranges, answered at the request's vllm-ascend and vLLM versions."""
+    specifiers = [s for r in catalog for s in (r.upstream_in, r.versions.vllm_ascend, r.versions.vllm) if s]
+    return VersionRanges(specifiers, (facts["versions.vllm_ascend"], facts["versions.vllm"]))
+
+
 class _Classifier:
     def __init__(self, facts: Facts, without: set[str], forced: dict[str, str], baseline_for: Callable,
-                 unavailable: dict[str, str] | None = None):
+                 ranges: VersionRanges, unavailable: dict[str, str] | None = None):
         self.facts = facts
+        self.ranges = ranges
         self.without = without
         self.forced = forced
         self.baseline_for = baseline_for
@@ -102,14 +108,15 @@ class _Classifier:
         f = self.facts
         ascend, vllm = f["versions.vllm_ascend"], f["versions.vllm"]
         forced = self.forced.get(recipe.id, "")
-        if recipe.upstream_in and ascend in SpecifierSet(recipe.upstream_in, prereleases=True):
+        inside = self.ranges.contains
+        if recipe.upstream_in and inside(recipe.upstream_in, ascend):
             return Decision(recipe.id, Status.upstream, f"already upstream in vllm-ascend {ascend}",
                             facts={"versions.vllm_ascend": str(ascend)}, forced=forced)
-        if ascend not in SpecifierSet(recipe.versions.vllm_ascend, prereleases=True):
+        if not inside(recipe.versions.vllm_ascend, ascend):
             return Decision(recipe.id, Status.not_applicable,
                             f"applies to vllm-ascend {recipe.versions.vllm_ascend}, this is {ascend}",
                             facts={"versions.vllm_ascend": str(ascend)}, forced=forced)
-        if vllm not in SpecifierSet(recipe.versions.vllm, prereleases=True):
+        if not inside(recipe.versions.vllm, vllm):
             return Decision(recipe.id, Status.not_applicable,
                             f"applies to vLLM {recipe.versions.vllm}, this is {vllm}",
                             facts={"versions.vllm": str(vllm)}, forced=forced)
@@ -226,7 +233,7 @@ def resolve(catalog: Catalog, facts: Facts, with_ids: list[str], without_ids: li
         if recipe.implied_by and recipe.id not in forced and _holds(recipe.implied_by, facts):
             names = ", ".join(f"{n} = {format_value(facts[n])}" for n in compiled(recipe.implied_by).fact_names())
             forced[recipe.id] = f"implied by {names}"
-    classify = _Classifier(facts, set(without_ids), forced, baseline_for, unavailable)
+    classify = _Classifier(facts, set(without_ids), forced, baseline_for, version_ranges(catalog, facts), unavailable)
     decisions = {r.id: classify(r) for r in catalog}
     problem = _build(catalog, facts, decisions)
     try:
@@ -416,7 +423,7 @@ def _feasible(catalog, facts, overrides, baseline_for, unavailable) -> bool:
     forced = {rid: "--with" for kind, rid in overrides if kind == "--with"}
     forced.update({rid: "implied" for kind, rid in overrides if kind == "implied"})
     without = {rid for kind, rid in overrides if kind == "--without"} - set(forced)
-    classify = _Classifier(facts, without, forced, baseline_for, unavailable)
+    classify = _Classifier(facts, without, forced, baseline_for, version_ranges(catalog, facts), unavailable)
     decisions = {r.id: classify(r) for r in catalog}
     problem = _build(catalog, facts, decisions)
     try:

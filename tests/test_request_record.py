@@ -177,6 +177,8 @@ def test_a_warm_run_builds_no_request_model(tmp_path):
     env["PYTHONPATH"] = os.pathsep.join([str(project_root()), *filter(None, [env.get("PYTHONPATH")])])
     runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
             for _ in range(2)]
+    assert (tmp_path / "cache" / "catalog" / "request.pickle").is_file(), (
+        "Request's core schema must pickle through the catalog cache's loader: a function validator "
+        "must be a plain function in a light module, registered with optkit.catalog.cache.schema_function")
     assert runs[0].startswith("[1, 8] ['optkit.resolve.request'")  # cold: compiled from the model
     assert runs[1] == "[1, 8] []\n"
-    assert (tmp_path / "cache" / "catalog" / "request.pickle").is_file()

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from hypothesis import given, settings, strategies as st
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -21,6 +22,14 @@ SPECIFIER = st.lists(st.builds(lambda op, version: op + version, OPERATORS,
                                st.one_of(RELEASES, RELEASES.map(lambda r: r.rsplit(".", 1)[0]),
                                          RELEASES.map(lambda r: r + "rc1"))),
                      min_size=1, max_size=2).map(",".join)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def own_cache(tmp_path_factory):
+    """Answers go to a cache of this module's own (one entry, rewritten for each new question)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OPTKIT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        yield
 
 
 @settings(max_examples=150, deadline=None)

@@ -159,6 +159,16 @@ def test_a_validator_that_disagrees_with_the_model_is_a_bug(monkeypatch):
         parse_request({})
 
 
+def test_a_cached_schema_this_pydantic_core_cannot_build_is_compiled_afresh(monkeypatch):
+    monkeypatch.setattr(request_record, "cached", lambda *args, **kwargs: ({"type": "no-such-schema"}, {}, None))
+    request_record._validator.cache_clear()
+    try:
+        validator, shape = request_record._validator()
+        assert shape.fields == tuple(Request.model_fields)
+    finally:
+        request_record._validator.cache_clear()
+
+
 def test_the_validator_schema_holds_no_metadata_and_only_registered_functions():
     schema, config, shape = request_record._compile()
     text = repr(schema)

@@ -63,7 +63,10 @@ def parse_request(data: Any) -> RequestRecord:
     try:
         fields, _, _ = validator.validate_python(data)
     except ValidationError:
-        _reject(data)
+        from optkit.resolve.request import Request
+
+        Request.model_validate(data)  # raises the model's own error, in its words
+        raise InternalError(f"the cached request validator rejects what Request accepts: {data!r}") from None
     return RequestRecord(shape, {name: fields[name] for name in shape.fields})
 
 
@@ -85,23 +88,15 @@ def load_request(path: Path) -> RequestRecord:
         raise ValidationFailed(validation_problems(exc, lines, Request)) from None
 
 
-def _reject(data: Any):
-    """Raise the model's own error for an input the fast validator rejected."""
-    from optkit.resolve.request import Request
-
-    Request.model_validate(data)
-    raise InternalError(f"the cached request validator rejects what Request accepts: {data!r}")
-
-
 @lru_cache(maxsize=None)
 def _validator():
     """The request validator and the record shape (from the cache, else compiled and stored)."""
-    from pydantic_core import SchemaValidator
+    from pydantic_core import SchemaError, SchemaValidator
 
     schema, config, shape = cached("request", None, _compile, code=_CODE)
     try:
         return SchemaValidator(schema, config), shape
-    except Exception:  # noqa: BLE001 - an entry this pydantic-core cannot build: compile afresh
+    except SchemaError:  # an entry this pydantic-core cannot build: compile afresh
         schema, config, shape = _compile()
         return SchemaValidator(schema, config), shape
 

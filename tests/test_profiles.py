@@ -5,13 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pydantic
 import pytest
 
 from optkit.errors import UnknownName, ValidationFailed
 from optkit.resolve.profile_catalog import find_model, find_target, load_models, load_targets
 from optkit.resolve.profile_records import ModelProfileRecord
-from optkit.resolve.profiles import ModelProfile
 from optkit.resolve.hf_config import profile_from_hf_config
 
 ROOT = Path(__file__).resolve().parents[1]

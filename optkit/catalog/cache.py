@@ -114,7 +114,8 @@ def _fingerprint(code: tuple[str, ...]) -> bytes:
 def _common_fingerprint() -> bytes:
     """The part every entry shares: the libraries, ``optkit/catalog/``, the package face."""
     digest = hashlib.sha256(_libraries())
-    _add_sources(digest, sorted((_PACKAGE / "catalog").glob("*.py")) + [_PACKAGE / "__init__.py", _PACKAGE / "errors.py"])
+    sources = sorted((_PACKAGE / "catalog").glob("*.py")) + [_PACKAGE / "__init__.py", _PACKAGE / "errors.py"]
+    _add_sources(digest, sources)
     return digest.digest()
 
 

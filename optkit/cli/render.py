@@ -102,7 +102,8 @@ def layout(blocks: list[Block], encoding: str = "utf-8") -> str:
     lines: list[str] = []
     for block in blocks:
         if isinstance(block, Table):
-            block = Table(fit(block.title), [fit(h) for h in block.headers], [[fit(c) for c in row] for row in block.rows])
+            rows = [[fit(cell) for cell in row] for row in block.rows]
+            block = Table(fit(block.title), [fit(header) for header in block.headers], rows)
             lines += render_table(block, HEAVY_HEAD if boxes else ASCII)
         else:
             lines += wrap(fit(block), WIDTH)

@@ -10,7 +10,7 @@ import json
 import shlex
 from typing import Any
 
-from optkit.catalog.records import RecipeRecord
+from optkit.catalog.recipe_records import RecipeRecord
 from optkit.resolve.plan import Plan, Workspace
 
 DEFAULT_PORT = "8000"

@@ -15,7 +15,7 @@ from typing import Any
 from optkit import __version__
 from optkit.bundle import BundleWriteError
 from optkit.bundle.launch import Launch
-from optkit.catalog.records import RecipeRecord
+from optkit.catalog.recipe_records import RecipeRecord
 from optkit.resolve.plan import Plan, Workspace
 from optkit.resolve.report import facts_data, plan_data
 from optkit.resolve.request_record import RequestRecord, parse_request

@@ -14,7 +14,7 @@ from optkit.bundle.launch import Launch
 from optkit.bundle.lock import pending_names
 from optkit.catalog.conditions import compiled
 from optkit.catalog.enums import Verification
-from optkit.catalog.records import RecipeRecord
+from optkit.catalog.recipe_records import RecipeRecord
 from optkit.resolve.plan import Plan, Workspace
 from optkit.resolve.report import plan_data
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from optkit.catalog.linemap import LineMap
 from optkit.catalog.loader import load_entries
-from optkit.catalog.records import KernelSpecRecord
+from optkit.catalog.recipe_records import KernelSpecRecord
 from optkit.errors import Location
 
 KERNEL_FILE = "kernel.yaml"

@@ -23,7 +23,7 @@ from optkit.catalog.kernel_catalog import KERNEL_FILE, Kernels, kernel_ready, lo
 from optkit.catalog.linemap import LineMap
 from optkit.catalog.loader import Catalog, parse_model
 from optkit.catalog.patchfile import parse_dep3, patch_paths
-from optkit.catalog.records import KernelSpecRecord
+from optkit.catalog.recipe_records import KernelSpecRecord
 from optkit.catalog.schema import RecipeId
 from optkit.catalog.yamlio import load_yaml
 from optkit.errors import Problem, ValidationFailed, did_you_mean

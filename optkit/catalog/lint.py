@@ -15,7 +15,7 @@ from optkit.catalog.loader import Catalog, load_catalog
 from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
 from optkit.catalog.factspec import FACTS
 from optkit.catalog.enums import VERIFICATION_ORDER, Verification
-from optkit.catalog.records import RecipeRecord
+from optkit.catalog.recipe_records import RecipeRecord
 
 _TEMPLATE = re.compile(r"\$\{([^}]*)\}")
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from optkit.catalog.cache import cached
 from optkit.catalog.linemap import LineMap
 from optkit.catalog.paths import project_root
-from optkit.catalog.records import RecipeRecord
+from optkit.catalog.recipe_records import RecipeRecord
 from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
 
 if TYPE_CHECKING:  # validation, on a cache miss only, imports pydantic

@@ -17,7 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from optkit.catalog.conditions import compiled
 from optkit.catalog.enums import VERIFICATION_ORDER, Kind, UpstreamStatus, Verification  # noqa: F401 - re-exported
-from optkit.catalog.records import GainBehaviour, GainRecord, RecipeRecord
+from optkit.catalog.recipe_records import GainBehaviour, GainRecord, RecipeRecord
 from optkit.errors import ConditionError
 
 

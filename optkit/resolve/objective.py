@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from optkit.catalog.cache import cached
-from optkit.catalog.records import GainRecord, RecipeRecord
+from optkit.catalog.recipe_records import GainRecord, RecipeRecord
 
 MS_PER_US = 0.001
 

@@ -27,7 +27,7 @@ from typing import Callable
 from optkit.catalog.conditions import compiled, format_value
 from optkit.catalog.frozen import Record
 from optkit.catalog.loader import Catalog
-from optkit.catalog.records import RecipeRecord
+from optkit.catalog.recipe_records import RecipeRecord
 from optkit.errors import PlanImpossible, Reason, RequestError, UnknownName
 from optkit.resolve.facts import Facts
 from optkit.resolve.objective import Benefit, benefit

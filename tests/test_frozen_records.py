@@ -229,7 +229,7 @@ def test_freeze_leaves_plain_values_alone():
 
 def test_the_cached_catalog_holds_records(tmp_path, monkeypatch):
     from optkit.catalog.loader import load_catalog
-    from optkit.catalog.records import GainRecord, RecipeRecord
+    from optkit.catalog.recipe_records import GainRecord, RecipeRecord
 
     monkeypatch.setenv("OPTKIT_CACHE_DIR", str(tmp_path))
     for _ in range(2):  # cold, then warm

@@ -1,4 +1,4 @@
-"""Ship the catalog data (recipes/, models/, targets/, kernels/) inside the wheel as optkit/data/.
+"""Ship the catalog data (recipes/, models/, targets/, kernels/, versions/, verified/) inside the wheel as optkit/data/.
 
 Everything else is in pyproject.toml. In a source checkout (editable install) optkit reads the
 data from the repository itself; an installed wheel reads its copy.
@@ -10,7 +10,7 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-DATA = ("recipes", "models", "targets", "kernels")
+DATA = ("recipes", "models", "targets", "kernels", "versions", "verified")
 
 
 class BuildWithData(build_py):

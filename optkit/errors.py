@@ -66,7 +66,8 @@ class ConditionError(OptkitError):
         super().__init__(self.render())
 
     def render(self) -> str:
-        text = f"in condition {self.expression!r}: {self.message}"
+        shown = self.expression if len(self.expression) <= 200 else self.expression[:160] + " … " + self.expression[-20:]
+        text = f"in condition {shown!r}: {self.message}"
         if self.column is not None:
             text += f" (at column {self.column + 1})"
         return f"{text}; {self.hint}" if self.hint else text

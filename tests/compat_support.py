@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -38,8 +39,14 @@ def all_in_order() -> list[str]:
     return dependency_order(CATALOG, recipes_with_patches())
 
 
-def specs(recipe_ids: list[str]):
-    return catalog_specs(CATALOG, recipe_ids)
+def specs(recipe_ids: list[str], version: str | None = None):
+    """The recipes' patch specs; with ``version``, only the patches written for that release."""
+    found = catalog_specs(CATALOG, recipe_ids)
+    if version is None:
+        return found
+    from packaging.specifiers import SpecifierSet
+
+    return [s for s in found if SpecifierSet(s.version_spec, prereleases=True).contains(version)]
 
 
 def touched_python(tree: Path, patch_specs) -> list[Path]:
@@ -67,3 +74,17 @@ def _serious(line: str) -> bool:
 
 
 needs_patches = pytest.mark.skipif(not recipes_with_patches(), reason="no recipe has written patches yet")
+
+
+def release_trees() -> dict[str, Path]:
+    """Every release optkit has data for, fetched (in parallel) and cached: version → pristine tree."""
+    return dict(_release_trees())
+
+
+@lru_cache(maxsize=None)
+def _release_trees() -> tuple[tuple[str, Path], ...]:
+    from optkit.tree.fetch import fetch_many
+    from optkit.versions.releases import known_versions
+
+    versions = [str(v) for v in known_versions()]
+    return tuple((v, r.path) for v, r in zip(versions, fetch_many(versions)))

@@ -1,13 +1,10 @@
 """Tests of optkit.tree.patchset and optkit.tree.apply: loading bundles, applying, reverting, recovering.
 
-Trees are small fake vllm-ascend trees built in tmp_path (plain, as an sdist unpacks, and as
-real `git init` checkouts); patches are unified diffs with DEP-3 headers written here; bundles
-follow the bundle/lock contract (optkit.lock.json + patches/series).
+The fake trees and bundles are built by tests/tree_support.py.
 """
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import os
@@ -28,88 +25,10 @@ from optkit.errors import BundleError, PatchError, TreeError
 from optkit.catalog.patchfile import parse_dep3, patch_paths
 from optkit.tree.patchset import from_bundle, from_lock, load
 from optkit.tree.inspect import tree_checksum
+from tree_support import (IN_RANGE, MODULE, MODULES, REPO, run_git, dep3, diff, edit, make_bundle, make_tree,
+                          source_sums, three_patches)
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-
-REPO = Path(__file__).resolve().parents[1]
-MODULE = "".join(f"def f{j}():\n    return {j}\n\n\n" for j in range(8))
-MODULES = ["attention.py", "moe.py", "sampler.py", "rope.py"]
-IN_RANGE = ">=0.23.0,<0.24"
-
-
-# --------------------------------------------------------------------------- fixtures
-
-
-def _git(root: Path, *args: str) -> str:
-    config = ["user.name=t", "user.email=t@example.com", "commit.gpgsign=false"]
-    cmd = ["git", *(f for c in config for f in ("-c", c)), "-C", str(root), *args]
-    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-
-
-def make_tree(root: Path, kind: str = "sdist", version: str = "0.23.0") -> Path:
-    """A fake vllm-ascend tree: an unpacked sdist, or (kind='git') a git checkout of it."""
-    package = root / "vllm_ascend"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    (package / "_version.py").write_text(f"__version__ = version = '{version}'\n")
-    for name in MODULES:
-        (package / name).write_text(MODULE)
-    if kind == "git":
-        _git(root, "init", "-q")
-        _git(root, "add", "-A")
-        _git(root, "commit", "-q", "-m", "v0.23.0")
-    return root
-
-
-def dep3(recipe: str, description: str = "test change") -> str:
-    return (f"Description: {description}\nOrigin: vendor, test\nForwarded: no\n"
-            f"Last-Update: 2026-01-01\nRecipe: {recipe}\n---\n")
-
-
-def diff(path: str, old: str, new: str) -> str:
-    """A unified diff turning the text ``old`` of ``path`` into ``new`` ('' = no file)."""
-    lines = difflib.unified_diff(old.splitlines(True), new.splitlines(True),
-                                 f"a/{path}" if old else "/dev/null", f"b/{path}" if new else "/dev/null")
-    return "".join(lines)
-
-
-def edit(recipe: str, module: str, line: int, value: str, base: str = MODULE) -> tuple:
-    """A patch of recipe ``recipe``: in vllm_ascend/``module``, ``return line`` → ``return value``."""
-    path = f"vllm_ascend/{module}"
-    new = base.replace(f"    return {line}\n", f"    return {value}\n")
-    return recipe, path, dep3(recipe) + diff(path, base, new)
-
-
-def make_bundle(dest: Path, patches: list[tuple], ranges: dict | None = None,
-                pending: list | None = None) -> Path:
-    """A bundle directory per the bundle contract, for patches (recipe, target, text)."""
-    (dest / "patches").mkdir(parents=True)
-    entries, recipes = [], {}
-    for n, (recipe, target, text) in enumerate(patches, 1):
-        name = f"{n:04d}-{recipe}--{n:04d}-{recipe}.patch"
-        (dest / "patches" / name).write_text(text)
-        entries.append({"recipe": recipe, "file": f"{n:04d}-{recipe}.patch", "name": name,
-                        "sha256": hashlib.sha256(text.encode()).hexdigest(), "targets": [target]})
-        recipes[recipe] = {"kind": "patch", "title": recipe, "verification": "declared", "needs_npu": False,
-                           "versions": {"vllm_ascend": (ranges or {}).get(recipe, IN_RANGE), "vllm": ">=0.23.0"}}
-    lock = {"lock_version": 1, "optkit": {"version": "0.1.0", "catalog_sha256": "0" * 64},
-            "request": {}, "facts": {}, "selected": list(recipes), "recipes": recipes, "decisions": {},
-            "patches": entries, "launch": {}, "versions": {"vllm_ascend": "0.23.0", "vllm": "0.23.0"}}
-    if pending:
-        lock["pending_patches"] = pending
-    (dest / "optkit.lock.json").write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
-    (dest / "patches" / "series").write_text("".join(e["name"] + "\n" for e in entries))
-    return dest
-
-
-def three_patches() -> list[tuple]:
-    return [edit("moe-a", "moe.py", 1, "10"), edit("attn-b", "attention.py", 2, "20"),
-            edit("rope-c", "rope.py", 3, "30")]
-
-
-def source_sums(root: Path) -> dict[str, str]:
-    """tree_checksum without optkit's own records."""
-    return {k: v for k, v in tree_checksum(root).items() if not k.startswith(".optkit/")}
 
 
 @pytest.fixture(params=["sdist", "git"])
@@ -194,7 +113,8 @@ def _bad_range(bundle: Path) -> None:
     (_tamper_patch, PatchError, "the bundle was changed after it was written"),
     (_reorder_series, BundleError, "in apply order; the bundle was edited by hand"),
     (_wrong_targets, PatchError, "but the lock's targets are ['vllm_ascend/other.py']"),
-    (_bad_range, BundleError, "recipe moe-a's vllm_ascend range '>>0.23' is not a PEP 440 specifier set"),
+    (_bad_range, BundleError, "optkit.lock.json:1: recipes.moe-a.versions.vllm_ascend: '>>0.23' is not a PEP 440 "
+     "version specifier"),
 ], ids=["patch-sha256", "series-order", "targets", "version-range"])
 def test_damaged_bundle_refused(tmp_path, damage, error, words):
     bundle = make_bundle(tmp_path / "b", three_patches())
@@ -274,7 +194,7 @@ def test_dry_run_changes_nothing(sdist_tree, tmp_path):
 
 def test_plain_tree_inside_another_git_repository(tmp_path):
     """git must not climb to the enclosing repository (it would skip the tree's files)."""
-    _git(tmp_path, "init", "-q")
+    run_git(tmp_path, "init", "-q")
     root = make_tree(tmp_path / "work" / "tree")
     pristine = tree_checksum(root)
     apply(root, from_bundle(make_bundle(tmp_path / "b", three_patches())))
@@ -345,7 +265,7 @@ def test_already_present_patch_reported_and_skipped(tree, tmp_path):
     upstream = edit("rope-c", "rope.py", 3, "30")
     (tree / "vllm_ascend" / "rope.py").write_text(MODULE.replace("    return 3\n", "    return 30\n"))
     if (tree / ".git").exists():
-        _git(tree, "commit", "-qam", "upstream has rope-c")
+        run_git(tree, "commit", "-qam", "upstream has rope-c")
     pristine = tree_checksum(tree)
     result = apply(tree, from_bundle(make_bundle(tmp_path / "b", [three_patches()[0], upstream])))
     assert [o.outcome for o in result.outcomes] == ["applied", "already present"]

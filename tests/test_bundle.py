@@ -25,6 +25,8 @@ from click.testing import CliRunner
 
 import optkit.bundle
 from optkit.bundle import BundleWriteError
+from k8s_support import validate_file
+from optkit.bundle.k8s import K8sOptions
 from optkit.bundle.lock import request_from_lock
 from optkit.bundle.render import ShellVar, environment, yaml_scalar
 from optkit.bundle.writer import write_bundle
@@ -34,7 +36,7 @@ from optkit.bundle.check import (
     check_env,
     check_scripts,
     check_vllm,
-    config_keys,
+    tree_knobs,
     probe_request,
     read_lock,
     run_probe,
@@ -57,7 +59,7 @@ CI = os.environ.get("CI") == "true"
 # --------------------------------------------------------------------------- helpers
 
 
-def write(dest: Path, root: Path | None = None, k8s: bool = False, **fields) -> Path:
+def write(dest: Path, root: Path | None = None, k8s=False, **fields) -> Path:
     workspace = load_workspace(root)
     write_bundle(plan(parse_request({**FLAGSHIP, **fields}), workspace), workspace, dest, k8s=k8s)
     return dest
@@ -102,12 +104,14 @@ def flagship(tmp_path_factory) -> Path:
     return write(tmp_path_factory.mktemp("flagship") / "bundle", k8s=True)
 
 
-def _add_config_key(recipe):
-    recipe.setdefault("additional_config", {})["multistream_overlap_shared_expret"] = True
+def _add_config_key(lock):
+    """A key the plan would refuse (knob-missing), written into the lock by hand: bundle check still finds it."""
+    lock["launch"]["additional_config"]["multistream_overlap_shared_expret"] = True
+    lock["launch"]["sources"]["additional_config.multistream_overlap_shared_expret"] = EDITED
 
 
-def _add_env(recipe):
-    recipe.setdefault("env", []).append({"name": "VLLM_ASCEND_NO_SUCH_SWITCH", "value": "1"})
+def _add_env(lock):
+    lock["launch"]["env"].append({"name": "VLLM_ASCEND_NO_SUCH_SWITCH", "value": "1", "recipe": EDITED, "external": False})
 
 
 def _small_capture_sizes(recipe):
@@ -118,8 +122,8 @@ def _bad_serve_arg(recipe):
     recipe["serve_args"] = ["--no-such-flag"]
 
 
-EDITS = {"config-key": _add_config_key, "env": _add_env, "capture-sizes": _small_capture_sizes,
-         "serve-arg": _bad_serve_arg}
+EDITS = {"capture-sizes": _small_capture_sizes, "serve-arg": _bad_serve_arg}
+LOCK_EDITS = {"config-key": _add_config_key, "env": _add_env}
 
 
 @pytest.fixture(scope="session")
@@ -131,6 +135,12 @@ def edited(tmp_path_factory) -> dict[str, Path]:
         root = catalog_copy(base / "catalog")
         edit_recipe(root, EDITED, change)
         bundles[name] = write(base / "bundle", root)
+    for name, change in LOCK_EDITS.items():
+        bundle = write(tmp_path_factory.mktemp(name) / "bundle")
+        lock = read_lock(bundle)
+        change(lock)
+        (bundle / "optkit.lock.json").write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
+        bundles[name] = bundle
     return bundles
 
 
@@ -188,7 +198,7 @@ def test_from_lock_refuses_a_changed_catalog(flagship, tmp_path):
 def test_from_lock_takes_no_request_flags(flagship):
     result = CliRunner().invoke(cli, ["plan", "--from-lock", str(flagship / "optkit.lock.json"), "--tp", "4"])
     assert result.exit_code == 2
-    assert "--from-lock takes the request from the lock" in result.output
+    assert "--from-lock takes the request and the --catalog folders from the lock" in result.output
 
 
 def test_no_machine_paths_or_host_name_in_any_file(flagship):
@@ -387,7 +397,8 @@ def test_without_a_hf_id_the_scripts_ask_for_a_model(no_hf_id, script, message):
 # --------------------------------------------------------------------------- templates: the quoting rule
 
 TEMPLATES = Path(optkit.bundle.__file__).parent / "templates"
-SHELL_TEMPLATES = sorted(TEMPLATES.glob("*.sh.j2"))
+SHELL_TEMPLATES = sorted(TEMPLATES.rglob("*.sh.j2"))  # the ladder's run-ladder.sh too (templates/ladder/)
+YAML_TEMPLATES = sorted(TEMPLATES.rglob("*.yaml.j2"))
 MARK = "\0"
 
 
@@ -457,7 +468,7 @@ def marked_text(template: Path) -> str:
 
 
 def test_every_script_has_a_shell_template():
-    assert {t.name for t in SHELL_TEMPLATES} == {f"{s}.j2" for s in SCRIPTS} | {"_header.sh.j2"}
+    assert {t.name for t in SHELL_TEMPLATES} == {f"{s}.j2" for s in SCRIPTS} | {"_header.sh.j2", "run-ladder.sh.j2"}
 
 
 @pytest.mark.parametrize("template", SHELL_TEMPLATES, ids=lambda t: t.name)
@@ -473,9 +484,11 @@ def test_shell_templates_print_values_only_through_sh(template):
     assert wrong == [], f"{template.name}: values {wrong} are quoted as words but sit inside quotes or a comment"
 
 
-def test_the_k8s_template_prints_values_only_through_yaml():
-    """Each value of the manifest is one YAML scalar of its own (optkit.bundle.render.yaml_scalar)."""
-    nodes = printed_expressions(TEMPLATES / "k8s" / "deployment.yaml.j2")
+@pytest.mark.parametrize("template", YAML_TEMPLATES, ids=lambda t: t.name)
+def test_the_k8s_templates_print_values_only_through_yaml(template):
+    """Each value of a manifest is one YAML scalar of its own (optkit.bundle.render.yaml_scalar)."""
+    assert {t.name for t in YAML_TEMPLATES} == {"deployment.yaml.j2", "service.yaml.j2", "ladder-job.yaml.j2"}
+    nodes = printed_expressions(template)
     assert nodes and all(isinstance(n, jinja2.nodes.Filter) and n.name == "yaml" and not n.args for n in nodes)
 
 
@@ -590,17 +603,18 @@ echo "| 0     {chip}            | OK            | 176.5       39                
 """
 
 
-def run_preflight(bundle: Path, tmp_path: Path, chip: str, applied: bool = True) -> subprocess.CompletedProcess:
+def run_preflight(bundle: Path, tmp_path: Path, chip: str, applied: bool = True, cann: str = "9.1.0",
+                  versions: tuple[str, str] = ("0.23.0", "0.23.0")) -> subprocess.CompletedProcess:
     bin_dir, site, toolkit, tree = (tmp_path / d for d in ("bin", "site", "toolkit", "tree"))
     bin_dir.mkdir()
     (bin_dir / "npu-smi").write_text(FAKE_NPU_SMI.format(chip=chip))
     (bin_dir / "npu-smi").chmod(0o755)
-    for dist, version in (("vllm", "0.23.0"), ("vllm_ascend", "0.23.0"), ("torch_npu", "2.10.0.post4")):
+    for dist, version in (("vllm", versions[0]), ("vllm_ascend", versions[1]), ("torch_npu", "2.10.0.post4")):
         info = site / f"{dist}-{version}.dist-info"
         info.mkdir(parents=True)
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
     (toolkit / "x86_64-linux").mkdir(parents=True)
-    (toolkit / "x86_64-linux" / "ascend_toolkit_install.info").write_text("package_name=Ascend-cann-toolkit\nversion=9.0.1\n")
+    (toolkit / "x86_64-linux" / "ascend_toolkit_install.info").write_text(f"package_name=Ascend-cann-toolkit\nversion={cann}\n")
     (tree / "vllm_ascend").mkdir(parents=True)
     if applied:  # what `optkit apply` records in the tree
         (tree / ".optkit").mkdir()
@@ -614,10 +628,26 @@ def run_preflight(bundle: Path, tmp_path: Path, chip: str, applied: bool = True)
 def test_preflight_passes_on_a_matching_host(flagship, tmp_path):
     proc = run_preflight(flagship, tmp_path, "Ascend910")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    for line in ("PASS  chip:", "PASS  devices: 2 visible, TP2 x DP1 needs 2", "PASS  CANN: 9.0.1 (>= 9.0.1)",
+    for line in ("PASS  chip:", "PASS  devices: 2 visible, TP2 x DP1 needs 2", "PASS  CANN: 9.1.0 (>= 9.1.0)",
                  "PASS  vllm_ascend: 0.23.0", "PASS  vllm: 0.23.0", "PASS  torch_npu: 2.10.0.post4"):
         assert line in proc.stdout
     assert "FAIL" not in proc.stdout
+
+
+@pytest.mark.parametrize("version, vllm, host_cann, line", [
+    pytest.param("0.23.0", "0.23.0", "9.0.1", "FAIL  CANN: 9.0.1 is older than 9.1.0, which vllm-ascend 0.23.0 needs",
+                 id="0.23.0-needs-9.1.0-as-its-op-package"),
+    pytest.param("0.23.0.post1", "0.23.0", "9.1.0", "PASS  CANN: 9.1.0 (>= 9.1.0)", id="0.23.0.post1-has-a-minimum"),
+    pytest.param("0.30.0rc2", "0.30.0", "9.1.0", "FAIL  CANN: 9.1.0 is older than 9.2.0, which vllm-ascend 0.30.0rc2 needs",
+                 id="0.30.0rc2-needs-its-image-cann"),
+    pytest.param("0.18.0", "0.18.0", "8.5.1", "PASS  CANN: 8.5.1 (>= 8.5.1)", id="0.18.0"),
+])
+def test_preflight_checks_the_release_cann_minimum(tmp_path, version, vllm, host_cann, line):
+    """preflight.sh's CANN floor is the release's own (versions/<version>.yaml), for every release."""
+    bundle = write(tmp_path / "bundle", vllm_ascend_version=version)
+    (tmp_path / "host").mkdir()
+    proc = run_preflight(bundle, tmp_path / "host", "Ascend910", cann=host_cann, versions=(vllm, version))
+    assert line in proc.stdout, proc.stdout
 
 
 def test_preflight_fails_when_patches_are_not_applied(flagship, tmp_path):
@@ -657,15 +687,72 @@ def test_expected_json_quotes_the_article_and_labels_estimates(flagship):
     assert all(g["quote"] for g in gains)
 
 
-@pytest.mark.parametrize("target, resource", [("910c", "huawei.com/ascend-1980"), ("910b", "huawei.com/Ascend910")])
-def test_k8s_deployment_requests_ascend_devices(tmp_path, target, resource):
-    bundle = write(tmp_path / "b", target=target, k8s=True)
+@pytest.mark.parametrize("target, plugin, resource", [
+    ("910c", None, "huawei.com/Ascend910"), ("910c", "cce", "huawei.com/ascend-1980"),
+    ("910b", "mindcluster", "huawei.com/Ascend910"), ("910b", "cce", "huawei.com/ascend-1980"),
+], ids=["910c-default", "910c-cce", "910b-mindcluster", "910b-cce"])
+def test_k8s_deployment_requests_ascend_devices(tmp_path, target, plugin, resource):
+    options = K8sOptions(device_plugin=plugin) if plugin else True
+    bundle = write(tmp_path / "b", target=target, k8s=options)
     deployment = yaml.safe_load((bundle / "k8s" / "deployment.yaml").read_text())
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"] == {resource: 2}
     assert container["readinessProbe"]["httpGet"]["path"] == "/health"
     assert container["command"] == ["vllm", "serve"]
-    assert [e["name"] for e in container["env"]] == [e["name"] for e in read_lock(bundle)["launch"]["env"]]
+    assert [e["name"] for e in container["env"]] == [e["name"] for e in read_lock(bundle)["launch"]["env"]] + ["HF_HOME"]
+
+
+K8S_PLANS = [
+    pytest.param(dict(), True, id="flagship"),
+    pytest.param(dict(model="qwen3.6-27b"), K8sOptions(replicas=4), id="qwen3.6-4-replicas"),
+    pytest.param(dict(target="910b", mtp=False), K8sOptions(device_plugin="cce"), id="910b-cce"),
+    pytest.param(dict(tp=8, dp=2), True, id="tp8-dp2"),
+    pytest.param(dict(enforce_eager=True), True, id="eager"),
+]
+
+
+@pytest.mark.parametrize("fields, options", K8S_PLANS)
+def test_every_manifest_is_valid_for_kubernetes(tmp_path, fields, options):
+    """Each generated manifest passes the real Kubernetes schema (strict: an unknown field fails)."""
+    bundle = write(tmp_path / "b", k8s=options, **fields)
+    assert [kind for name in ("deployment", "service") for kind in validate_file(bundle / "k8s" / f"{name}.yaml")] == [
+        "Deployment", "Service"]
+
+
+@pytest.mark.parametrize("fields, options", K8S_PLANS)
+def test_the_pod_has_what_a_910c_pod_needs(tmp_path, fields, options):
+    bundle = write(tmp_path / "b", k8s=options, **fields)
+    options = K8sOptions() if options is True else options
+    deployment = yaml.safe_load((bundle / "k8s" / "deployment.yaml").read_text())
+    spec = deployment["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    devices = fields.get("tp", 2) * fields.get("dp", 1)
+    assert deployment["spec"]["replicas"] == options.replicas
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": f"{2 * devices}Gi"}
+    assert "persistentVolumeClaim" in volumes["model-weights"]
+    assert {m["mountPath"]: m["name"] for m in container["volumeMounts"]} == {
+        "/var/cache/huggingface": "model-weights", "/dev/shm": "dshm"}
+    assert {"name": "HF_HOME", "value": "/var/cache/huggingface"} in container["env"]
+    static = "waterfall-static-kernel" in read_lock(bundle)["selected"]
+    startup = container["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] == (3600 if static else 1200)
+    service = yaml.safe_load((bundle / "k8s" / "service.yaml").read_text())
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+
+
+def test_k8s_options_survive_from_lock(tmp_path):
+    result = CliRunner().invoke(cli, ["plan", "qwen3.5-35b", "--mtp", "-o", str(tmp_path / "a"), "--k8s",
+                                      "--replicas", "3", "--k8s-device-plugin", "cce"])
+    assert result.exit_code == 0, result.output
+    again = CliRunner().invoke(cli, ["plan", "--from-lock", str(tmp_path / "a" / "optkit.lock.json"),
+                                     "-o", str(tmp_path / "b")])
+    assert again.exit_code == 0, again.output
+    for name in ("deployment.yaml", "service.yaml"):
+        assert (tmp_path / "a" / "k8s" / name).read_bytes() == (tmp_path / "b" / "k8s" / name).read_bytes()
+    assert "replicas: 3" in (tmp_path / "b" / "k8s" / "deployment.yaml").read_text()
+    alone = CliRunner().invoke(cli, ["plan", "qwen3.5-35b", "--replicas", "2", "-o", str(tmp_path / "c")])
+    assert alone.exit_code == 2 and "--replicas and --k8s-device-plugin go with --k8s" in alone.output
 
 
 # --------------------------------------------------------------------------- bundle check: vLLM
@@ -718,13 +805,13 @@ def test_vllm_rounding_is_vllms_own_code():
 
 @pytest.mark.tree
 def test_config_keys_are_read_statically_from_the_tree():
-    keys = config_keys(pristine_tree())
+    keys = tree_knobs(pristine_tree()).additional_config.keys
     assert {"multistream_overlap_shared_expert", "enable_fused_mc2", "ascend_compilation_config",
-            "weight_prefetch_config", "enable_reduce_sample"} <= keys.top
-    assert keys.nested["ascend_compilation_config"] == {
+            "weight_prefetch_config", "enable_reduce_sample"} <= set(keys)
+    assert set(keys["ascend_compilation_config"].keys) == {
         "enable_npugraph_ex", "enable_static_kernel", "fuse_norm_quant", "fuse_qknorm_rope", "fuse_allreduce_rms",
         "fuse_muls_add"}
-    assert "enabled" in keys.nested["weight_prefetch_config"]
+    assert "enabled" in keys["weight_prefetch_config"].keys
 
 
 @pytest.mark.tree
@@ -844,6 +931,79 @@ def test_apply_sh_refuses_another_version(flagship, tmp_path):
     assert proc.returncode == 1 and "is vllm-ascend 0.18.0, this bundle is for 0.23.0" in proc.stderr
 
 
+def _new_file_patch(n: int) -> str:
+    return f"--- /dev/null\n+++ b/vllm_ascend/injected{n}.py\n@@ -0,0 +1 @@\n+INJECTED = True\n"
+
+
+def _replace_patches(bundle: Path) -> None:  # each replaced by a patch that applies to any tree
+    for n, name in enumerate((bundle / "patches" / "series").read_text().split()):
+        (bundle / "patches" / name).write_text(_new_file_patch(n))
+
+
+def _drop_from_series(bundle: Path) -> None:
+    series = bundle / "patches" / "series"
+    first = series.read_text().split()[0]
+    series.write_text(f"{first}\n")
+    (bundle / "patches" / first).write_text(_new_file_patch(0))
+
+
+def _remove_patch(bundle: Path) -> None:
+    (bundle / "patches" / (bundle / "patches" / "series").read_text().split()[-1]).unlink()
+
+
+@pytest.mark.parametrize("damage, words", [
+    pytest.param(_replace_patches, "but the lock records", id="patch-bytes-changed"),
+    pytest.param(_drop_from_series, "patches/series does not list the lock's patches", id="series-edited"),
+    pytest.param(_remove_patch, "has sha256 missing, but the lock records", id="patch-missing"),
+])
+def test_apply_sh_checks_the_locks_hashes_before_applying(flagship, tmp_path, damage, words):
+    need("git")
+    from optkit.tree.inspect import tree_checksum
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(flagship, bundle)
+    damage(bundle)
+    tree = tmp_path / "tree"
+    (tree / "vllm_ascend").mkdir(parents=True)
+    (tree / "vllm_ascend" / "__init__.py").write_text("")
+    (tree / "vllm_ascend" / "_version.py").write_text("__version__ = version = '0.23.0'\n")
+    before = tree_checksum(tree)
+    for args in ([str(tree)], ["--revert", str(tree)]):
+        proc = subprocess.run(["bash", str(bundle / "apply.sh"), *args], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 1 and words in proc.stderr, proc.stdout + proc.stderr
+        assert "nothing changed" in proc.stderr and tree_checksum(tree) == before
+
+
+def _unclosed_quote(bundle: Path, tree: Path) -> None:
+    serve = bundle / "serve.sh"
+    serve.write_text(serve.read_text().replace("exec vllm serve ", "exec vllm serve '", 1))
+
+
+@pytest.mark.parametrize("damage, words", [
+    pytest.param(lambda b, t: (b / "serve.sh").unlink(), "serve.sh: cannot read: No such file or directory",
+                 id="serve-sh-missing"),
+    pytest.param(lambda b, t: (b / "env.sh").write_bytes(b"export A=1\n\0"), "env.sh:2: holds binary data",
+                 id="env-sh-binary"),
+    pytest.param(_unclosed_quote, "serve.sh: No closing quotation", id="serve-sh-unclosed-quote"),
+    pytest.param(lambda b, t: (t / "vllm_ascend" / "envs.py").unlink(), "envs.py: no such file; is this a vllm-ascend tree?",
+                 id="tree-without-envs-py"),
+    pytest.param(lambda b, t: (t / "vllm_ascend" / "envs.py").write_text("def (\n"), "a patch or an edit broke the tree's Python",
+                 id="envs-py-not-python"),
+])
+def test_bundle_check_refuses_damaged_files(flagship, tmp_path, damage, words):
+    """Each was an internal error (FileNotFoundError, ValueError from shlex, SyntaxError from ast)."""
+    bundle = tmp_path / "bundle"
+    shutil.copytree(flagship, bundle)
+    tree = tmp_path / "tree"
+    (tree / "vllm_ascend").mkdir(parents=True)
+    (tree / "vllm_ascend" / "__init__.py").write_text("")
+    (tree / "vllm_ascend" / "_version.py").write_text("__version__ = version = '0.23.0'\n")
+    (tree / "vllm_ascend" / "envs.py").write_text("env_variables = {}\n")
+    damage(bundle, tree)
+    result = CliRunner().invoke(cli, ["bundle", "check", str(bundle), "--no-vllm", "--tree", str(tree)])
+    assert result.exit_code == 1 and words in result.output, result.output
+
+
 # --------------------------------------------------------------------------- CLI wiring
 
 
@@ -852,11 +1012,12 @@ def test_bundle_check_cli_fails_when_vllm_is_missing(flagship, monkeypatch):
     import optkit.bundle.check as bundle_check
 
     monkeypatch.setattr(bundle_check, "run_probe",
-                        lambda request: {"status": "skipped", "reason": "vLLM 0.23.0 not installed (test)"})
+                        lambda request, python=None, **kw: {"status": "skipped", "reason": "vLLM 0.23.0 not installed (test)"})
     monkeypatch.setattr(bundle_check, "check_config_keys", lambda *a: bundle_check.Check("config-keys", "pass"))
     monkeypatch.setattr(bundle_check, "check_env", lambda *a: bundle_check.Check("env", "pass"))
     result = CliRunner().invoke(cli, ["bundle", "check", str(flagship)])
     assert result.exit_code == 1
     assert "SKIP  vllm  (skipped: vLLM 0.23.0 not installed (test))" in result.output
+    assert "(install vLLM 0.23.0 as docs/bundle.md shows, or pass --no-vllm to skip the check)" in result.output
     no_vllm = CliRunner().invoke(cli, ["bundle", "check", str(flagship), "--no-vllm"])
     assert "vllm" not in [line.split()[1] for line in no_vllm.output.splitlines() if line[:4] in ("PASS", "SKIP", "FAIL")]

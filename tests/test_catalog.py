@@ -59,8 +59,34 @@ def test_provenance_and_verification_are_stated(recipe_id):
         assert recipe.verification.needs_npu
 
 
+@pytest.mark.tree
 def test_generated_docs_are_current():
-    """docs/catalog.md and the example bundle in docs/example-bundle/ match the current catalog."""
+    """docs/catalog.md, docs/compat.md (from every release's real tree), docs/versions.md's tables and the
+    example bundle in docs/example-bundle/ match the current catalog and release data."""
     from optkit.cli.docs import generated_docs
 
     assert generated_docs(project_root(), check=True) == [], "run `optkit docs` and commit"
+
+
+WATERFALL = project_root() / "models" / "reference" / "article-waterfall.yaml"
+
+
+def _waterfall() -> list[dict]:
+    import yaml
+
+    return yaml.safe_load(WATERFALL.read_text(encoding="utf-8"))["order"]
+
+
+def test_the_article_order_names_each_catalog_recipe_once():
+    ids = [entry["recipe"] for entry in _waterfall()]
+    assert len(ids) == len(set(ids)) and set(ids) <= set(CATALOG.recipes)
+
+
+@pytest.mark.skipif(not ARTICLE.is_file(), reason="the article (shared/seed) is not beside this checkout")
+def test_the_article_order_quotes_the_article_in_its_order():
+    """Each entry's quote is in the article; the part-2 entries (after the three part-1 waterfall items)
+    appear in the article in the order listed."""
+    article = _normalise(ARTICLE.read_text(encoding="utf-8"))
+    positions = [article.find(_normalise(entry["quote"])) for entry in _waterfall()]
+    assert -1 not in positions
+    assert positions[3:] == sorted(positions[3:])

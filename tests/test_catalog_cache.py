@@ -28,12 +28,17 @@ RECIPE = "recipes/mtp-enable-k4/recipe.yaml"
 @pytest.fixture
 def cache_home(tmp_path, monkeypatch) -> Path:
     """An empty cache directory of this test's own (and nothing kept in memory from another test's)."""
-    from optkit.resolve import request_record, specifiers
+    from optkit.catalog import specifiers
+    from optkit.resolve import request_record
+    from optkit.versions import releases
 
     path = tmp_path / "cache"
     monkeypatch.setenv("OPTKIT_CACHE_DIR", str(path))
     request_record._validator.cache_clear()
     specifiers._cached_answers.cache_clear()
+    monkeypatch.setattr(specifiers, "_KNOWN", {})
+    releases._load.cache_clear()
+    releases._moves.cache_clear()
     return path
 
 
@@ -85,7 +90,7 @@ def test_plan_json_is_byte_identical_cold_warm_and_without_a_cache(tmp_path, mon
     # dataclasses, dates, containers, registered validator functions): its loader validates every run.
     assert sorted(p.name for p in (cache_home / "catalog").iterdir()) == [
         "baselines.pickle", "kernels.pickle", "models.pickle", "recipes.pickle", "request.pickle", "secret",
-        "specifiers.pickle", "targets.pickle"]
+        "specifiers.pickle", "targets.pickle", "versions-0.23.0.pickle", "versions-moves.pickle"]
     warm = plan_json()
     (tmp_path / "a-file").write_text("")
     monkeypatch.setenv("OPTKIT_CACHE_DIR", str(tmp_path / "a-file"))

@@ -99,6 +99,16 @@ CASES = [
      [f"{F}:1: id: id 'other' differs from its folder name 'demo' (rename one of them)"]),
     ("bad-id-shape", ("id: demo", "id: Demo_Recipe"),
      [f"{F}:1: id: String should match pattern '^[a-z0-9]+(-[a-z0-9]+)*$'"]),
+    ("hardware-verified-declared", ("level: declared", "level: hardware-verified"),
+     [f"{F}:22: verification: level: hardware-verified is reached only through a measurement record in "
+      "verified/ (`optkit report LADDER --record`), not declared; give the strongest level the tests back"]),
+    ("tolerance-without-margin", ("verification:\n", "accuracy:\n  check: tolerance\n  why: a fused kernel\nverification:\n"),
+     [f"{F}:22: accuracy: a tolerance check needs 'margin' (percentage points of exact-match accuracy)"]),
+    ("greedy-identical-with-margin",
+     ("verification:\n", "accuracy:\n  check: greedy-identical\n  margin: 2\n  why: same argmax\nverification:\n"),
+     [f"{F}:22: accuracy: 'margin' is only meaningful with check: tolerance (greedy-identical allows no change)"]),
+    ("unknown-accuracy-check", ("verification:\n", "accuracy:\n  check: exact\n  why: same argmax\nverification:\n"),
+     [f"{F}:23: accuracy.check: Input should be 'greedy-identical' or 'tolerance'"]),
     ("invalid-yaml", ("title: Demo recipe", "title: [unclosed"),
      # the wording is the YAML parser's (libyaml's or PyYAML's); the location is ours
      [f"{F}:3: invalid YAML: …"]),
@@ -137,6 +147,9 @@ LINT_CASES = [
     ("unknown-template-fact", "additional_config:\n  x: \"${spec.num_speculative_token}\"\n",
      "recipes/demo/recipe.yaml:25: additional_config: unknown fact ${spec.num_speculative_token} "
      "(did you mean 'spec.num_speculative_tokens'?)"),
+    ("no-accuracy-claim", "",
+     "recipes/demo/recipe.yaml:1: changes what the server runs but makes no accuracy claim (add `accuracy:` with "
+     "check greedy-identical, or tolerance and a margin)"),
     ("pending-patch-claimed-applies",
      "patches:\n  - file: 0001-x.patch\n    description: a patch\n    origin: vendor\n"
      "    last_update: 2026-11-29\n    targets: [vllm_ascend/envs.py]\n",
@@ -168,3 +181,69 @@ def test_lint_finds_conflicting_settings_without_conflict(tmp_path):
     write_recipe(tmp_path, VALID.replace("id: demo", "id: two").replace('value: "1"', 'value: "2"'), "two")
     problems = [str(p) for p in lint(tmp_path)]
     assert "recipes/two/recipe.yaml:1: env.DEMO_VAR = '2' but demo sets '1', and no conflict links them" in problems
+
+
+PATCHED = VALID.replace("kind: env", "kind: source-patch") + textwrap.dedent("""\
+    patches:
+      - file: 0001-demo.patch
+        description: a demo patch
+        origin: vendor
+        last_update: 2026-01-01
+        status: present
+        targets: [vllm_ascend/envs.py]
+    """)
+PATCH_TEXT = "--- a/vllm_ascend/envs.py\n+++ b/vllm_ascend/envs.py\n@@ -1 +1 @@\n-A = 1\n+A = 2\n"
+
+
+def write_patched(root: Path, recipe: str = PATCHED, patch: str = PATCH_TEXT) -> Path:
+    write_recipe(root, recipe)
+    (root / "recipes" / "demo" / "0001-demo.patch").write_text(patch)
+    return root
+
+
+TARGET_CASES = [
+    ("dot-dot", "../../etc/passwd", "a '..' component leaves the tree"),
+    ("absolute", "/etc/passwd", "an absolute path"),
+    ("git-dir", ".git/hooks/post-checkout", ".git/ is not part of the source"),
+    ("state-dir", ".optkit/state.json", ".optkit/ is not part of the source"),
+]
+
+
+@pytest.mark.parametrize("target, why", [c[1:] for c in TARGET_CASES], ids=[c[0] for c in TARGET_CASES])
+def test_patch_targets_outside_the_tree_refused_at_load_and_lint(tmp_path, target, why):
+    root = write_patched(tmp_path, PATCHED.replace("[vllm_ascend/envs.py]", f"['{target}']"))
+    expected = f"{F}:31: patches[0].targets[0]: {target!r} is not a file of the vllm-ascend tree: {why}"
+    assert errors_of(root) == expected
+    assert [str(p) for p in lint(root)] == [expected]
+
+
+def test_diff_touching_a_path_outside_the_tree_is_a_lint_problem(tmp_path):
+    root = write_patched(tmp_path, patch=PATCH_TEXT.replace("vllm_ascend/envs.py", "../outside.py"))
+    assert (f"{F}:31: patches[0].targets: 0001-demo.patch touches '../outside.py': a '..' component leaves the tree"
+            in [str(p) for p in lint(root)])
+
+
+@pytest.mark.parametrize("cached_first", [False, True], ids=["cold", "after-a-cached-load"])
+def test_symlinked_patch_file_refused_at_load_and_lint(tmp_path, monkeypatch, cached_first):
+    """The patch would be copied into bundles from wherever the link points (outside the catalog).
+    The cache must not hide it: a link to a file with the same bytes still changes the key."""
+    monkeypatch.setenv("OPTKIT_CACHE_DIR", str(tmp_path / "cache"))
+    root = write_patched(tmp_path / "catalog")
+    patch = root / "recipes" / "demo" / "0001-demo.patch"
+    if cached_first:
+        load_catalog(root)
+    outside = tmp_path / "outside.patch"
+    outside.write_text(PATCH_TEXT)
+    patch.unlink()
+    patch.symlink_to(outside)
+    expected = (f"{F}:26: patches[0].file: 0001-demo.patch is a symlink (to {str(outside)!r}); a recipe's patches "
+                "are files in its own folder, copied into bundles as they are (put the patch itself in the folder)")
+    assert errors_of(root) == expected
+    assert [str(p) for p in lint(root)] == [expected]
+
+
+def test_symlinked_recipe_folder_refused(tmp_path):
+    write_recipe(tmp_path / "elsewhere", VALID)
+    (tmp_path / "catalog" / "recipes").mkdir(parents=True)
+    (tmp_path / "catalog" / "recipes" / "demo").symlink_to(tmp_path / "elsewhere" / "recipes" / "demo")
+    assert errors_of(tmp_path / "catalog").startswith("recipes/demo/recipe.yaml: recipes/demo is a symlink (to ")

@@ -10,6 +10,8 @@ from click.testing import CliRunner
 
 from optkit.cli.main import cli
 
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
 
 def run(*args):
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
@@ -18,6 +20,7 @@ def run(*args):
 @pytest.mark.parametrize("args, code, fragment", [
     (["plan", "qwen3.5-35b", "--target", "910c", "--mtp"], 0, "Selected recipes"),
     (["plan", "qwen3.5-35b", "--mtp", "--json"], 0, '"selected"'),
+    (["plan", "qwen3.5-35b", "--mtp", "--vllm-ascend-version", "0.30.0rc2"], 0, "[partly"),  # notes are not markup
     (["plan", "qwen3.5-35bb"], 1, "unknown model 'qwen3.5-35bb'; did you mean"),
     (["plan", "qwen3.5-35b", "--target", "910x"], 1, "unknown target '910x'; did you mean"),
     (["plan", "qwen3.5-35b", "--concurrency", "1,x"], 2, "give comma-separated integers"),
@@ -35,7 +38,29 @@ def run(*args):
     (["show", "waterfall-hcl-aiv"], 1, "did you mean 'waterfall-hccl-aiv'"),
     (["lint"], 0, "catalog ok"),
     (["schema"], 0, '"title": "Recipe"'),
-    (["docs", "--check"], 0, "current"),
+    pytest.param(["docs", "--check"], 0, "current", marks=pytest.mark.tree),
+    (["plan", "qwen3.5-35b", "--vllm-ascend-version", "0.26.0"], 1, "vllm-ascend 0.26.0 is not a release optkit knows"),
+    (["versions", "list"], 0, "| 0.30.0rc2 | 2026-10-13 | 0.30.0 |"),
+    (["explain", "moe-fused-mc2-enable", "qwen3.5-35b", "--mtp", "--vllm-ascend-version", "0.30.0rc2"], 0,
+     "on this release: env var VLLM_ASCEND_ENABLE_FUSED_MC2 is replaced by additional_config key enable_fused_mc2"),
+    (["plan", "qwen3.5-35b", "--mtp", "--vllm-ascend-version", "0.30.0rc2"], 0, "no patch for 0.30.0rc2 (written for 0.23.x)"),
+    pytest.param(["compat", "--releases", "0.23.0.post1"], 0, "patches × releases", marks=pytest.mark.tree),
+    pytest.param(["tree", "inspect", "/nonexistent-tree"], 1, "no such directory: /nonexistent-tree"),
+    # explain with --model-config: one id, several ids, a typo (item 3)
+    (["explain", "waterfall-static-kernel", "--model-config", "tests/fixtures/hf/qwen3.6-27b", "--model-id",
+      "Qwen/Qwen3.6-27B", "--mtp"], 0, "waterfall-static-kernel: objective"),
+    (["explain", "waterfall-static-kernel", "compile-super-kernel", "--model-config", "tests/fixtures/hf/qwen3.6-27b",
+      "--model-id", "Qwen/Qwen3.6-27B", "--mtp"], 0, "compile-super-kernel: "),
+    (["explain", "waterfal-static-kernel", "--model-config", "tests/fixtures/hf/qwen3.6-27b", "--model-id",
+      "Qwen/Qwen3.6-27B"], 1, "unknown recipe 'waterfal-static-kernel'; did you mean 'waterfall-static-kernel'"),
+    (["explain", "waterfall-static-kernel", "qwen3.6-27b", "--model-config", "tests/fixtures/hf/qwen3.6-27b"], 1,
+     "unknown recipe 'qwen3.6-27b'"),
+    # the model's name (item 4)
+    (["plan", "--model-config", "tests/fixtures/hf/qwen3.6-27b"], 1, "names no model (it has no _name_or_path)"),
+    (["plan", "qwen3.6-27b", "--model-id", "x/y"], 1, "--model-id names a checkpoint given with --model-config"),
+    # "selected: " with no reason (item 9)
+    (["explain", "compile-super-kernel", "qwen3.6-27b", "--mtp"], 0, "waterfall-static-kernel is left out by the "
+     "optimum too"),
 ])
 def test_commands(args, code, fragment):
     result = run(*args)
@@ -54,6 +79,30 @@ def test_request_file_and_flag_override(tmp_path):
     request.write_text("model: qwen3.5-35b\nmtp: true\nconcurrency: [1, 4]\n")
     data = json.loads(run("plan", "--request", str(request), "--concurrency", "8", "--json").output)
     assert data["request"]["concurrency"] == [8] and data["request"]["mtp"] is True
+
+
+@pytest.mark.parametrize("written, levels", [("1,4", [1, 4]), ("8", [8]), ("[4, 1]", [1, 4]), ("' 2 , 16 '", [2, 16])],
+                         ids=["comma-string", "one-level", "list", "spaces"])
+def test_request_file_takes_concurrency_as_the_flag_does(tmp_path, written, levels):
+    request = tmp_path / "request.yaml"
+    request.write_text(f"model: qwen3.5-35b\nconcurrency: {written}\n")
+    assert json.loads(run("plan", "--request", str(request), "--json").output)["request"]["concurrency"] == levels
+
+
+def test_request_file_bad_concurrency_is_an_error(tmp_path):
+    request = tmp_path / "request.yaml"
+    request.write_text("model: qwen3.5-35b\nconcurrency: 1,x\n")
+    result = CliRunner().invoke(cli, ["plan", "--request", str(request)])
+    assert result.exit_code == 1 and "'1,x': give comma-separated integers, e.g. 1,4,8" in result.output
+
+
+def test_plan_table_says_what_the_estimate_leaves_out():
+    output = run("plan", "qwen3.5-35b", "--target", "910c", "--mtp").output
+    flat = " ".join(output.split())
+    assert "c4 leaves out 31.8 ms of regression fixes (cudagraph-capture-sizes-spec-aware 31.8 ms)" in flat
+    assert "they count for choosing recipes, not in the estimate" in flat
+    assert ("c4: expected saving 2.85 ms; no published baseline: the article publishes no c4 TPOT baseline for "
+            "qwen3.5-35b-a3b on 910c; gains reported in % cannot be turned into ms") in flat
 
 
 def test_bad_request_file_is_located(tmp_path):
@@ -127,3 +176,31 @@ def test_every_command_is_registered_with_its_module():
     modules = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "optkit" / "cli").glob("*_cmds.py"))
     defined = {command.name: module for module in modules for command in import_module(f"optkit.cli.{module}").COMMANDS}
     assert COMMAND_MODULES == defined
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("a <!-- optkit:flagship-series -->stale 15<!-- /optkit:flagship-series --> b",
+     "a <!-- optkit:flagship-series -->2 patches in the series, 1 still pending<!-- /optkit:flagship-series --> b"),
+    ("<!-- optkit:flagship-patches -->?<!-- /optkit:flagship-patches -->",
+     "<!-- optkit:flagship-patches -->2 patches of 1 recipes, touching 3 files<!-- /optkit:flagship-patches -->"),
+    ("no region", "no region"),
+], ids=["series", "patch-count", "untouched"])
+def test_generated_figures_in_docs(text, expected):
+    from optkit.cli.docs import _filled
+
+    lock = {"patches": [{"recipe": "r", "targets": ["a", "b"]}, {"recipe": "r", "targets": ["b", "c"]}],
+            "pending_patches": [{"recipe": "s", "file": "x.patch"}]}
+    assert _filled(text, {"optkit.lock.json": json.dumps(lock).encode()}) == expected
+
+
+def test_docs_check_names_a_stale_figure(tmp_path, monkeypatch):
+    import shutil
+
+    from optkit.cli.docs import generated_docs
+
+    root = tmp_path / "repo"
+    for name in ("recipes", "models", "targets", "kernels", "docs"):
+        shutil.copytree(ROOT / name, root / name)
+    page = root / "docs" / "apply.md"
+    page.write_text(page.read_text().replace("-->14 patches", "-->15 patches"))
+    assert generated_docs(root, check=True) == ["docs/apply.md"]

@@ -1,4 +1,4 @@
-"""Recipe compatibility: the catalog's real patches against the real vllm-ascend 0.23.0 tree."""
+"""Recipe compatibility: the catalog's real patches against the real vllm-ascend trees they are written for."""
 
 from __future__ import annotations
 
@@ -12,22 +12,31 @@ from optkit.tree.inspect import tree_checksum
 
 pytestmark = [pytest.mark.tree]
 
+# The releases the suite applies every patch set to: 0.23.0, its post release, the newest.
+RELEASES = ["0.23.0", "0.23.0.post1", "0.30.0rc2"]
 
-@pytest.mark.parametrize("recipe_id", recipes_with_patches() or ["<none>"])
+
+def _recipe_releases():
+    return [pytest.param(rid, v, id=f"{rid}-{v}") for v in RELEASES for rid in recipes_with_patches()
+            if specs([rid], v)]
+
+
+@pytest.mark.parametrize("recipe_id, version", _recipe_releases() or [("<none>", "0.23.0")])
 @needs_patches
-def test_patch_applies_alone_and_compiles(tmp_path, recipe_id):
-    tree = scratch_tree(tmp_path)
-    patch_specs = specs([recipe_id])
+def test_patch_applies_alone_and_compiles(tmp_path, recipe_id, version):
+    tree = scratch_tree(tmp_path, version)
+    patch_specs = specs([recipe_id], version)
     result = apply(tree, patch_specs)
     assert [o.outcome for o in result.outcomes] == ["applied"] * len(patch_specs), result.outcomes
     assert check_python(touched_python(tree, patch_specs)) == []
 
 
 @needs_patches
-def test_all_patches_apply_together_compile_and_revert(tmp_path):
-    tree = scratch_tree(tmp_path)
+@pytest.mark.parametrize("version", RELEASES)
+def test_all_patches_apply_together_compile_and_revert(tmp_path, version):
+    tree = scratch_tree(tmp_path, version)
     before = tree_checksum(tree)
-    patch_specs = specs(all_in_order())
+    patch_specs = specs(all_in_order(), version)
     result = apply(tree, patch_specs)
     assert all(o.outcome == "applied" for o in result.outcomes), result.outcomes
     assert check_python(touched_python(tree, patch_specs)) == []
@@ -42,7 +51,7 @@ def test_wrong_version_refused_up_front(tmp_path):
     tree = scratch_tree(tmp_path, "0.18.0")
     before = tree_checksum(tree)
     with pytest.raises(OptkitError) as info:
-        apply(tree, specs(all_in_order()))
+        apply(tree, specs(all_in_order(), "0.23.0"))
     assert "0.18.0" in str(info.value)
     assert tree_checksum(tree) == before
 
@@ -98,27 +107,22 @@ def test_killed_apply_is_rolled_back_by_the_next_command(tmp_path, flagship_bund
 def fully_patched(tmp_path_factory):
     """The real 0.23.0 tree with every written patch of the catalog applied."""
     tree = scratch_tree(tmp_path_factory.mktemp("patched"))
-    apply(tree, specs(all_in_order()))
+    apply(tree, specs(all_in_order(), "0.23.0"))
     return tree
 
 
 @needs_patches
 @pytest.mark.parametrize("recipe_id", sorted(r.id for r in __import__("compat_support").CATALOG
-                                             if r.versions.vllm_ascend.startswith(">=0.23.0")))
+                                             if r.env or r.additional_config))
 def test_every_key_and_variable_a_recipe_sets_is_read_by_the_patched_tree(fully_patched, recipe_id):
     """additional_config keys (nested too) and non-external env vars exist in the patched 0.23.0 tree."""
     from compat_support import CATALOG
-    from optkit.bundle.check import config_keys, env_names
+    from optkit.bundle.check import tree_knobs
+    from optkit.versions.onrelease import has_knob, recipe_knobs
 
-    recipe = CATALOG[recipe_id]
-    keys, names = config_keys(fully_patched), env_names(fully_patched)
-    for key, value in recipe.additional_config.items():
-        assert key in keys.top, f"{recipe_id}: additional_config key {key!r} is not read by the tree"
-        if isinstance(value, dict) and key in keys.nested:
-            assert set(value) <= keys.nested[key], f"{recipe_id}: {key}.{set(value) - keys.nested[key]}"
-    for env in recipe.env:
-        if not env.external:
-            assert env.name in names, f"{recipe_id}: env var {env.name} is not defined in envs.py"
+    knobs = tree_knobs(fully_patched)
+    missing = [k for k in recipe_knobs(CATALOG[recipe_id]) if not has_knob(knobs, k)]
+    assert missing == [], f"{recipe_id}: not read by the patched 0.23.0 tree"
 
 
 def _scenario_plans():
@@ -136,7 +140,8 @@ def _scenario_plans():
 @needs_patches
 @pytest.mark.parametrize("request_fields", list(_scenario_plans()))
 def test_every_scenario_plan_applies_as_a_whole(tmp_path, request_fields):
-    """The patches of each plan the resolver makes for the scenario cases apply together."""
+    """The patches of each plan the resolver makes for the scenario cases apply together to the
+    plan's release, compile, pass pyflakes and revert byte-identically."""
     from pathlib import Path
 
     from compat_support import CATALOG
@@ -147,12 +152,16 @@ def test_every_scenario_plan_applies_as_a_whole(tmp_path, request_fields):
     if "model_config" in fields:
         fields["model_config"] = str(Path(__file__).resolve().parent.parent / fields["model_config"])
     result = plan(parse_request(fields), load_workspace())
-    if not str(result.facts["versions.vllm_ascend"]).startswith("0.23"):
-        pytest.skip("the patches are written against 0.23.0")
-    patch_specs = specs([rid for rid in result.selected if CATALOG[rid].patches])
+    version = str(result.facts["versions.vllm_ascend"])
+    if version not in RELEASES:
+        pytest.skip(f"the suite applies patches to {', '.join(RELEASES)} only")
+    patch_specs = specs([rid for rid in result.selected if CATALOG[rid].patches], version)
     if not patch_specs:
         pytest.skip("this plan selects no source patch")
-    tree = scratch_tree(tmp_path)
+    tree = scratch_tree(tmp_path, version)
+    before = tree_checksum(tree)
     outcomes = apply(tree, patch_specs).outcomes
     assert [o.outcome for o in outcomes] == ["applied"] * len(patch_specs)
     assert check_python(touched_python(tree, patch_specs)) == []
+    revert(tree)
+    assert tree_checksum(tree) == before

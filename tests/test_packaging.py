@@ -1,5 +1,5 @@
-"""The wheel carries the catalog and the bundle templates: `pip install .` then `optkit plan` (and
-`optkit plan -o`) works outside the checkout."""
+"""The wheel carries the catalog, the bundle and ladder templates and the accuracy prompts: `pip install .`
+then `optkit plan` (and `optkit plan -o`, `optkit ladder -o`) works outside the checkout."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,6 +27,8 @@ def test_wheel_ships_the_catalog_and_plans_outside_the_checkout(tmp_path):
     templates = ROOT / "optkit" / "bundle" / "templates"
     shipped = {f"optkit/bundle/templates/{t.relative_to(templates).as_posix()}" for t in templates.rglob("*.j2")}
     assert "optkit/bundle/templates/serve.sh.j2" in shipped and shipped <= names
+    assert {"optkit/measure/prompts.yaml", "optkit/data/verified/README.md",
+            "optkit/data/models/reference/article-waterfall.yaml"} <= names
 
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
@@ -45,3 +49,35 @@ def test_wheel_ships_the_catalog_and_plans_outside_the_checkout(tmp_path):
     example = ROOT / "docs" / "example-bundle"
     for rel in ("serve.sh", "preflight.sh", "README.md", "k8s/deployment.yaml"):
         assert (elsewhere / "bundle" / rel).read_bytes() == (example / rel).read_bytes(), rel
+
+    ladder = subprocess.run([sys.executable, "-m", "optkit", "ladder", "qwen3.5-35b", "--mtp", "-o", "ladder"],
+                            cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert ladder.returncode == 0, ladder.stderr
+    assert (elsewhere / "ladder" / "accuracy" / "prompts.json").is_file()
+
+    for args in (["docs"], ["docs", "--check"]):  # outside a checkout: a clear error, not an internal one
+        docs = subprocess.run([sys.executable, "-m", "optkit", *args], cwd=elsewhere, env=env, capture_output=True,
+                              text=True)
+        assert docs.returncode == 1, docs.stderr
+        assert "works on a source checkout" in docs.stderr and "internal error" not in docs.stderr, docs.stderr
+
+
+@pytest.mark.tree
+def test_tree_fetch_works_after_a_plain_pip_install(tmp_path):
+    """In a fresh virtualenv (no system packages), `pip install optkit` and nothing else, then
+    `optkit tree fetch` of a pre-release: what the sdist download needs came with optkit."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    str(ROOT), "-w", str(tmp_path / "dist")], check=True, capture_output=True, cwd=tmp_path)
+    wheel = next((tmp_path / "dist").glob("optkit-*.whl"))
+    venv = tmp_path / "venv"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing of this checkout is visible
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    install = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                              str(wheel)], capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
+    assert install.returncode == 0, install.stderr[-2000:]
+    env["OPTKIT_CACHE_DIR"] = str(tmp_path / "cache")
+    fetch = subprocess.run([str(venv / "bin" / "optkit"), "tree", "fetch", "0.24.0rc1", str(tmp_path / "tree")],
+                           capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
+    assert fetch.returncode == 0, fetch.stderr[-2000:]
+    assert "downloaded from PyPI" in fetch.stdout
+    assert (tmp_path / "tree" / "vllm_ascend" / "_version.py").read_text().count("0.24.0rc1")

@@ -91,8 +91,8 @@ def test_find_unknown(request, finder, catalog, name, fragment):
 MODEL_FACT_KEYS = {
     "model.id", "model.family", "model.hf_model_type", "model.architecture", "model.num_layers",
     "model.gdn_layers", "model.full_attention_layers", "model.hidden_size", "model.vocab_size",
-    "model.is_moe", "model.num_experts", "model.moe.shared_experts", "model.mtp_layers",
-    "model.is_vl", "model.dtype",
+    "model.is_moe", "model.num_experts", "model.moe.shared_experts", "model.mtp_head",
+    "model.is_vl", "model.dtype", "model.text_model_type",
 }
 
 
@@ -106,8 +106,8 @@ MODEL_FACT_KEYS = {
                 "model.architecture": "Qwen3_5MoeForConditionalGeneration", "model.num_layers": 40,
                 "model.gdn_layers": 30, "model.full_attention_layers": 10, "model.hidden_size": 2048,
                 "model.vocab_size": 248320, "model.is_moe": True, "model.num_experts": 256,
-                "model.moe.shared_experts": True, "model.mtp_layers": 1, "model.is_vl": True,
-                "model.dtype": "bfloat16",
+                "model.moe.shared_experts": True, "model.mtp_head": "present", "model.is_vl": True,
+                "model.dtype": "bfloat16", "model.text_model_type": "qwen3_5_moe_text",
             },
         ),
         (
@@ -117,8 +117,8 @@ MODEL_FACT_KEYS = {
                 "model.architecture": "Qwen3_5ForConditionalGeneration", "model.num_layers": 64,
                 "model.gdn_layers": 48, "model.full_attention_layers": 16, "model.hidden_size": 5120,
                 "model.vocab_size": 248320, "model.is_moe": False, "model.num_experts": 0,
-                "model.moe.shared_experts": False, "model.mtp_layers": 1, "model.is_vl": True,
-                "model.dtype": "bfloat16",
+                "model.moe.shared_experts": False, "model.mtp_head": "present", "model.is_vl": True,
+                "model.dtype": "bfloat16", "model.text_model_type": "qwen3_5_text",
             },
         ),
     ],
@@ -164,11 +164,17 @@ def test_target_soc_versions(targets):
 # --- config.json derivation -------------------------------------------------------------------
 
 
-def test_qwen_fixture_matches_catalog(models):
-    derived = profile_from_hf_config(HF / "qwen3_5_moe" / "config.json")
-    catalog = models["qwen3.5-35b-a3b"]
+@pytest.mark.parametrize(
+    "fixture, catalog_id",
+    [("qwen3_5_moe", "qwen3.5-35b-a3b"), ("qwen3.6-27b", "qwen3.6-27b"), ("qwen3.5-27b", "qwen3.6-27b")],
+    ids=["qwen3.5-35b-a3b", "qwen3.6-27b", "qwen3.5-27b-same-architecture"],
+)
+def test_published_config_matches_catalog_architecture(models, fixture, catalog_id):
+    derived = profile_from_hf_config(HF / fixture / "config.json", "Qwen/Some-Checkpoint")
+    catalog = models[catalog_id]
     assert {f: getattr(derived, f) for f in ARCHITECTURE} == {f: getattr(catalog, f) for f in ARCHITECTURE}
-    assert (derived.id, derived.family, derived.source) == ("qwen3_5_moe", "custom", "config.json")
+    assert (derived.id, derived.hf_id, derived.family, derived.source) == (
+        "some-checkpoint", "Qwen/Some-Checkpoint", "custom", "config.json")
 
 
 @pytest.mark.parametrize(
@@ -176,7 +182,13 @@ def test_qwen_fixture_matches_catalog(models):
     [
         (
             "qwen3_5_moe",
-            dict(id="qwen3_5_moe", hf_id="", text_model_type="qwen3_5_moe_text", gdn_layers=30, is_vl=True),
+            dict(id="qwen3.5-35b-a3b", hf_id="Qwen/Qwen3.5-35B-A3B", text_model_type="qwen3_5_moe_text",
+                 gdn_layers=30, is_vl=True, mtp_layers=1),
+        ),
+        (
+            "qwen3-next-80b-a3b-instruct",
+            dict(id="qwen3-next-80b-a3b-instruct", hf_model_type="qwen3_next", gdn_layers=36, full_attention_layers=12,
+                 is_moe=True, num_experts=512, experts_per_token=10, shared_experts=True, mtp_layers=None),
         ),
         (
             "llama_dense",
@@ -189,10 +201,12 @@ def test_qwen_fixture_matches_catalog(models):
             ),
         ),
     ],
-    ids=["qwen3.5-moe-vl", "llama-dense"],
+    ids=["qwen3.5-moe-vl", "qwen3-next-mtp-unknown", "llama-dense"],
 )
 def test_profile_from_fixture(fixture, expected):
-    profile = profile_from_hf_config(HF / fixture)  # the directory works as well as the file
+    model_id = {"qwen3_5_moe": "Qwen/Qwen3.5-35B-A3B", "llama_dense": None,  # TinyLlama names itself
+                "qwen3-next-80b-a3b-instruct": "Qwen/Qwen3-Next-80B-A3B-Instruct"}[fixture]
+    profile = profile_from_hf_config(HF / fixture, model_id)  # the directory works as well as the file
     assert {k: getattr(profile, k) for k in expected} == expected
     assert profile.family == "custom"
 
@@ -206,7 +220,7 @@ def _write_json(tmp_path: Path, text: str) -> Path:
 
 def _config(**overrides) -> dict:
     base = {
-        "architectures": ["SomeForCausalLM"], "model_type": "some", "hidden_size": 1024,
+        "_name_or_path": "org/some", "architectures": ["SomeForCausalLM"], "model_type": "some", "hidden_size": 1024,
         "num_hidden_layers": 8, "num_attention_heads": 8, "vocab_size": 1000,
     }
     base.update(overrides)
@@ -223,7 +237,8 @@ def _config(**overrides) -> dict:
             dict(is_moe=True, num_experts=8, experts_per_token=2, shared_experts=False, dtype="float16"),
         ),
         (
-            _config(n_routed_experts=64, num_experts_per_tok=6, n_shared_experts=2, num_nextn_predict_layers=1),
+            _config(model_type="deepseek_v3", n_routed_experts=64, num_experts_per_tok=6, n_shared_experts=2,
+                    num_nextn_predict_layers=1),
             dict(is_moe=True, num_experts=64, experts_per_token=6, shared_experts=True, mtp_layers=1),
         ),
         (
@@ -233,11 +248,18 @@ def _config(**overrides) -> dict:
         ),
         (
             _config(_name_or_path="/some/dir/My_Model/"),
-            dict(id="my_model", hf_id=""),
+            dict(id="my_model", hf_id="/some/dir/My_Model/"),
         ),
+        (_config(_name_or_path=None, name_or_path="tclf90/Qwen3-Coder-Next-E336"),
+         dict(id="qwen3-coder-next-e336", hf_id="tclf90/Qwen3-Coder-Next-E336")),
+        (_config(model_type="qwen3_5", mtp_num_hidden_layers=0), dict(mtp_layers=0)),
+        (_config(model_type="qwen3_5", mtp_num_hidden_layers=2), dict(mtp_layers=2)),
+        (_config(model_type="qwen3_5"), dict(mtp_layers=None)),
+        (_config(model_type="llama", mtp_num_hidden_layers=1), dict(mtp_layers=0)),
     ],
     ids=["interval-no-layer-types", "plain-dense-defaults", "mixtral-style", "deepseek-style",
-         "text-only-qwen", "local-name-or-path"],
+         "text-only-qwen", "local-name-or-path", "name-or-path-key", "mtp-zero", "mtp-two", "mtp-key-absent",
+         "mtp-key-vllm-does-not-read"],
 )
 def test_profile_derivation_rules(tmp_path, config, expected):
     profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(config, indent=2)))
@@ -359,22 +381,78 @@ def _qwen_with(key: str, value) -> str:
         (_qwen_with("layer_types", ["linear_attention"] * 3), '"layer_types"', "text_config.layer_types",
          "has 3 entries but num_hidden_layers is 40"),
         (json.dumps(_config(architectures=None), indent=2), None, "architectures", "required key is missing"),
+        # absurd but parseable: rejected with the allowed range, naming the key as written
+        (_qwen_with("num_experts", -1), '"num_experts"', "text_config.num_experts",
+         "must be between 0 and 1048576 (got -1)"),
+        (_qwen_with("num_experts_per_tok", 0), '"num_experts_per_tok"', "text_config.num_experts_per_tok",
+         "must be between 1 and 1048576 (got 0)"),
+        (_qwen_with("hidden_size", 1e30), '"hidden_size"', "text_config.hidden_size",
+         "must be an integer (got 1e+30)"),
+        (_qwen_with("hidden_size", 10 ** 40), '"hidden_size"', "text_config.hidden_size",
+         "must be between 1 and 1048576 (got an integer of about 41 digits)"),
+        (_qwen_with("num_hidden_layers", 0), '"num_hidden_layers"', "text_config.num_hidden_layers",
+         "must be between 1 and 10000 (got 0)"),
+        (_qwen_with("mtp_num_hidden_layers", -3), '"mtp_num_hidden_layers"', "text_config.mtp_num_hidden_layers",
+         "must be between 0 and 64 (got -3)"),
+        (_qwen_with("num_key_value_heads", True), '"num_key_value_heads"', "text_config.num_key_value_heads",
+         "must be an integer (got True)"),
+        # cross-field problems name the config keys, not optkit's field names
+        (_qwen_with("num_experts_per_tok", 300), '"num_experts_per_tok"', "text_config.num_experts_per_tok",
+         "exceeds text_config.num_experts (256)"),
     ],
     ids=["missing-hidden-size", "wrong-type-vocab", "moe-without-top-k", "layer-types-length",
-         "missing-architectures"],
+         "missing-architectures", "negative-experts", "zero-top-k", "float-hidden", "huge-hidden", "zero-layers",
+         "negative-mtp", "bool-kv-heads", "top-k-over-experts"],
 )
 def test_bad_config_json(tmp_path, text, needle, field, message):
     path = _write_json(tmp_path, text)
     with pytest.raises(ValidationFailed) as exc:
-        profile_from_hf_config(path)
+        profile_from_hf_config(path, "Qwen/Qwen3.5-35B-A3B")
     line = _line_of(text, needle) if needle else 1
     assert str(exc.value) == f"{path}:{line}: {field}: {message}"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"a": 1,\n "a": 2}', ":2: a: key 'a' appears twice, at lines 1 and 2 (keep one of them)"),
+        ("{\n  \"hidden_size\": " + "9" * 5000 + "\n}",
+         ":2: an integer of 5000 digits; no number optkit reads has more than 100"),
+        ("[" * 100_000 + "]" * 100_000, ":1: nested more than 64 levels deep"),
+    ],
+    ids=["duplicate-key", "5000-digit-integer", "deep-nesting"],
+)
+def test_unreadable_config_json(tmp_path, text, message):
+    path = _write_json(tmp_path, text)
+    with pytest.raises(ValidationFailed) as exc:
+        profile_from_hf_config(path, "org/x")
+    assert str(exc.value).startswith(f"{path}{message}"), str(exc.value)
+
+
+def test_non_utf8_config_json(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_bytes('{"model_type": "llama"}'.encode("utf-16"))
+    with pytest.raises(ValidationFailed, match=r"config.json:1: is UTF-16 encoded; optkit reads UTF-8"):
+        profile_from_hf_config(path, "org/x")
+
+
+def test_config_without_a_name_asks_for_model_id(tmp_path):
+    """A config in a folder called configs/ is not the model 'configs': without a name field, --model-id."""
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    (folder / "config.json").write_text((HF / "qwen3.6-27b" / "config.json").read_text())
+    with pytest.raises(ValidationFailed) as exc:
+        profile_from_hf_config(folder / "config.json")
+    assert str(exc.value) == (f"{folder / 'config.json'}: names no model (it has no _name_or_path) (give --model-id "
+                              "NAME: the Hugging Face repo id or the path `vllm serve` loads, also used as the "
+                              "served model name)")
+    assert profile_from_hf_config(folder / "config.json", "Qwen/Qwen3.6-27B").id == "qwen3.6-27b"
 
 
 def test_invalid_json_names_line_and_column():
     path = HF / "broken" / "config.json"
     with pytest.raises(ValidationFailed) as exc:
-        profile_from_hf_config(path)
+        profile_from_hf_config(path, "org/x")
     assert str(exc.value) == f"{path}:5: invalid JSON: Expecting ',' delimiter (line 5, column 3)"
 
 

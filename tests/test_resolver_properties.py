@@ -12,6 +12,7 @@ from optkit.errors import PlanImpossible
 from optkit.resolve.facts import compute_facts
 from optkit.resolve.plan import load_workspace
 from optkit.resolve.request_record import parse_request
+from optkit.versions.onrelease import declared_verdicts
 from optkit.resolve.resolver import _SOFT, Status, _Classifier, _holds, resolve, version_ranges
 from optkit.catalog.frozen import freeze
 from optkit.catalog.schema import RECORDS, Recipe
@@ -32,6 +33,10 @@ def recipe(data: dict):
     return freeze(Recipe.model_validate(data), RECORDS)
 
 
+UPSTREAM = {"versions": ">=0.23", "status": "upstream", "msg": "already there",
+            "probe": [{"file": "vllm_ascend/x.py", "present": ["x"]}]}
+
+
 @st.composite
 def catalogs(draw):
     n = draw(st.integers(1, 7))
@@ -42,7 +47,7 @@ def catalogs(draw):
         others = st.sampled_from(ids)
         data = dict(BASE, id=rid, versions={"vllm_ascend": draw(st.sampled_from([">=0.23", ">=0.23", "<0.20"]))})
         if draw(st.integers(0, 5)) == 0:
-            data["upstream_in"] = ">=0.23"
+            data["releases"] = [UPSTREAM]
         data["preconditions"] = [{"when": draw(cond), "msg": "pre"} for _ in range(draw(st.integers(0, 1)))]
         data["effective_when"] = [{"when": draw(cond), "msg": "eff"} for _ in range(draw(st.integers(0, 1)))]
         data["requires"] = [{"recipe": draw(others), "msg": "req", "when": draw(st.sampled_from([None, TRUE, FALSE]))}
@@ -74,7 +79,8 @@ def brute_force(catalog, with_ids, without_ids):
     for r in catalog:
         if r.implied_by and r.id not in forced and _holds(r.implied_by, FACTS):
             forced[r.id] = "implied"
-    classify = _Classifier(FACTS, set(without_ids), forced, _no_baseline, version_ranges(catalog, FACTS))
+    classify = _Classifier(FACTS, set(without_ids), forced, _no_baseline, version_ranges(catalog, FACTS),
+                           verdicts=declared_verdicts(catalog, FACTS["versions.vllm_ascend"]))
     d = {r.id: classify(r) for r in catalog}
     upstream = {rid for rid, x in d.items() if x.status is Status.upstream}
     ids = sorted(catalog.recipes)
@@ -119,6 +125,6 @@ def test_plan_is_valid_and_optimal(case):
 def test_upstream_requirement_is_met_without_selecting():
     base = dict(BASE, versions={"vllm_ascend": ">=0.23"})
     a = recipe(dict(base, id="a", requires=[{"recipe": "b", "msg": "needs b"}]))
-    b = recipe(dict(base, id="b", upstream_in=">=0.23"))
+    b = recipe(dict(base, id="b", releases=[UPSTREAM]))
     result = resolve(Catalog(Path("."), {"a": a, "b": b}), FACTS, [], [], _no_baseline)
     assert result.selected == ["a"] and result.upstream == ["b"]

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CASES = sorted((ROOT / "tests" / "cases").glob("*.yaml"))
 WORKSPACE = load_workspace()
 KNOWN_KEYS = {"facts", "status", "reason_contains", "facts_in_reason", "launch", "not_both",
-              "speculative_config_empty", "error_contains"}
+              "speculative_config_empty", "error_contains", "notes_contain", "env"}
 
 
 def load_case(path: Path) -> tuple[dict, dict]:
@@ -52,6 +52,10 @@ def test_scenario(path):
             assert decisions[rid].facts.get(name) == value, decisions[rid].facts
     for a, b in expect.get("not_both", []):
         assert not {a, b} <= set(result.selected)
+    for rid, fragment in expect.get("notes_contain", {}).items():
+        assert any(fragment in note for note in decisions[rid].notes), decisions[rid].notes
+    if "env" in expect:
+        assert [s.key for s in result.env] == expect["env"]
     for section, fragment in expect.get("launch", {}).items():
         assert getattr(result, section) == fragment
     if expect.get("speculative_config_empty"):

@@ -12,7 +12,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from optkit.catalog.paths import project_root
-from optkit.resolve.specifiers import VersionRanges
+from optkit.catalog.specifiers import VersionRanges
 
 RELEASES = st.builds(lambda minor, patch: f"0.{minor}.{patch}", st.integers(17, 31), st.integers(0, 2))
 VERSIONS = st.builds(lambda release, suffix: release + suffix, RELEASES,

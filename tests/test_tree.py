@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -338,8 +339,36 @@ def test_fetch_reports_pip_failure_with_command_and_stderr(cache, monkeypatch):
 def test_fetch_needs_build_tools(cache, monkeypatch):
     real = tree.importlib.util.find_spec
     monkeypatch.setattr(tree.importlib.util, "find_spec", lambda name, *a: None if name == "setuptools_scm" else real(name, *a))
-    with pytest.raises(TreeError, match=r"needs setuptools_scm .*`pip install setuptools_scm wheel`"):
+    with pytest.raises(TreeError, match=r"needs setuptools_scm in this Python .*; run `pip install setuptools_scm` and try again"):
         tree.fetch("0.23.0")
+
+
+def test_optkit_depends_on_what_the_sdist_download_needs():
+    """`pip install .` alone makes `optkit tree fetch` work: the build tools are dependencies."""
+    import tomllib
+
+    deps = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {d.split(">")[0].split("=")[0].split("<")[0].strip() for d in deps}
+    assert {"setuptools", "setuptools_scm", "wheel"} <= names
+
+
+@pytest.mark.tree
+def test_concurrent_fetches_of_one_release_do_not_corrupt_the_cache(tmp_path):
+    """Two processes fetch the same release into an empty cache at once: one downloads, the other waits
+    for its lock and reuses the entry; both get the same complete tree."""
+    env = {**os.environ, "OPTKIT_CACHE_DIR": str(tmp_path / "cache")}
+    code = ("import json, sys; from optkit.tree.fetch import fetch; r = fetch('0.18.0'); "
+            "print(json.dumps([str(r.path), r.sha256, r.from_cache]))")
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=900) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
+    results = [json.loads(o[0].strip().splitlines()[-1]) for o in outs]
+    assert results[0][:2] == results[1][:2] and sorted(r[2] for r in results) == [False, True]
+    cached = Path(results[0][0])
+    assert tree_checksum(cached) == tree_checksum(tree.fetch("0.18.0").path)
+    leftovers = [p.name for p in (tmp_path / "cache" / "trees").iterdir() if p.name.startswith(".")]
+    assert leftovers == []
 
 
 def test_pip_command_flags():

@@ -3,13 +3,17 @@
 # Apply this bundle's patches (patches/series, in order) to a vllm-ascend tree without optkit.
 #   ./apply.sh [--allow-pending] TREE       apply
 #   ./apply.sh --revert TREE                undo what apply.sh applied (reverse order)
-# Each patch is checked before it is applied; if one fails, the ones already applied are
-# reverted. `optkit apply BUNDLE --tree TREE` is the atomic, journaled path (all patches checked
-# together on a scratch copy, interrupted runs recovered); use it when optkit is available.
+# Before anything is applied or reverted, every patch must have the sha256 the lock records
+# (and patches/series list the lock's patches). Each patch is checked before it is applied; if
+# one fails, the ones already applied are reverted. `optkit apply BUNDLE --tree TREE` is the
+# atomic, journaled path (all patches checked together on a scratch copy, interrupted runs
+# recovered); use it when optkit is available.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 WANT_VERSION='0.23.0'
 PENDING=()
+PATCHES=(0001-attn-weight-prefetch-next-layer--0001-attn-weight-prefetch-next-layer.patch 0002-gdn-conv-weight-transpose-cache--0001-gdn-conv-weight-transpose-cache.patch 0003-moe-shared-expert-sidestream-ar--0001-shared-expert-ar-on-side-stream.patch 0004-moe-shared-expert-weight-prefetch--0001-shared-expert-weight-prefetch.patch 0005-moe-skip-dispatch-combine-events--0001-skip-dispatch-combine-events.patch 0006-sampler-greedy-bf16-fastpath--0001-sampler-greedy-bf16-fastpath.patch 0007-sampler-min-tokens-spec-mask-cache--0001-min-tokens-spec-mask-cache.patch 0008-sampler-vocab-parallel-greedy-argmax--0001-draft-greedy-shard-argmax.patch 0009-sampler-vocab-parallel-greedy-argmax--0002-runner-presampled-greedy-argmax.patch 0010-rejection-greedy-presampled--0001-rejection-greedy-presampled.patch 0011-compile-super-kernel--0001-compile-super-kernel.patch 0012-static-kernel-compile-fixes--0001-cann-compat-relative-include.patch 0013-static-kernel-compile-fixes--0002-causal-conv1d-none-inputs.patch 0014-worker-pinned-staging-reuse--0001-pinned-staging-reuse.patch)
+SHA256S=(ce5505a85b21d051093fa2ddc721f1e3ef2f58b54cf3c57ee20e904e6fac066c 3368c8e15160859183e1b07c99bae49e15f60cadef695dd13ffff3c913673e03 31cd0c203c59274b1371ab1a03ccc93fe263eebce1f50890bbc68e43ae59696a 67eaa7e4391e50000c8ca979ae0a9a4fefd36c8c648b202e58aa87c7f98de9d5 40b0103a7a2e307a450f24726ac78b4370144667ec067c6aead52a35de0c6643 fc23b45136526d228143cff5c410c89386eb4a88f6b51bbefe9d252c3e7fd813 c6216f94f048707974ae0a46acba378a0f81c571f51dbc60d517f0d8bd063b58 776ab3add11c68d23330e6f8177e38e31bc1945f8346beca44d2352b15a31de2 90698d4051a0bf6e7b8178e061ea3cfe88b6db2799ca69555b18dbc4e11a1cd5 91f255bbf7b5e928cc502823c03d415cd50d4e651037aacd9e9c5f5529d5ea06 07d9e975ec2f6e98b4c4ea6b69db91dcda70d1a07cb5d912db282794e00d2e1d c80aa9895eca1be18ac4d05d548444bcfa861ca2030e80a8e1dec39ce744b344 d504f9b0a30471ab77a476e65e44ba97af8d3c58e0391b79d4b662182a18506f a164d9a26a8be0add361b8d57f477631c09d71266b90823b5b8e841971171f64)
 MODE=apply
 ALLOW_PENDING=0
 
@@ -17,7 +21,7 @@ while [ "$#" -gt 0 ]; do
   case "$1" in
     --revert) MODE=revert; shift ;;
     --allow-pending) ALLOW_PENDING=1; shift ;;
-    -h|--help) sed -n '3,8p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,10p' "$0"; exit 0 ;;
     -*) echo "apply.sh: unknown option: $1" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -54,6 +58,40 @@ run_patch() {  # run_patch FILE [--check] [--reverse]
   fi
 }
 
+sha256_of() {  # sha256_of FILE
+  if command -v sha256sum >/dev/null 2>&1; then
+    sha256sum "$1" | cut -d ' ' -f 1
+  else
+    shasum -a 256 "$1" | cut -d ' ' -f 1
+  fi
+}
+
+check_patches() {  # patches/series lists the lock's patches; each has the lock's sha256
+  local series=() line i file actual
+  if ! command -v sha256sum >/dev/null 2>&1 && ! command -v shasum >/dev/null 2>&1; then
+    echo "apply.sh: checking the patches needs sha256sum (coreutils) or shasum; nothing changed" >&2
+    exit 1
+  fi
+  while IFS= read -r line || [ -n "$line" ]; do
+    case "$line" in ''|'#'*) continue ;; esac
+    series+=("$line")
+  done < "$HERE/patches/series"
+  if [ "${series[*]}" != "${PATCHES[*]}" ]; then
+    echo "apply.sh: patches/series does not list the lock's patches in the lock's order; the bundle was edited: write it again; nothing changed" >&2
+    exit 1
+  fi
+  for i in "${!PATCHES[@]}"; do
+    file="$HERE/patches/${PATCHES[$i]}"
+    actual="missing"
+    if [ -f "$file" ]; then actual="$(sha256_of "$file")"; fi
+    if [ "$actual" != "${SHA256S[$i]}" ]; then
+      echo "apply.sh: patches/${PATCHES[$i]} has sha256 $actual, but the lock records ${SHA256S[$i]}: the bundle was changed after it was written; write it again (optkit plan ... -o DIR); nothing changed" >&2
+      exit 1
+    fi
+  done
+}
+check_patches
+
 if [ "$MODE" = revert ]; then
   if [ ! -f "$DONE" ]; then
     echo "apply.sh: nothing to revert ($DONE not found)"
@@ -80,12 +118,7 @@ if [ -f "$DONE" ] || [ -f "$TREE/.optkit/state.json" ]; then
   exit 1
 fi
 
-NAMES=()
-while IFS= read -r line || [ -n "$line" ]; do
-  case "$line" in ''|'#'*) continue ;; esac
-  NAMES+=("$line")
-done < "$HERE/patches/series"
-if [ "${#NAMES[@]}" -eq 0 ]; then
+if [ "${#PATCHES[@]}" -eq 0 ]; then
   echo "apply.sh: this bundle has no patches; nothing to do"
   exit 0
 fi
@@ -96,7 +129,7 @@ rollback() {
     run_patch "$HERE/patches/${APPLIED[$i]}" --reverse || echo "apply.sh: could not revert ${APPLIED[$i]}" >&2
   done
 }
-for name in "${NAMES[@]}"; do
+for name in "${PATCHES[@]}"; do
   if ! run_patch "$HERE/patches/$name" --check; then
     echo "apply.sh: $name does not apply to $TREE; reverting the ${#APPLIED[@]} patch(es) applied so far" >&2
     rollback

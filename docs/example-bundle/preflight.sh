@@ -11,7 +11,11 @@ TOOLKIT="${ASCEND_TOOLKIT_HOME:-/usr/local/Ascend/ascend-toolkit/latest}"
 CHIP_PATTERN='(?i)910_93|910c|ascend910(?![a-z0-9])'
 TARGET='Ascend 910C (Atlas 800I/800T A3)'
 NEED_DEVICES=2
-MIN_CANN='9.0.1'
+# CANN minimum: the highest of vllm-ascend 0.23.0's own statements:
+#   9.1.0 from csrc/version.info:3
+#   9.1.0 from Dockerfile.a3:18
+#   9.0.1 from docs/source/user_guide/release_notes.md:101
+MIN_CANN='9.1.0'
 WANT_VLLM_ASCEND='0.23.0'
 WANT_VLLM='0.23.0'
 WANT_TORCH_NPU='2.10.0.post4'

@@ -15,7 +15,6 @@ lock's ``launch.sources``, ``launch.env`` and ``launch.argv_sources``):
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import shlex
@@ -26,11 +25,15 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Any, Iterator, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from optkit.bundle.launch import EXTRA_ARGS
-from optkit.errors import BundleError, OptkitError, did_you_mean
-from optkit.tree.patchset import LOCK_NAME, LOCK_VERSION
+from optkit.catalog.textfile import read_text
+from optkit.errors import BundleError, OptkitError, ValidationFailed, did_you_mean
+from optkit.tree.patchset import LOCK_NAME, checked, lock_json
+from optkit.tree.schema import Lock
 
 PROBE_TIMEOUT = 600
 SCRIPT_TIMEOUT = 60
@@ -62,35 +65,91 @@ class BundleReport:
         return [c for c in self.checks if c.status == "skipped"]
 
 
-def check_bundle(bundle: Path, *, tree: Path | None = None, use_vllm: bool = True) -> BundleReport:
+def check_bundle(bundle: Path, *, tree: Path | None = None, use_vllm: bool = True,
+                 vllm_python: Path | None = None) -> BundleReport:
     """Run every check on the bundle directory ``bundle``.
 
     ``tree`` is the vllm-ascend source tree to check config keys and env vars against (default:
     the pristine tree of the lock's version, fetched and cached by ``optkit.tree.fetch.fetch``).
+    vLLM's parser is the one of the vLLM the bundle's release pairs with (``find_vllm_python``).
     """
     bundle = Path(bundle)
     lock = read_lock(bundle)
     checks = [check_launch(bundle, lock)]
+    python, found = find_vllm_python(lock["versions"]["vllm"], vllm_python) if use_vllm else (None, "")
     if use_vllm:
-        checks.append(check_vllm(lock))
+        checks.append(check_vllm(lock, python=python, missing=found))
     with prepared_tree(bundle, lock, tree) as (root, patch_problems):
         checks.append(check_config_keys(lock, root, patch_problems))
+        if use_vllm:
+            checks.append(check_ascend_config(lock, root, python, found))
         checks.append(check_env(lock, root))
     checks.append(check_scripts(bundle))
     return BundleReport(bundle, checks)
 
 
+def find_vllm_python(version: str, given: Path | None = None) -> tuple[str | None, str]:
+    """(the Python to run vLLM ``version`` in, how it was found — or why there is none): ``given``;
+    else this Python if its vLLM is that version (read from its metadata, not imported); else the
+    virtualenv ``scripts/vllm-venv VERSION`` builds under the optkit cache."""
+    from importlib.metadata import PackageNotFoundError, version as installed_version
+
+    from optkit.catalog.paths import cache_dir
+
+    if given is not None:
+        return str(given), f"--vllm-python {given}"
+    try:
+        here = installed_version("vllm")
+    except PackageNotFoundError:
+        here = None
+    if here == version:
+        return sys.executable, "this Python"
+    venv = cache_dir() / "venvs" / f"vllm-{version}"
+    if (venv / ".complete").is_file():
+        return str(venv / "bin" / "python"), str(venv)
+    return None, (f"vLLM {version} not installed (this Python has {here or 'no vLLM'}, and there is no {venv}); "
+                  f"build it with `bash scripts/vllm-venv {version}` or pass --vllm-python")
+
+
+class _Env(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    name: str = Field(description="Variable name.")
+    value: str = Field(description="Value exported by env.sh.")
+    recipe: str = Field(description="The recipe that sets it.")
+    external: bool = Field(False, description="Defined outside vllm-ascend's envs.py.")
+
+
+class _Launch(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    argv: list[str] = Field(description="The vllm serve argv, as serve.sh runs it.")
+    argv_sources: list[str] = Field(description="Who put each argv word there (recipe ids, request, optkit).")
+    env: list[_Env] = Field(description="The variables env.sh exports.")
+    parameters: dict[str, str] = Field(description="serve.sh's parameters and their defaults.")
+    sources: dict[str, str] = Field(description="The recipe that set each launch setting.")
+    additional_config: dict[str, Any] = Field(description="The --additional-config fragment.")
+
+
+class _Versions(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    vllm_ascend: str = Field(description="The vllm-ascend version the bundle is for.")
+    vllm: str = Field(description="The vLLM version the bundle is for.")
+
+
+class _CheckedLock(BaseModel):
+    """What bundle check reads of the lock besides what apply reads (``optkit.tree.schema.Lock``)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    launch: _Launch = Field(description="The launch the bundle's scripts run.")
+    versions: _Versions = Field(description="The versions the bundle is for.")
+
+
 def read_lock(bundle: Path) -> dict:
     path = bundle / LOCK_NAME
-    try:
-        lock = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BundleError([f"{bundle} is not a bundle directory: it has no {LOCK_NAME}"]) from None
-    except (OSError, ValueError) as exc:
-        raise BundleError([f"{path}: not a readable optkit lock: {exc}"]) from None
-    if not isinstance(lock, dict) or lock.get("lock_version") != LOCK_VERSION or "argv" not in lock.get("launch", {}):
-        raise BundleError([f"{path}: not a lock this optkit writes (lock_version {LOCK_VERSION} with launch.argv); "
-                           "write the bundle again"])
+    if not path.is_file():
+        raise BundleError([f"{bundle} is not a bundle directory: it has no {LOCK_NAME}"])
+    lock, lines = lock_json(path)
+    for schema in (Lock, _CheckedLock):
+        checked(schema, lock, lines)
     return lock
 
 
@@ -124,10 +183,17 @@ def serve_sh_argv(text: str) -> list[str]:
         command.append(line[:-1] if line.endswith("\\") else line)
         if not line.endswith("\\"):
             break
-    words = shlex.split(" ".join(command))
-    if words[-1] != shlex.split(EXTRA_ARGS)[0]:
+    words = _words(" ".join(command), "serve.sh")
+    if not words or words[-1] != shlex.split(EXTRA_ARGS)[0]:
         raise BundleError(["serve.sh's vllm serve command does not end with the extra arguments; write the bundle again"])
     return words[1:-1]
+
+
+def _words(text: str, script: str, comments: bool = False) -> list[str]:
+    try:
+        return shlex.split(text, comments=comments)
+    except ValueError as exc:  # an unclosed quote
+        raise BundleError([f"{script}: {exc} in {text[:80]!r}; the bundle was edited: write it again"]) from None
 
 
 def env_sh_exports(text: str) -> list[tuple[str, str]]:
@@ -135,19 +201,27 @@ def env_sh_exports(text: str) -> list[tuple[str, str]]:
     out = []
     for line in text.splitlines():
         if line.startswith("export "):
-            name, _, value = shlex.split(line, comments=True)[1].partition("=")
+            words = _words(line, "env.sh", comments=True)
+            name, _, value = (words[1] if len(words) > 1 else "").partition("=")
             out.append((name, value))
     return out
+
+
+def _script_text(path: Path) -> str:
+    try:
+        return read_text(path)
+    except ValidationFailed as exc:
+        raise BundleError([f"{p}; write the bundle again" for p in exc.problems]) from None
 
 
 def check_launch(bundle: Path, lock: dict) -> Check:
     launch = lock["launch"]
     problems = []
-    argv = serve_sh_argv((bundle / "serve.sh").read_text(encoding="utf-8"))
+    argv = serve_sh_argv(_script_text(bundle / "serve.sh"))
     if argv != launch["argv"]:
         problems.append(f"optkit: serve.sh runs {shlex.join(argv)!r}, but the lock's launch.argv is "
                         f"{shlex.join(launch['argv'])!r}; the bundle was edited: write it again")
-    exports = env_sh_exports((bundle / "env.sh").read_text(encoding="utf-8"))
+    exports = env_sh_exports(_script_text(bundle / "env.sh"))
     wanted = [(e["name"], e["value"]) for e in launch["env"]]
     if exports != wanted:
         problems.append(f"optkit: env.sh exports {exports}, but the lock's launch.env is {wanted}; write the bundle again")
@@ -165,19 +239,22 @@ def probe_request(lock: dict) -> dict:
     return {"argv": argv, "labels": launch["argv_sources"][2:], "vllm": lock["versions"]["vllm"]}
 
 
-def run_probe(request: dict) -> dict:
-    """Run ``python -m optkit.bundle.vllm_probe`` once (vLLM is imported there, never here)."""
-    env = {**os.environ, "VLLM_LOGGING_LEVEL": "ERROR", "PYTHONWARNINGS": "ignore"}
+def run_probe(request: dict, python: str | None = None, *, script: str = "vllm_probe.py",
+              env: dict[str, str] | None = None) -> dict:
+    """Run a probe script of this package (``vllm_probe.py``: vLLM is imported there, never here)
+    in ``python`` (default: this one), by path, so the interpreter needs nothing of optkit's."""
+    env = {**os.environ, "VLLM_LOGGING_LEVEL": "ERROR", "PYTHONWARNINGS": "ignore", **(env or {})}
+    path = Path(__file__).with_name(script)
     try:
-        proc = subprocess.run([sys.executable, "-m", "optkit.bundle.vllm_probe", json.dumps(request)], env=env,
+        proc = subprocess.run([python or sys.executable, str(path), json.dumps(request)], env=env,
                               capture_output=True, text=True, timeout=PROBE_TIMEOUT)
     except subprocess.TimeoutExpired:
-        raise OptkitError(f"the vLLM probe did not finish in {PROBE_TIMEOUT}s") from None
+        raise OptkitError(f"the probe {script} did not finish in {PROBE_TIMEOUT}s") from None
     try:
         return json.loads(proc.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
         tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-        raise OptkitError(f"the vLLM probe failed (exit {proc.returncode}):\n{tail}") from None
+        raise OptkitError(f"the probe {script} failed (exit {proc.returncode}):\n{tail}") from None
 
 
 def _blame(problem: dict, lock: dict) -> list[str]:
@@ -189,9 +266,12 @@ def _blame(problem: dict, lock: dict) -> list[str]:
     return problem["blame"]
 
 
-def check_vllm(lock: dict, result: dict | None = None) -> Check:
-    """vLLM's verdict on the argv (``result``: a probe result already at hand, e.g. in tests)."""
-    result = result if result is not None else run_probe(probe_request(lock))
+def check_vllm(lock: dict, result: dict | None = None, *, python: str | None = None, missing: str = "") -> Check:
+    """vLLM's verdict on the argv, in ``python`` (``result``: a probe result already at hand, e.g. in
+    tests; no ``python`` and no ``result``: skipped, ``missing`` says why)."""
+    if result is None and python is None and missing:
+        return Check("vllm", "skipped", [], f"skipped: {missing}")
+    result = result if result is not None else run_probe(probe_request(lock), python)
     if result["status"] == "skipped":
         return Check("vllm", "skipped", [], f"skipped: {result['reason']}")
     problems = [f"{', '.join(_who(b) for b in _blame(p, lock))}: {p['message']}" for p in result["problems"]]
@@ -203,136 +283,19 @@ def check_vllm(lock: dict, result: dict | None = None) -> Check:
 # --------------------------------------------------------------------------- tree
 
 
-@dataclass
-class ConfigKeys:
-    """``additional_config`` keys a tree reads: top-level ones, and nested ones where the tree
-    gives the sub-dict a schema (a config class, or ``.get`` calls on it)."""
+def tree_knobs(root: Path):
+    """The knob registry of the tree at ``root`` (``optkit.versions.knobs``, read with ``ast``)."""
+    from optkit.versions.scan import registry_data
+    from optkit.versions.knobs import scan_knobs
+    from optkit.versions.schema import Knobs
 
-    top: set[str] = field(default_factory=set)
-    nested: dict[str, set[str]] = field(default_factory=dict)
-
-
-def _is_additional_config(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Name) and node.id == "additional_config") or (
-        isinstance(node, ast.Attribute) and node.attr == "additional_config")
-
-
-def _name_of(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return None
-
-
-def _string(node: ast.AST | None) -> str | None:
-    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
-
-
-def _get_key(node: ast.AST) -> tuple[ast.AST, str] | None:
-    """``(owner, key)`` of ``owner.get("key", ...)`` or ``owner["key"]``."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args:
-        key = _string(node.args[0])
-        return (node.func.value, key) if key is not None else None
-    if isinstance(node, ast.Subscript):
-        key = _string(node.slice)
-        return (node.value, key) if key is not None else None
-    return None
-
-
-def _top_key(node: ast.AST) -> str | None:
-    """The top-level key ``node`` reads from additional_config, if it does."""
-    got = _get_key(node)
-    if got and _is_additional_config(got[0]):
-        return got[1]
-    if isinstance(node, ast.Call) and (_name_of(node.func) or "").endswith("_get_config_value") and len(node.args) > 1:
-        if _is_additional_config(node.args[0]):
-            return _string(node.args[1])
-    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In):
-        if _is_additional_config(node.comparators[0]):
-            return _string(node.left)
-    return None
-
-
-def config_keys(root: Path) -> ConfigKeys:
-    """The additional_config keys the vllm-ascend tree at ``root`` reads (static, nothing imported)."""
-    keys = ConfigKeys()
-    for path in sorted((root / "vllm_ascend").rglob("*.py")):
-        text = path.read_text(encoding="utf-8", errors="replace")
-        if "additional_config" in text:
-            _collect_keys(ast.parse(text, str(path)), keys)
-    return keys
-
-
-def _collect_keys(module: ast.Module, keys: ConfigKeys) -> None:
-    aliases: dict[str, str] = {}  # variable or attribute name -> the top-level key it holds
-    for node in ast.walk(module):
-        top = _top_key(node)
-        if top is not None:
-            keys.top.add(top)
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-            held = _top_key(node.value)
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                if held is not None and _name_of(target):
-                    aliases[_name_of(target)] = held
-    classes = {node.name: node for node in ast.walk(module) if isinstance(node, ast.ClassDef)}
-    for node in ast.walk(module):
-        got = _get_key(node)
-        if got:
-            owner_key = _top_key(got[0]) or aliases.get(_name_of(got[0]) or "")
-            if owner_key is not None and not _is_additional_config(got[0]):
-                keys.nested.setdefault(owner_key, set()).add(got[1])
-        if isinstance(node, ast.Call) and _name_of(node.func) in classes:
-            _class_keys(node, classes[_name_of(node.func)], aliases, keys)
-
-
-def _class_keys(call: ast.Call, cls: ast.ClassDef, aliases: dict[str, str], keys: ConfigKeys) -> None:
-    """Keys a config class accepts: ``Cls(**sub)`` → its __init__ parameters (and ``kwargs.get``);
-    ``Cls(sub, ...)`` → ``.get``/``[...]`` on that parameter, and a class-level ``_defaults`` dict."""
-    init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
-    if init is None:
-        return
-    params = [a.arg for a in init.args.args[1:]]
-    for kw in call.keywords:
-        held = aliases.get(_name_of(kw.value) or "") or _top_key(kw.value)
-        if kw.arg is None and held is not None:
-            names = set(params) | {a.arg for a in init.args.kwonlyargs}
-            if init.args.kwarg is not None:
-                names |= _gets_on(init, init.args.kwarg.arg)
-            keys.nested.setdefault(held, set()).update(names)
-    for index, arg in enumerate(call.args):
-        held = aliases.get(_name_of(arg) or "") or _top_key(arg)
-        if held is not None and index < len(params):
-            keys.nested.setdefault(held, set()).update(_gets_on(cls, params[index]) | _defaults_keys(cls))
-
-
-def _gets_on(scope: ast.AST, name: str) -> set[str]:
-    found = set()
-    for node in ast.walk(scope):
-        got = _get_key(node)
-        if got and isinstance(got[0], ast.Name) and got[0].id == name:
-            found.add(got[1])
-    return found
-
-
-def _defaults_keys(cls: ast.ClassDef) -> set[str]:
-    for node in cls.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        if any(_name_of(t) == "_defaults" for t in targets) and isinstance(node.value, ast.Dict):
-            return {k for k in (_string(key) for key in node.value.keys) if k is not None}
-    return set()
-
-
-def env_names(root: Path) -> set[str]:
-    """Keys of the ``env_variables`` dict in the tree's ``vllm_ascend/envs.py``."""
-    path = root / "vllm_ascend" / "envs.py"
-    module = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    for node in module.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
-        if _name_of(target) == "env_variables" and isinstance(node.value, ast.Dict):
-            return {k for k in (_string(key) for key in node.value.keys) if k is not None}
-    raise BundleError([f"{path}: no env_variables dict; is this a vllm-ascend tree?"])
+    if not (root / "vllm_ascend" / "envs.py").is_file():
+        raise BundleError([f"{root / 'vllm_ascend' / 'envs.py'}: no such file; is this a vllm-ascend tree?"])
+    try:
+        found = scan_knobs(root)
+    except (SyntaxError, ValueError) as exc:  # a source file that is not Python (ValueError: a NUL byte)
+        raise BundleError([f"{root}: {exc}; a patch or an edit broke the tree's Python"]) from None
+    return Knobs.model_validate(registry_data(found))
 
 
 @contextmanager
@@ -385,21 +348,57 @@ def _pending_note(lock: dict, recipe: str) -> str:
 
 
 def check_config_keys(lock: dict, root: Path, patch_problems: list[str]) -> Check:
+    """Every --additional-config key (nested ones too) is one the tree knows; an unknown one is
+    ignored by a lenient release and stops a strict one (0.27.1rc1 on) at start-up."""
     launch, version = lock["launch"], lock["versions"]["vllm_ascend"]
-    keys = config_keys(root)
+    top = tree_knobs(root).additional_config
     problems = list(patch_problems)
-    for key, value in sorted(launch["additional_config"].items()):
-        recipe = launch["sources"].get(f"additional_config.{key}", "optkit")
-        if key not in keys.top:
-            problems.append(f"{_who(recipe)}: --additional-config key {key!r} is not read by vllm-ascend {version}"
-                            f"{_hint(key, keys.top)}{_pending_note(lock, recipe)}")
-        elif isinstance(value, dict) and key in keys.nested:
-            for sub in sorted(set(value) - keys.nested[key]):
-                owner = launch["sources"].get(f"additional_config.{key}.{sub}", recipe)
-                problems.append(f"{_who(owner)}: --additional-config key {key}.{sub} is not read by vllm-ascend "
-                                f"{version} (it knows {', '.join(sorted(keys.nested[key]))}){_hint(sub, keys.nested[key])}"
-                                f"{_pending_note(lock, owner)}")
-    return _result("config-keys", problems, f"{len(keys.top)} top-level keys in the tree")
+    for path in _leaf_paths(launch["additional_config"]):
+        section, parts = top, path.split(".")
+        for depth, key in enumerate(parts):
+            known = section.keys.get(key)
+            if known is None:
+                owner = launch["sources"].get(f"additional_config.{path}") or launch["sources"].get(
+                    f"additional_config.{'.'.join(parts[:depth + 1])}", "optkit")
+                shown = key if depth == 0 else ".".join(parts[:depth + 1])
+                effect = "; vllm-ascend rejects unknown keys there: the server would stop at start-up" \
+                    if section.unknown_keys == "rejected" else ""
+                knows = f" (it knows {', '.join(sorted(section.keys))})" if depth else ""
+                named = repr(shown) if depth == 0 else shown
+                problems.append(f"{_who(owner)}: --additional-config key {named} is not read by "
+                                f"vllm-ascend {version}{knows}{_hint(key, section.keys)}{effect}{_pending_note(lock, owner)}")
+                break
+            if isinstance(known, str):
+                break  # a plain key holds its whole value
+            section = known
+    return _result("config-keys", problems, f"{len(top.keys)} top-level keys in the tree"
+                   + (", unknown keys rejected" if top.unknown_keys == "rejected" else ""))
+
+
+def _leaf_paths(fragment: dict, prefix: str = "") -> list[str]:
+    out = []
+    for key, value in sorted(fragment.items()):
+        out += _leaf_paths(value, f"{prefix}{key}.") if isinstance(value, dict) and value else [f"{prefix}{key}"]
+    return out
+
+
+def check_ascend_config(lock: dict, root: Path, python: str | None, found: str) -> Check:
+    """On a strict release (pydantic AscendConfig, 0.27.1rc1 on): the tree's own AscendConfig
+    validates the --additional-config (``ascend_config_probe.py`` in the paired vLLM's Python)."""
+    config = tree_knobs(root).additional_config
+    if config.unknown_keys != "rejected":
+        return Check("ascend-config", "skipped", [], "a lenient release: unknown keys are ignored, checked statically by config-keys")
+    if python is None:
+        return Check("ascend-config", "skipped", [], f"skipped: {found}")
+    env = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_PLUGINS": "", "PYTHONPATH": str(root)}
+    result = run_probe({"additional_config": lock["launch"]["additional_config"], "factory": list(config.factory)},
+                       python, script="ascend_config_probe.py", env=env)
+    if result["status"] == "skipped":
+        return Check("ascend-config", "skipped", [], f"skipped: {result['reason']}")
+    sources = lock["launch"]["sources"]
+    problems = [f"{_who(sources.get('additional_config.' + p['loc'], 'optkit'))}: AscendConfig rejects "
+                f"--additional-config {p['loc'] or '(whole)'}: {p['message']}" for p in result["problems"]]
+    return _result("ascend-config", problems, f"vllm-ascend {lock['versions']['vllm_ascend']}'s AscendConfig, in {found}")
 
 
 def _hint(name: str, known) -> str:
@@ -408,13 +407,14 @@ def _hint(name: str, known) -> str:
 
 
 def check_env(lock: dict, root: Path) -> Check:
-    names = env_names(root)
+    knobs = tree_knobs(root)
+    names = set(knobs.env) | set(knobs.env_read)
     version = lock["versions"]["vllm_ascend"]
     problems = [
         f"{_who(e['recipe'])}: env var {e['name']} is not defined in vllm-ascend {version}'s vllm_ascend/envs.py "
         f"and the recipe does not mark it external{_hint(e['name'], names)}{_pending_note(lock, e['recipe'])}"
         for e in lock["launch"]["env"] if not e.get("external") and e["name"] not in names]
-    return _result("env", problems, f"{len(names)} env vars in envs.py")
+    return _result("env", problems, f"{len(knobs.env)} env vars in envs.py, {len(knobs.env_read)} read directly")
 
 
 # --------------------------------------------------------------------------- scripts

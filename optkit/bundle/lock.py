@@ -8,7 +8,6 @@ recovers the request for ``--from-lock``, refused when the catalog or profiles h
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +15,12 @@ from optkit import __version__
 from optkit.bundle import BundleWriteError
 from optkit.bundle.launch import Launch
 from optkit.catalog.recipe_records import RecipeRecord
+from optkit.catalog.records import effective_level
 from optkit.resolve.plan import Plan, Workspace
 from optkit.resolve.report import facts_data, plan_data
 from optkit.resolve.request_record import RequestRecord, parse_request
-from optkit.tree.patchset import LOCK_VERSION
+from optkit.tree.patchset import LOCK_VERSION, checked, lock_json
+from optkit.tree.schema import Lock
 
 
 def catalog_sha256(root: Path) -> str:
@@ -27,9 +28,21 @@ def catalog_sha256(root: Path) -> str:
     return _files_sha256(root, ["recipes/*/recipe.yaml", "recipes/*/*.patch"])
 
 
+def layered_sha256(folder: Path) -> str:
+    """sha256 of a ``--catalog`` folder: every ``*/recipe.yaml`` and ``*/*.patch`` in it, sorted by path."""
+    return _files_sha256(folder, ["*/recipe.yaml", "*/*.patch"])
+
+
+def catalogs_data(catalog) -> list[dict[str, str]]:
+    """The ``--catalog`` folders a plan was made with: each as given (no absolute path is added) and its hash."""
+    return [{"path": str(folder), "sha256": layered_sha256(folder)} for folder in catalog.extra]
+
+
 def profiles_sha256(root: Path) -> str:
-    """sha256 over the other plan inputs: model and target profiles, baselines, kernel specs."""
-    return _files_sha256(root, ["models/*.yaml", "models/reference/*.yaml", "targets/*.yaml", "kernels/*/kernel.yaml"])
+    """sha256 over the other plan inputs: model and target profiles, baselines, kernel specs, and the
+    measurement records in verified/ (they change the plan's numbers)."""
+    return _files_sha256(root, ["models/*.yaml", "models/reference/*.yaml", "targets/*.yaml", "kernels/*/kernel.yaml",
+                                "verified/*.yaml"])
 
 
 def _files_sha256(root: Path, patterns: list[str]) -> str:
@@ -42,7 +55,7 @@ def _files_sha256(root: Path, patterns: list[str]) -> str:
     return digest.hexdigest()
 
 
-def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s: bool = False) -> dict[str, Any]:
+def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s=None) -> dict[str, Any]:
     """The lock, per the bundle contract (plus ``launch.argv`` and what ``bundle check`` needs)."""
     data = plan_data(plan)
     patches, pending = _patch_entries(plan, workspace)
@@ -52,11 +65,12 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s: bool = F
                        parameters=launch.parameters, effective_speculative_config=launch.speculative)
     return {
         "lock_version": LOCK_VERSION,
-        "optkit": {"version": __version__, "catalog_sha256": catalog_sha256(root), "profiles_sha256": profiles_sha256(root)},
+        "optkit": {"version": __version__, "catalog_sha256": catalog_sha256(root), "profiles_sha256": profiles_sha256(root),
+                   "catalogs": catalogs_data(workspace.catalog)},
         "request": plan.request.dump(mode="json", by_alias=True),
         "facts": facts_data(plan),
         "selected": list(plan.selected),
-        "recipes": {r.id: _recipe_entry(r) for r in launch.recipes},
+        "recipes": {r.id: _recipe_entry(r, workspace, plan.verdicts.get(r.id)) for r in launch.recipes},
         "decisions": data["decisions"],
         "patches": patches,
         "pending_patches": pending,
@@ -65,20 +79,43 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s: bool = F
         "target": {"id": plan.target.id, "soc_version": plan.target.default_soc_version,
                    "soc_versions": list(plan.target.soc_versions)},
         "versions": {"vllm_ascend": str(plan.facts["versions.vllm_ascend"]), "vllm": str(plan.facts["versions.vllm"])},
-        "bundle": {"k8s": k8s},
+        "bundle": _bundle_options(plan, k8s),
     }
 
 
-def _recipe_entry(recipe: RecipeRecord) -> dict[str, Any]:
-    return {"kind": recipe.kind.value, "title": recipe.title,
-            "versions": {"vllm_ascend": recipe.versions.vllm_ascend, "vllm": recipe.versions.vllm},
-            "verification": recipe.verification.level.value, "needs_npu": recipe.verification.needs_npu}
+def _bundle_options(plan: Plan, k8s) -> dict[str, Any]:
+    """How the bundle was written, beyond the request: ``--k8s`` (and its options), and a ladder
+    step's selection."""
+    options: dict[str, Any] = {"k8s": bool(k8s), **({"k8s_options": k8s.data()} if k8s else {})}
+    if plan.restricted_to is not None:
+        options.update(selection=list(plan.restricted_to), selection_reason=plan.restriction_reason)
+    return options
+
+
+def _recipe_entry(recipe: RecipeRecord, workspace: Workspace, verdict) -> dict[str, Any]:
+    """The recipe as the lock records it: the catalog it came from, as ``versions.vllm_ascend`` the
+    range its patch set was written for (what ``optkit apply`` checks the tree against), its
+    effective verification level and the records that measured it."""
+    origin = workspace.catalog.origins.get(recipe.id)
+    ascend = verdict.patch_versions if verdict is not None and verdict.patches else recipe.versions.vllm_ascend
+    entry = {"catalog": "shipped" if origin is None else str(origin), "kind": recipe.kind.value, "title": recipe.title,
+             "versions": {"vllm_ascend": ascend, "vllm": recipe.versions.vllm},
+             "verification": effective_level(recipe, workspace.records).value,
+             "needs_npu": recipe.verification.needs_npu}
+    measured = [e.label for e in workspace.records.of(recipe.id)]
+    if measured:
+        entry["measured"] = measured
+    return entry
 
 
 def _patch_entries(plan: Plan, workspace: Workspace) -> tuple[list[dict], list[dict]]:
     patches, pending = [], []
     for rid in plan.selected:
-        for patch in workspace.catalog[rid].patches:
+        recipe = workspace.catalog[rid]
+        chosen = set(plan.verdicts[rid].patches) if rid in plan.verdicts and recipe.releases else None
+        for patch in recipe.patches:
+            if chosen is not None and patch.file not in chosen:
+                continue
             if patch.status == "pending":
                 pending.append({"recipe": rid, "file": patch.file})
                 continue
@@ -96,15 +133,25 @@ def pending_names(lock: dict) -> list[str]:
     return [f"{p['recipe']}/{p['file']}" for p in lock["pending_patches"]]
 
 
+def _read_plan_lock(lock_path: Path) -> dict:
+    lock, lines = lock_json(Path(lock_path))  # the common JSON reader, lock_version checked
+    checked(Lock, lock, lines)  # its sections have their types (request, optkit and bundle are mappings)
+    return lock
+
+
+def lock_catalogs(lock_path: Path) -> list[Path]:
+    """The ``--catalog`` folders the lock was planned with (load the workspace with these)."""
+    entries = _read_plan_lock(lock_path).get("optkit", {}).get("catalogs", [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("path"), str) for e in entries):
+        raise BundleWriteError(f"{lock_path}: optkit.catalogs must be a list of {{path, sha256}}; write the bundle again")
+    return [Path(entry["path"]) for entry in entries]
+
+
 def request_from_lock(lock_path: Path, workspace: Workspace) -> tuple[RequestRecord, dict]:
-    """The Request a lock was written for, refused if the catalog changed since (else the bundle
-    would differ); also the lock's ``bundle`` options."""
-    try:
-        lock = json.loads(Path(lock_path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BundleWriteError(f"{lock_path}: not a readable optkit lock: {exc}") from None
-    if not isinstance(lock, dict) or lock.get("lock_version") != LOCK_VERSION:
-        raise BundleWriteError(f"{lock_path}: not an optkit lock of lock_version {LOCK_VERSION}")
+    """The Request a lock was written for, refused if the catalog (shipped, or a ``--catalog``
+    folder it names) changed since, else the bundle would differ; also the lock's ``bundle`` options."""
+    lock = _read_plan_lock(lock_path)
+    _check_layered(lock_path, lock, workspace)
     root = workspace.catalog.root
     for key, now in (("catalog_sha256", catalog_sha256(root)), ("profiles_sha256", profiles_sha256(root))):
         then = lock.get("optkit", {}).get(key)
@@ -123,4 +170,15 @@ def request_from_lock(lock_path: Path, workspace: Workspace) -> tuple[RequestRec
     return request, lock.get("bundle", {})
 
 
-__all__ = ["lock_data", "request_from_lock", "catalog_sha256", "profiles_sha256", "pending_names"]
+def _check_layered(lock_path: Path, lock: dict, workspace: Workspace) -> None:
+    then = {entry["path"]: entry.get("sha256") for entry in lock.get("optkit", {}).get("catalogs", [])}
+    now = {entry["path"]: entry["sha256"] for entry in catalogs_data(workspace.catalog)}
+    for path in sorted(set(then) | set(now)):
+        if then.get(path) != now.get(path):
+            raise BundleWriteError(
+                f"the catalog {path} changed since {lock_path} was written (sha256 {then.get(path)} in the lock, "
+                f"{now.get(path)} now); the same bundle cannot be reproduced: restore that folder, or plan again "
+                "without --from-lock")
+
+
+__all__ = ["lock_data", "request_from_lock", "lock_catalogs", "catalog_sha256", "profiles_sha256", "pending_names"]

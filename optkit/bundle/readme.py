@@ -58,6 +58,7 @@ def readme_data(launch: Launch, lock: dict) -> dict[str, Any]:
     decisions = plan.resolution.decisions
     return {
         "version": __version__, "model_id": plan.model.id, "target_title": plan.target.title, "request": plan.request,
+        "ladder_step": lock["bundle"].get("selection_reason", "") if "selection" in lock["bundle"] else "",
         "versions": lock["versions"], "kernels": bool(launch.kernels), "k8s": lock["bundle"]["k8s"],
         "pending": pending_names(lock), "patches": lock["patches"], "estimates": plan.estimates,
         "recipes": [_recipe_data(plan, launch.catalog[rid], lock) for rid in plan.selected],
@@ -68,14 +69,15 @@ def readme_data(launch: Launch, lock: dict) -> dict[str, Any]:
 
 def _recipe_data(plan: Plan, recipe: RecipeRecord, lock: dict) -> dict[str, Any]:
     decision = plan.resolution.decisions[recipe.id]
-    levels = list(Verification)
+    entry = lock["recipes"][recipe.id]
     return {
         "id": recipe.id, "title": recipe.title, "kind": recipe.kind.value, "summary": recipe.summary,
         "reason": decision.reason, "chain": list(decision.chain),
         "gains": [g for g in recipe.gains if _gain_applies(g, plan)[0]],
         "other_gains": [g for g in recipe.gains if not _gain_applies(g, plan)[0]],
         "risks": [r for r in recipe.risks if r.when is None or compiled(r.when).evaluate(plan.facts.values)],
-        "verification": recipe.verification.level.value, "notes": recipe.verification.notes.rstrip(),
-        "hardware_verified": levels.index(recipe.verification.level) >= levels.index(Verification.hardware_verified),
+        "verification": entry["verification"], "notes": recipe.verification.notes.rstrip(),
+        "hardware_verified": entry["verification"] == Verification.hardware_verified.value,
+        "measured": entry.get("measured", []),
         "pending": [p["file"] for p in lock["pending_patches"] if p["recipe"] == recipe.id],
     }

@@ -3,7 +3,8 @@
 Imported only when a bundle is written (``optkit.bundle.writer``): planning never loads Jinja2.
 Settings: ``StrictUndefined`` (a name the data lacks is an error, never an empty string),
 ``keep_trailing_newline``, ``trim_blocks`` + ``lstrip_blocks`` (a line holding only a ``{% %}``
-tag leaves nothing behind), no autoescaping (nothing here is HTML), and template comments
+tag leaves nothing behind), no autoescaping (``render_html`` escapes, for the one HTML file, the
+measurement report), and template comments
 written ``{## … ##}``, because ``{#`` is everyday shell (``${#ARRAY[@]}``).
 
 The shell rule, tested over every ``*.sh.j2`` (tests/test_bundle.py): each ``{{ … }}`` in a shell
@@ -94,3 +95,19 @@ def environment() -> jinja2.Environment:
 def render(template: str, **data: Any) -> str:
     """``templates/<template>`` rendered with ``data``."""
     return environment().get_template(template).render(**data)
+
+
+@functools.cache
+def html_environment() -> jinja2.Environment:
+    """The environment of the HTML templates (the measurement report): the same settings, but every
+    printed value is HTML-escaped."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("optkit.bundle", "templates"), undefined=jinja2.StrictUndefined,
+        autoescape=True, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
+        comment_start_string="{##", comment_end_string="##}")
+    return env
+
+
+def render_html(template: str, **data: Any) -> str:
+    """``templates/<template>`` rendered with ``data``, every value HTML-escaped."""
+    return html_environment().get_template(template).render(**data)

@@ -84,8 +84,12 @@ class _Vllm:
         from vllm.config import CompilationConfig, SpeculativeConfig
         from vllm.config.compilation import CUDAGraphMode
         from vllm.engine.arg_utils import AsyncEngineArgs
-        from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_parsed_serve_args
         from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+        try:  # vLLM <= 0.2x
+            from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_parsed_serve_args
+        except ModuleNotFoundError:  # vLLM 0.30 moved the serve parser
+            from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
 
         self.version = vllm.__version__
         self.make_parser = lambda: make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))

@@ -16,11 +16,12 @@ import tempfile
 from pathlib import Path
 
 from optkit.bundle import BundleWriteError, scripts
-from optkit.bundle.k8s import deployment_data
+from optkit.bundle.k8s import K8sOptions, deployment_data, service_data
 from optkit.bundle.launch import Launch
 from optkit.bundle.lock import lock_data
 from optkit.bundle.readme import expected_data, readme_data
 from optkit.bundle.render import render
+from optkit.catalog.paths import file_in_the_way
 from optkit.resolve.plan import Plan, Workspace
 from optkit.resolve.report import dump_json
 from optkit.tree.patchset import LOCK_NAME
@@ -30,14 +31,14 @@ REGULAR = 0o644
 CONTEXT = {
     "env.sh": scripts.env_data, "serve.sh": scripts.serve_data, "preflight.sh": scripts.preflight_data,
     "apply.sh": scripts.apply_data, "build-kernels.sh": scripts.build_kernels_data, "bench.sh": scripts.bench_data,
-    "README.md": readme_data, "k8s/deployment.yaml": deployment_data,
+    "README.md": readme_data, "k8s/deployment.yaml": deployment_data, "k8s/service.yaml": service_data,
 }
 """Every templated file of a bundle (``templates/<path>.j2``) and the function ``(launch, lock) -> data``
 that computes what its template is given."""
 _TOP_LEVEL = {LOCK_NAME, "expected.json", "patches"} | {rel.split("/")[0] for rel in CONTEXT}
 
 
-def write_bundle(plan: Plan, workspace: Workspace, out_dir: Path, *, k8s: bool = False) -> list[Path]:
+def write_bundle(plan: Plan, workspace: Workspace, out_dir: Path, *, k8s: bool | K8sOptions = False) -> list[Path]:
     """Write the bundle of ``plan`` to ``out_dir`` all at once; return the files written.
 
     ``out_dir`` must be absent, empty, or a previous bundle (it has ``optkit.lock.json`` and
@@ -46,16 +47,32 @@ def write_bundle(plan: Plan, workspace: Workspace, out_dir: Path, *, k8s: bool =
     files = bundle_files(plan, workspace, k8s=k8s)
     out_dir = Path(out_dir).absolute()
     _check_target(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))
+    return write_files(files, out_dir)
+
+
+def write_files(files: dict[str, bytes], out_dir: Path) -> list[Path]:
+    """Write ``files`` (relative path → bytes) as the directory ``out_dir``, replacing it all at once:
+    into a temporary sibling first, then renamed into place. ``*.sh`` files but env.sh are executable.
+    A directory that cannot be written (read-only, a full disk) is a ``BundleWriteError``; what was
+    there before is unchanged."""
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))
+    except OSError as exc:
+        raise BundleWriteError(f"cannot write {out_dir}: {exc.strerror or exc}"
+                               f"{f' ({exc.filename})' if exc.filename else ''}; give a writable directory") from None
     try:
         for rel, data in files.items():
             path = staging / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-            path.chmod(EXECUTABLE if rel.endswith(".sh") and rel != "env.sh" else REGULAR)
+            path.chmod(EXECUTABLE if rel.endswith(".sh") and not rel.endswith("env.sh") else REGULAR)
         staging.chmod(0o755)
         _swap_into_place(staging, out_dir)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise BundleWriteError(f"cannot write {out_dir}: {exc.strerror or exc}; nothing was written "
+                               "(what was there before is unchanged)") from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -63,17 +80,25 @@ def write_bundle(plan: Plan, workspace: Workspace, out_dir: Path, *, k8s: bool =
 
 
 def _check_target(out_dir: Path) -> None:
+    check_replaceable(out_dir, LOCK_NAME, _TOP_LEVEL, "bundle", BundleWriteError)
+
+
+def check_replaceable(out_dir: Path, marker: str, allowed: set[str], what: str, error: type[Exception]) -> None:
+    """Refuse (``error``) to replace ``out_dir`` unless it is absent, empty, or a previous optkit ``what``:
+    it has ``marker`` and nothing besides the ``allowed`` top-level names, so nothing of the user's is lost."""
     if out_dir.exists() and not out_dir.is_dir():
-        raise BundleWriteError(f"{out_dir} is a file; give a new or empty directory for the bundle")
+        raise error(f"{out_dir} is a file; give a new or empty directory for the {what}")
+    blocking = file_in_the_way(out_dir)
+    if blocking is not None:
+        raise error(f"{out_dir} cannot be created: {blocking} is a file; give a directory elsewhere")
     if not out_dir.is_dir() or not any(out_dir.iterdir()):
         return
-    if not (out_dir / LOCK_NAME).is_file():
-        raise BundleWriteError(f"{out_dir} is not empty and is not an optkit bundle (no {LOCK_NAME}); "
-                               "give a new or empty directory")
-    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in _TOP_LEVEL)
+    if not (out_dir / marker).is_file():
+        raise error(f"{out_dir} is not empty and is not an optkit {what} (no {marker}); give a new or empty directory")
+    foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in allowed)
     if foreign:
-        raise BundleWriteError(f"{out_dir} is a previous bundle but also holds {', '.join(foreign)}, which "
-                               "rewriting it would delete; move them out or write to another directory")
+        raise error(f"{out_dir} is a previous {what} but also holds {', '.join(foreign)}, which "
+                    "rewriting it would delete; move them out or write to another directory")
 
 
 def _swap_into_place(staging: Path, out_dir: Path) -> None:
@@ -93,16 +118,19 @@ def _swap_into_place(staging: Path, out_dir: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def bundle_files(plan: Plan, workspace: Workspace, *, k8s: bool = False) -> dict[str, bytes]:
-    """Every file of the bundle, by relative path (pure: nothing is read but the catalog and the templates)."""
+def bundle_files(plan: Plan, workspace: Workspace, *, k8s: bool | K8sOptions = False) -> dict[str, bytes]:
+    """Every file of the bundle, by relative path (pure: nothing is read but the catalog and the templates).
+    ``k8s``: also the manifests, with these options (True: the defaults)."""
     launch = Launch(plan, workspace)
-    lock = lock_data(plan, workspace, launch, k8s=k8s)
+    options = K8sOptions() if k8s is True else (k8s or None)
+    lock = lock_data(plan, workspace, launch, k8s=options)
     texts = {
         LOCK_NAME: dump_json(lock),
         "expected.json": dump_json(expected_data(plan, workspace)),
         "patches/series": "".join(p["name"] + "\n" for p in lock["patches"]),
     }
-    written = {"build-kernels.sh": bool(launch.kernels), "k8s/deployment.yaml": k8s}
+    written = {"build-kernels.sh": bool(launch.kernels), "k8s/deployment.yaml": bool(options),
+               "k8s/service.yaml": bool(options)}
     texts.update({rel: render(f"{rel}.j2", **data(launch, lock)) for rel, data in CONTEXT.items() if written.get(rel, True)})
     files = {rel: text.encode("utf-8") for rel, text in texts.items()}
     for entry in lock["patches"]:
@@ -110,4 +138,4 @@ def bundle_files(plan: Plan, workspace: Workspace, *, k8s: bool = False) -> dict
     return dict(sorted(files.items()))
 
 
-__all__ = ["write_bundle", "bundle_files"]
+__all__ = ["write_bundle", "bundle_files", "write_files", "check_replaceable"]

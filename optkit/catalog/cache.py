@@ -46,7 +46,8 @@ _SCHEMA_FUNCTIONS: set = set()
 
 
 def schema_function(function: F) -> F:
-    """Register a validator function that a cached pydantic-core schema may refer to (by name)."""
+    """Register a validator function (or callable validator class) that a cached pydantic-core
+    schema may refer to (by name)."""
     _SCHEMA_FUNCTIONS.add(function)
     return function
 
@@ -82,23 +83,29 @@ def _unchanged(folder: Path | None, code: tuple[str, ...], inputs: bytes, key: b
 
 
 def folder_key(folder: Path | None, code: tuple[str, ...] = (), inputs: bytes = b"") -> bytes:
-    """sha256 of the code fingerprint, ``inputs``, and every file under ``folder`` (relative path and bytes)."""
+    """sha256 of the code fingerprint, ``inputs``, and every file under ``folder`` (relative path and
+    bytes; a symlink by its target, since the loaders refuse symlinks)."""
     digest = hashlib.sha256(_fingerprint(code))
     digest.update(hashlib.sha256(inputs).digest())
     for path in _files(folder) if folder is not None else ():
+        rel = path.relative_to(folder).as_posix()
+        if path.is_symlink():
+            digest.update(f"{rel}\0symlink\0{os.readlink(path)}\0".encode(errors="surrogateescape"))
+            continue
         data = path.read_bytes()
-        digest.update(f"{path.relative_to(folder).as_posix()}\0{len(data)}\0".encode())
+        digest.update(f"{rel}\0{len(data)}\0".encode(errors="surrogateescape"))
         digest.update(data)
     return digest.digest()
 
 
 def _files(folder: Path) -> list[Path]:
+    """Every file under ``folder``, sorted, and every symlink (to a file or a directory, not followed)."""
     if not folder.is_dir():
         return []
     found = []
     for parent, dirs, files in os.walk(folder):
         dirs.sort()
-        found += [Path(parent, name) for name in sorted(files)]
+        found += [Path(parent, name) for name in sorted(files + [d for d in dirs if Path(parent, d).is_symlink()])]
     return found
 
 

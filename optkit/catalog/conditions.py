@@ -9,10 +9,12 @@ Grammar (recursive descent; nothing is ever passed to ``eval``)::
     operand := FACT | NUMBER | STRING | "true" | "false" | "[" [operand ("," operand)*] "]"
              | "(" expr ")"
 
-Facts are dotted names from ``optkit.catalog.factspec.FACTS``. ``compile_condition`` parses and
-type-checks against that registry, so an unknown fact, a comparison of a number with a string,
-a version fact against a string that is no PEP 440 version, or a string outside a fact's
-choices is an error when the catalog loads, not when a plan runs.
+Parentheses, lists and ``not`` nest at most ``MAX_NESTING`` levels deep (deeper text is an
+error, never a ``RecursionError``). Facts are dotted names from ``optkit.catalog.factspec.FACTS``.
+``compile_condition`` parses and type-checks against that registry, so an unknown fact, a
+comparison of a number with a string, a version fact against a string that is no PEP 440
+version, or a string outside a fact's choices is an error when the catalog loads, not when a
+plan runs.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Mapping
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
+from optkit.catalog.textfile import MAX_INT_DIGITS
 from optkit.errors import ConditionError, InternalError, did_you_mean
 from optkit.catalog.factspec import FACTS, FactSpec
 
@@ -36,7 +39,10 @@ _TOKEN = re.compile(
     )""",
     re.VERBOSE,
 )
+_BLANK = re.compile(r"\s*\Z")
 _KEYWORDS = {"and", "or", "not", "in", "true", "false"}
+MAX_NESTING = 32
+"""Deepest nesting of parentheses, lists and ``not`` (the parser recurses once per level)."""
 _ORDER_OPS = {"<", "<=", ">", ">="}
 
 
@@ -51,7 +57,7 @@ def tokenize(text: str) -> list[Token]:
     """Split a condition into tokens; anything unrecognised is an error with its column."""
     tokens, pos = [], 0
     while pos < len(text):
-        if text[pos:].strip() == "":
+        if _BLANK.match(text, pos):  # not text[pos:].strip(): that copies the rest once per token
             break
         match = _TOKEN.match(text, pos)
         if not match or match.end() == pos:
@@ -173,6 +179,7 @@ class _Parser:
         self.facts = facts
         self.tokens = tokenize(text)
         self.pos = 0
+        self.depth = 0
 
     def error(self, message: str, token: Token | None = None, hint: str = "") -> ConditionError:
         token = token or self.tokens[self.pos]
@@ -217,9 +224,20 @@ class _Parser:
         self.require_bool(parts[0], start)
         return Logic("bool", op, tuple(parts))
 
+    def nested(self, token: Token, parse: Callable[[], Node]) -> Node:
+        """``parse()`` one level deeper; refused beyond MAX_NESTING levels."""
+        if self.depth == MAX_NESTING:
+            raise self.error(f"nested more than {MAX_NESTING} levels deep", token, "split it into several rules")
+        self.depth += 1
+        try:
+            return parse()
+        finally:
+            self.depth -= 1
+
     def parse_unary(self) -> Node:
+        token = self.peek()
         if self.accept("not"):
-            return Not("bool", self.require_bool(self.parse_unary(), self.peek()))
+            return Not("bool", self.require_bool(self.nested(token, self.parse_unary), self.peek()))
         return self.parse_compare()
 
     def parse_compare(self) -> Node:
@@ -244,6 +262,8 @@ class _Parser:
     def parse_operand(self) -> Node:
         token = self.take()
         if token.kind == "num":
+            if len(token.text) > MAX_INT_DIGITS:
+                raise self.error(f"a number of {len(token.text)} characters; no fact is that large", token)
             value = float(token.text) if "." in token.text else int(token.text)
             return Literal("float" if isinstance(value, float) else "int", value)
         if token.kind == "str":
@@ -253,12 +273,12 @@ class _Parser:
         if token.kind == "name":
             return self.fact(token)
         if token.text == "(":
-            node = self.parse_or()
+            node = self.nested(token, self.parse_or)
             if not self.accept(")"):
                 raise self.error("missing ')'")
             return node
         if token.text == "[":
-            return self.parse_list(token)
+            return self.nested(token, lambda: self.parse_list(token))
         if token.kind == "end":
             raise self.error("condition ends too early", token)
         raise self.error(f"unexpected {token.text!r}", token)
@@ -329,7 +349,7 @@ class _Parser:
     def version_literal(self, node: Literal, token: Token) -> Literal:
         try:
             return Literal("version", Version(str(node.value)))
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number too long for int()
             raise self.error(f"{node.value!r} is not a version", token,
                              "write a PEP 440 version such as '0.26.0'") from None
 

@@ -20,10 +20,11 @@ class FactSpec:
     type: str
     description: str
     choices: tuple[str, ...] = ()
+    flag: str = ""  # the request flag that turns a boolean fact on, for hints ("drop --mtp")
 
 
-def _f(name: str, type_: str, description: str, choices: tuple[str, ...] = ()) -> FactSpec:
-    return FactSpec(name, type_, description, choices)
+def _f(name: str, type_: str, description: str, choices: tuple[str, ...] = (), flag: str = "") -> FactSpec:
+    return FactSpec(name, type_, description, choices, flag)
 
 
 _SPECS = [
@@ -38,8 +39,10 @@ _SPECS = [
     _f("target.variant", "str", "Benchmarked hardware variant (e.g. 752t, 560t), or '' if none."),
     # model
     _f("model.id", "str", "Model profile id."),
-    _f("model.family", "str", "Model family (qwen3.5-moe, qwen3.6-dense, custom)."),
-    _f("model.hf_model_type", "str", "Hugging Face config model_type."),
+    _f("model.family", "str", "Profile family label (qwen3.5-moe, qwen3.6-dense, custom): a name, not an "
+       "architecture; lint refuses conditions on it (and on model.id)."),
+    _f("model.hf_model_type", "str", "Hugging Face config model_type (top level, e.g. qwen3_5, qwen3_5_moe)."),
+    _f("model.text_model_type", "str", "model_type of the language model (text_config), e.g. qwen3_5_text."),
     _f("model.architecture", "str", "First entry of the HF config's architectures."),
     _f("model.num_layers", "int", "Decoder layers."),
     _f("model.gdn_layers", "int", "Gated-DeltaNet (linear attention) layers."),
@@ -49,7 +52,9 @@ _SPECS = [
     _f("model.is_moe", "bool", "Mixture-of-experts model."),
     _f("model.num_experts", "int", "Routed experts (0 for dense)."),
     _f("model.moe.shared_experts", "bool", "MoE layers have a shared expert."),
-    _f("model.mtp_layers", "int", "MTP (next-token prediction) layers shipped with the checkpoint."),
+    _f("model.mtp_head", "str", "Whether the checkpoint ships an MTP head vLLM can draft with; 'unknown' when "
+       "config.json does not say (e.g. Qwen3-Next: no num_nextn_predict_layers).",
+       ("present", "absent", "unknown")),
     _f("model.is_vl", "bool", "Config carries vision_config (vllm-ascend is_vl_model() is True)."),
     _f("model.dtype", "str", "Checkpoint dtype (bfloat16, float16, …)."),
     # parallelism
@@ -57,33 +62,36 @@ _SPECS = [
     _f("parallel.dp", "int", "Data-parallel size."),
     _f("parallel.ep", "bool", "Expert parallelism on (--enable-expert-parallel)."),
     _f("parallel.ep_size", "int", "Expert-parallel group size (tp × dp when EP is on, else 1)."),
-    _f("parallel.context_parallel", "bool", "Prefill/decode context parallelism in use."),
+    _f("parallel.context_parallel", "bool", "Prefill/decode context parallelism in use.", flag="--context-parallel"),
+    _f("parallel.flashcomm1", "bool",
+       "FlashComm1 (sequence-parallel MoE/dense, additional_config.enable_flashcomm1) on in the deployment.",
+       flag="--flashcomm1"),
     _f("parallel.cards", "int", "Cards used (devices / dies per card, rounded up)."),
     # versions
     _f("versions.vllm_ascend", "version", "vllm-ascend version of the tree/host."),
     _f("versions.vllm", "version", "vLLM version."),
     # runtime
     _f("runtime.dtype", "str", "Serving dtype.", ("bfloat16", "float16", "float32")),
-    _f("runtime.quantized", "bool", "Weights are quantized (w8a8 etc.)."),
-    _f("runtime.enforce_eager", "bool", "Graph mode off (--enforce-eager)."),
-    _f("runtime.lora", "bool", "LoRA adapters enabled."),
+    _f("runtime.quantized", "bool", "Weights are quantized (w8a8 etc.).", flag="--quantized"),
+    _f("runtime.enforce_eager", "bool", "Graph mode off (--enforce-eager).", flag="--enforce-eager"),
+    _f("runtime.lora", "bool", "LoRA adapters enabled.", flag="--lora"),
     # workload
     _f("workload.concurrency", "list[int]", "Requested concurrency levels."),
     _f("workload.concurrency_max", "int", "Highest requested concurrency."),
     _f("workload.input_len", "int", "Input tokens per request."),
     _f("workload.output_len", "int", "Output tokens per request."),
     _f("workload.greedy", "bool", "All requests greedy (temperature 0)."),
-    _f("workload.logprobs", "bool", "Requests ask for logprobs."),
-    _f("workload.penalties", "bool", "Requests use presence/frequency/repetition penalties."),
-    _f("workload.min_tokens", "bool", "Requests set min_tokens."),
-    _f("workload.structured_output", "bool", "Requests use structured output / grammars."),
-    _f("workload.prefix_caching", "bool", "Prefix caching on."),
-    _f("workload.async_scheduling", "bool", "Async scheduling on (vLLM turns it on with MTP)."),
+    _f("workload.logprobs", "bool", "Requests ask for logprobs.", flag="--logprobs"),
+    _f("workload.penalties", "bool", "Requests use presence/frequency/repetition penalties.", flag="--penalties"),
+    _f("workload.min_tokens", "bool", "Requests set min_tokens.", flag="--min-tokens"),
+    _f("workload.structured_output", "bool", "Requests use structured output / grammars.", flag="--structured-output"),
+    _f("workload.prefix_caching", "bool", "Prefix caching on.", flag="--prefix-caching"),
+    _f("workload.async_scheduling", "bool", "Async scheduling on (vLLM turns it on with MTP).", flag="--async-scheduling"),
     _f("workload.decode_rows_max", "int",
        "Largest decode rows per step: ceil(concurrency / dp) × (1 + k)."),
     _f("workload.decode_rows_per_rank_max", "int", "Decode rows per step per TP rank (rows / tp)."),
     # speculative decoding
-    _f("spec.mtp", "bool", "MTP speculative decoding on."),
+    _f("spec.mtp", "bool", "MTP speculative decoding on.", flag="--mtp"),
     _f("spec.num_speculative_tokens", "int", "k, draft tokens per step (0 when off)."),
     _f("spec.async_spec_decode", "bool", "Async scheduling with spec decode (CPU state optimistic)."),
     # compilation

@@ -2,7 +2,8 @@
 
 Schema problems come from the loader. Here: references to recipes, kernels and facts that do not
 exist, requirement cycles, patch files missing or undeclared, verification claims that the files
-cannot back, and two recipes setting one launch setting to different values without a conflict
+cannot back, recipes that change the launch without an accuracy claim, refused measurement records
+(verified/), and two recipes setting one launch setting to different values without a conflict
 between them.
 """
 
@@ -14,22 +15,33 @@ from pathlib import Path
 from optkit.catalog.loader import Catalog, load_catalog
 from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
 from optkit.catalog.factspec import FACTS
+from optkit.catalog.conditions import compiled
 from optkit.catalog.enums import VERIFICATION_ORDER, Verification
+from optkit.catalog.patchfile import path_problem, patch_paths
 from optkit.catalog.recipe_records import RecipeRecord
 
 _TEMPLATE = re.compile(r"\$\{([^}]*)\}")
+PROFILE_NAME_FACTS = ("model.id", "model.family")
+"""Facts that name a profile, not an architecture: a rule on them skips a user's checkpoint of the
+same architecture (derived from its config.json, family 'custom'), so conditions may not read them."""
 
 
 def lint(root: Path | None = None) -> list[Problem]:
-    """Every problem in the catalog under ``root`` (default: the shipped one), sorted."""
+    """Every problem in the catalog under ``root`` (default: the shipped one), sorted.
+
+    ``root`` is a catalog root (it has ``recipes/``), or a folder of recipe folders as ``--catalog``
+    takes it, audited layered over the shipped catalog (its links may name shipped recipes).
+    """
+    layered = root is not None and not (Path(root) / "recipes").is_dir()
     try:
-        catalog = load_catalog(root)
+        catalog = load_catalog(None, [root]) if layered else load_catalog(root)
     except ValidationFailed as exc:
         return exc.problems
     problems: list[Problem] = []
     from optkit.catalog.kernels import lint_kernels
 
-    for check in (_links, _templates, _patches, _kernels, _verification, _settings, _cycles, lint_kernels):
+    for check in (_links, _templates, _profile_names, _patches, _kernels, _verification, _accuracy, _settings,
+                  _cycles, lint_kernels, _records):
         problems.extend(check(catalog))
     return sorted(problems, key=lambda p: (p.location.file, p.location.line or 0, p.message))
 
@@ -74,6 +86,29 @@ def _templates(catalog: Catalog) -> list[Problem]:
     return out
 
 
+def conditions(recipe: RecipeRecord):
+    """``(field path, condition text)`` of every condition in ``recipe``."""
+    if recipe.implied_by:
+        yield ("implied_by",), recipe.implied_by
+    for field in ("preconditions", "effective_when", "requires", "conflicts", "risks"):
+        for index, entry in enumerate(getattr(recipe, field)):
+            if entry.when:
+                yield (field, index, "when"), entry.when
+
+
+def _profile_names(catalog: Catalog) -> list[Problem]:
+    out = []
+    for recipe in catalog:
+        for path, text in conditions(recipe):
+            named = [n for n in compiled(text).fact_names() if n in PROFILE_NAME_FACTS]
+            if named:
+                out.append(Problem(catalog.location(recipe.id, path),
+                                   f"condition reads {', '.join(named)}, a profile's name, not its architecture",
+                                   "key the rule on the facts that cause it (model.hf_model_type, "
+                                   "model.text_model_type, model.gdn_layers, model.is_moe, model.mtp_head, …)"))
+    return out
+
+
 def _patches(catalog: Catalog) -> list[Problem]:
     out = []
     for recipe in catalog:
@@ -86,8 +121,22 @@ def _patches(catalog: Catalog) -> list[Problem]:
                 out.append(Problem(loc, f"patch {patch.file} is marked present but the file is missing"))
             elif patch.status == "pending" and exists:
                 out.append(Problem(loc, f"patch {patch.file} exists; mark it status: present"))
+            elif exists:
+                out += _touched(catalog, recipe, i)
         for stray in sorted(p.name for p in folder.glob("*.patch") if p.name not in declared):
             out.append(Problem(catalog.location(recipe.id, ("patches",)), f"{stray} is in the folder but not declared"))
+    return out
+
+
+def _touched(catalog: Catalog, recipe: RecipeRecord, index: int) -> list[Problem]:
+    """The files the diff touches must be the declared targets, each inside the tree."""
+    patch = recipe.patches[index]
+    text = catalog.patch_path(recipe.id, patch.file).read_bytes().decode("utf-8", "surrogateescape")
+    touched = patch_paths(text)
+    loc = catalog.location(recipe.id, ("patches", index, "targets"))
+    out = [Problem(loc, f"{patch.file} touches {rel!r}: {why}") for rel in touched for why in [path_problem(rel)] if why]
+    if not out and sorted(set(touched)) != sorted(set(patch.targets)):
+        out.append(Problem(loc, f"{patch.file} touches {touched}, but targets lists {list(patch.targets)}"))
     return out
 
 
@@ -112,10 +161,22 @@ def _verification(catalog: Catalog) -> list[Problem]:
         if level >= applies and pending:
             out.append(Problem(catalog.location(recipe.id, ("verification", "level")),
                                f"level {recipe.verification.level.value} claims patches that are pending: {', '.join(pending)}"))
-        if recipe.verification.level is Verification.hardware_verified and recipe.verification.needs_npu:
-            out.append(Problem(catalog.location(recipe.id, ("verification",)),
-                               "hardware-verified but needs_npu is true"))
     return out
+
+
+def _accuracy(catalog: Catalog) -> list[Problem]:
+    """A recipe that changes what the server runs states what it does to the outputs (the ladder gates it)."""
+    return [Problem(catalog.location(r.id), "changes what the server runs but makes no accuracy claim",
+                    "add `accuracy:` with check greedy-identical, or tolerance and a margin")
+            for r in catalog if r.changes_launch and r.accuracy is None]
+
+
+def _records(catalog: Catalog) -> list[Problem]:
+    """Measurement records in verified/ that are refused (edited, stale, or naming unknown recipes)."""
+    from optkit.catalog.records import load_records
+
+    return [Problem(Location(r.file), (f"recipes.{r.recipe}: " if r.recipe else "") + r.reason)
+            for r in load_records(catalog.root, catalog).refused]
 
 
 def _flatten(prefix: str, value, out: dict) -> None:

@@ -9,6 +9,7 @@ lint pass's job (``optkit.catalog.lint``).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,8 @@ class Catalog:
     recipes: dict[str, RecipeRecord] = field(default_factory=dict)
     folders: dict[str, Path] = field(default_factory=dict)
     lines: dict[str, LineMap] = field(default_factory=dict)
+    origins: dict[str, Path] = field(default_factory=dict)  # recipe id → the --catalog folder it came from
+    extra: list[Path] = field(default_factory=list)  # the --catalog folders, in the order given
 
     def __getitem__(self, recipe_id: str) -> RecipeRecord:
         return self.recipes[recipe_id]
@@ -73,8 +76,18 @@ def validation_problems(exc: ValidationError, lines: LineMap, model: type[BaseMo
                 typo_targets.add(loc[:-1] + (hint.split("'")[1],))
         elif err["type"] == "missing":
             message = f"missing required field {loc[-1]!r}"
+        elif err["type"] == "model_type":  # pydantic names the class ("instance of LockPatch"): say what is wanted
+            message = f"expected a mapping of fields, got {_json_type(err['input'])}"
         problems.append((loc, err["type"], Problem(lines.location(loc), message, hint)))
     return [p for loc, kind, p in problems if not (kind == "missing" and loc in typo_targets)]
+
+
+def _json_type(value: Any) -> str:
+    """``value``'s kind in the words of YAML and JSON files."""
+    if value is None:
+        return "null"
+    kinds = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list", dict: "a mapping"}
+    return next((word for kind, word in kinds.items() if isinstance(value, kind)), type(value).__name__)
 
 
 def _field_names(model: type[BaseModel], path: tuple) -> list[str]:
@@ -122,7 +135,8 @@ def parse_model(model: type[BaseModel], data: Any, lines: LineMap) -> BaseModel:
 
 
 def load_recipe(folder: Path, display: str) -> tuple[RecipeRecord, LineMap]:
-    """Validate one ``recipe.yaml`` (its ``id`` must equal its folder name); the recipe as a record."""
+    """Validate one ``recipe.yaml`` (its ``id`` must equal its folder name, its patches be files in
+    the folder); the recipe as a record."""
     from optkit.catalog.frozen import freeze
     from optkit.catalog.schema import RECORDS, Recipe
     from optkit.catalog.yamlio import load_yaml
@@ -133,6 +147,13 @@ def load_recipe(folder: Path, display: str) -> tuple[RecipeRecord, LineMap]:
         raise ValidationFailed([Problem(lines.location(("id",)),
                                         f"id {recipe.id!r} differs from its folder name {folder.name!r}",
                                         "rename one of them")])
+    linked = [Problem(lines.location(("patches", i, "file")),
+                      f"{patch.file} is a symlink (to {os.readlink(folder / patch.file)!r}); a recipe's "
+                      "patches are files in its own folder, copied into bundles as they are",
+                      "put the patch itself in the folder")
+              for i, patch in enumerate(recipe.patches) if (folder / patch.file).is_symlink()]
+    if linked:
+        raise ValidationFailed(linked)
     return recipe, lines
 
 
@@ -151,8 +172,15 @@ def load_entries(root: Path, folder: str, filename: str, load_one) -> tuple[dict
 def _validate_entries(base: Path, folder: str, filename: str, load_one) -> tuple[dict, dict, dict]:
     """(entries, folder names, line maps) by id, each file parsed and validated."""
     entries, names, lines, problems = {}, {}, {}, []
-    for sub in sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []:
+    subs = sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith(".")) if base.is_dir() else []
+    for sub in subs:
         display = f"{folder}/{sub.name}/{filename}"
+        linked = next((p for p in (sub, sub / filename) if p.is_symlink()), None)
+        if linked is not None:
+            problems.append(Problem(Location(display), f"{folder}/{linked.relative_to(base).as_posix()} is a "
+                                    f"symlink (to {os.readlink(linked)!r}); the catalog's folders and files are "
+                                    "its own", "copy it in instead of linking"))
+            continue
         if not (sub / filename).is_file():
             problems.append(Problem(Location(f"{folder}/{sub.name}"), f"no {filename} in this folder"))
             continue
@@ -167,10 +195,47 @@ def _validate_entries(base: Path, folder: str, filename: str, load_one) -> tuple
     return entries, names, lines
 
 
-def load_catalog(root: Path | None = None) -> Catalog:
-    """Load every recipe under ``root/recipes``; all problems of all files are reported together."""
+def load_catalog(root: Path | None = None, extra=()) -> Catalog:
+    """Load every recipe under ``root/recipes``, then each folder of ``extra`` (``--catalog DIR``:
+    recipe folders like ``recipes/``) layered over it with the same loader and errors. A layered id
+    that a shipped recipe has is an error unless it says ``replaces_shipped: true``; one id in two
+    extra folders is always an error. All problems of all files are reported together."""
     root = root or project_root()
     if not (root / "recipes").is_dir():
         raise ValidationFailed([Problem(Location(str(root / "recipes")), "no recipes/ folder here")])
     recipes, folders, lines = load_entries(root, "recipes", RECIPE_FILE, load_recipe)
-    return Catalog(root, recipes, folders, lines)
+    catalog = Catalog(root, dict(recipes), folders, dict(lines), extra=[Path(d) for d in extra])
+    problems = []
+    for folder in catalog.extra:
+        problems += _layer(catalog, folder, shipped=recipes)
+    if problems:
+        raise ValidationFailed(problems)
+    catalog.recipes = dict(sorted(catalog.recipes.items()))
+    return catalog
+
+
+def _layer(catalog: Catalog, folder: Path, shipped: dict) -> list[Problem]:
+    """Add the recipes of one ``--catalog`` folder to ``catalog``; the problems that stop it."""
+    if not folder.is_dir():
+        return [Problem(Location(str(folder)), "catalog folder not found (--catalog / OPTKIT_CATALOG_PATH)")]
+    try:
+        entries, names, lines = _validate_entries(folder, str(folder), RECIPE_FILE, load_recipe)
+    except ValidationFailed as exc:
+        return exc.problems
+    problems = []
+    for rid, recipe in entries.items():
+        where = lines[rid].location(("id",))
+        if rid in catalog.origins:
+            problems.append(Problem(where, f"recipe {rid!r} is also in the catalog {catalog.origins[rid]}",
+                                    "an id may come from one --catalog folder only"))
+        elif rid in shipped and not recipe.replaces_shipped:
+            problems.append(Problem(where, f"recipe {rid!r} is a shipped recipe (recipes/{rid})",
+                                    "rename yours, or set replaces_shipped: true to plan with it instead"))
+        elif recipe.replaces_shipped and rid not in shipped:
+            problems.append(Problem(lines[rid].location(("replaces_shipped",)),
+                                    f"replaces_shipped is true but no shipped recipe is called {rid!r}",
+                                    did_you_mean(rid, shipped) or "remove replaces_shipped"))
+        else:
+            catalog.recipes[rid], catalog.lines[rid] = recipe, lines[rid]
+            catalog.folders[rid], catalog.origins[rid] = folder / names[rid], folder
+    return problems

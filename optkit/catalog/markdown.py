@@ -49,7 +49,24 @@ def _launch(recipe) -> list[str]:
     return (["**Launch settings**", ""] + lines + [""]) if lines else []
 
 
-def recipe_markdown(catalog: Catalog, recipe_id: str) -> str:
+def measured_text(measurement) -> str:
+    """``c1 −1.2 ms (gain), c4 +0.01 ms (no measurable effect)``: a measurement's deltas in words."""
+    return ", ".join(f"c{c} {delta:+.3g} ± {measurement.noise_ms[c]:.2g} ms ({measurement.verdict[c].replace('-', ' ')})"
+                     for c, delta in sorted(measurement.tpot_delta_ms.items()))
+
+
+def _measured(records, recipe_id: str) -> list[str]:
+    if records is None:
+        return []
+    lines = [f"- {e.label}: {measured_text(e.measurement)}"
+             + (f", together with {', '.join(e.measurement.together_with)}" if e.measurement.together_with else "")
+             for e in records.of(recipe_id)]
+    lines += [f"- refused: {r}" for r in records.refused if r.recipe in (recipe_id, None)]
+    return (["**Measured (verified/)**", ""] + lines + [""]) if lines else []
+
+
+def recipe_markdown(catalog: Catalog, recipe_id: str, records=None) -> str:
+    """One recipe as Markdown; with ``records`` (``optkit show``) also its measurements and refusals."""
     r = catalog[recipe_id]
     p = r.provenance
     lines = [f"### {r.id}", "", f"**{r.title}** — kind `{r.kind.value}`", "", _one_line(r.summary), "",
@@ -57,13 +74,15 @@ def recipe_markdown(catalog: Catalog, recipe_id: str) -> str:
              f"- Seed map: {p.seed_map}; upstream in 0.23.0: **{p.upstream.status.value}**"
              + (f" (since {p.upstream.since})" if p.upstream.since else ""),
              f"- Evidence: {_one_line(p.upstream.evidence)}",
-             f"- Versions: vllm-ascend `{r.versions.vllm_ascend}`, vLLM `{r.versions.vllm}`"
-             + (f"; already upstream in `{r.upstream_in}`" if r.upstream_in else ""),
+             f"- Versions: vllm-ascend `{r.versions.vllm_ascend}`, vLLM `{r.versions.vllm}`",
              f"- Verification: **{r.verification.level.value}**"
              + ("; needs an NPU for full verification" if r.verification.needs_npu else "")
              + (f" — {_one_line(r.verification.notes)}" if r.verification.notes else ""), ""]
     if r.implied_by:
         lines += [f"Selected whenever `{r.implied_by}`.", ""]
+    if r.accuracy:
+        margin = f", within {r.accuracy.margin:g} points of exact-match accuracy" if r.accuracy.margin else ""
+        lines += [f"**Accuracy claim**: {r.accuracy.check}{margin} — {_one_line(r.accuracy.why)}", ""]
     lines += _rules("Preconditions (correctness)", r.preconditions)
     lines += _rules("Pays off when", r.effective_when)
     lines += _links("Requires", r.requires) + _links("Conflicts", r.conflicts)
@@ -72,10 +91,16 @@ def recipe_markdown(catalog: Catalog, recipe_id: str) -> str:
         lines += ["**Patches**", ""]
         lines += [f"- `{pt.file}` ({pt.status}) → {', '.join(f'`{t}`' for t in pt.targets)} — {_one_line(pt.description)}"
                   for pt in r.patches] + [""]
+    if r.releases:
+        lines += ["**Per release** (probed on every release by `optkit tree inspect`; see docs/versions.md)", ""]
+        lines += [f"- `{e.versions}`: **{e.status}** — {_one_line(e.msg)}"
+                  + (f"; patches: {', '.join(f'`{f}`' for f in e.patches)}" if e.patches else "")
+                  + (f"; in plans: {_one_line(e.note)}" if e.note else "") for e in r.releases] + [""]
     if r.kernels:
         lines += ["**Kernels**: " + ", ".join(f"`kernels/{k}`" for k in r.kernels), ""]
     if r.gains:
         lines += ["**Reported gains**", ""] + [_gain(g) for g in r.gains] + [""]
+    lines += _measured(records, recipe_id)
     if r.risks:
         lines += ["**Risks**", ""]
         lines += [f"- {risk.severity}: {_one_line(risk.text)}" + (f" (when `{risk.when}`)" if risk.when else "")
@@ -90,8 +115,8 @@ def catalog_markdown(catalog: Catalog) -> str:
              "Verification levels, weakest first: declared (catalog entry only), config-checked (keys and "
              "variables exist in the real 0.23.0 tree), applies (patches apply to the real tree), compiles "
              "(patched Python compiles and passes pyflakes), cpu-reference (logic tested on CPU against a "
-             "reference), hardware-verified (measured on an Ascend NPU). Nothing here is hardware-verified: "
-             "this project has no NPU.", "",
+             "reference), hardware-verified (measured on an Ascend NPU: reached only through a measurement "
+             "record in verified/, never declared). Nothing here is hardware-verified: this project has no NPU.", "",
              "| id | kind | upstream (0.23.0) | verification | needs NPU | patches |", "|---|---|---|---|---|---|"]
     for r in catalog:
         patches = f"{sum(p.status == 'present' for p in r.patches)}/{len(r.patches)} written" if r.patches else "—"

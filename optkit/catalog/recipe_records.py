@@ -22,7 +22,26 @@ class GainBehaviour:
         return self.delta if self.delta is not None else self.after - self.before
 
 
-class RecipeRecord(Record):
+class RecipeBehaviour:
+    """What a recipe answers from its fields."""
+
+    __slots__ = ()
+
+    @property
+    def changes_launch(self) -> bool:
+        """Whether it changes what the server runs (settings, arguments, patches or kernels); a recipe
+        that does not (e.g. a precondition on the release) has nothing to measure or gate."""
+        return bool(self.env or self.additional_config or self.compilation_config or self.speculative_config
+                    or self.serve_args or self.patches or self.kernels)
+
+    def patch_versions(self, file: str) -> str:
+        """The releases a patch file was written for (its release entry's range; the recipe's own
+        range when the recipe declares no release entries)."""
+        entry = next((e for e in self.releases if file in e.patches), None)
+        return entry.versions if entry else self.versions.vllm_ascend
+
+
+class RecipeRecord(RecipeBehaviour, Record):
     """A validated recipe (``optkit.catalog.schema.Recipe``), as the run-time holds it."""
 
     __slots__ = ()

@@ -17,7 +17,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from optkit.catalog.conditions import compiled
 from optkit.catalog.enums import VERIFICATION_ORDER, Kind, UpstreamStatus, Verification  # noqa: F401 - re-exported
-from optkit.catalog.recipe_records import GainBehaviour, GainRecord, RecipeRecord
+from optkit.catalog.patchfile import path_problem
+from optkit.catalog.recipe_records import GainBehaviour, GainRecord, RecipeBehaviour, RecipeRecord
 from optkit.errors import ConditionError
 
 
@@ -30,17 +31,34 @@ def _check_condition(text: str) -> str:
 
 
 def _check_specifier(text: str) -> str:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # only validating needs it
+    from packaging.specifiers import SpecifierSet  # only validating needs it
 
     try:
-        SpecifierSet(text)
-    except InvalidSpecifier:
+        SpecifierSet(text).contains("0", prereleases=True)  # parses every version in it, not only the syntax
+    except ValueError:  # InvalidSpecifier, or a number too long for int()
         raise ValueError(f"{text!r} is not a PEP 440 version specifier (e.g. '>=0.23.0,<0.26')") from None
     return text
 
 
+def _check_tree_path(text: str) -> str:
+    problem = path_problem(text)
+    if problem is not None:
+        raise ValueError(f"{text!r} is not a file of the vllm-ascend tree: {problem}")
+    return text
+
+
+def _check_regex(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise ValueError(f"{text!r} is not a regular expression: {exc}") from None
+    return text
+
+
 ConditionText = Annotated[str, AfterValidator(_check_condition)]
+TreeFile = Annotated[str, AfterValidator(_check_tree_path)]
 SpecifierText = Annotated[str, AfterValidator(_check_specifier)]
+RegexText = Annotated[str, AfterValidator(_check_regex)]
 RecipeId = Annotated[str, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
@@ -66,6 +84,45 @@ class Provenance(_Strict):
     article: ArticleRef = Field(description="Where the article describes it.")
     seed_map: str = Field(description="Section of the seed map (research/seed-map-0.23.0.md), e.g. 'B.7'.")
     upstream: Upstream = Field(description="Upstream status, with evidence from the real tree.")
+
+
+class Probe(_Strict):
+    """A machine-checked marker on a source tree: a file (or glob) and what must or must not be in it."""
+
+    file: str = Field(pattern=r"^[A-Za-z0-9_.*/-]+$",
+                      description="Path relative to the tree root, or a glob such as vllm_ascend/**/*.py.")
+    present: list[RegexText] = Field(default_factory=list, description="Regexes that must each match the file(s).")
+    absent: list[RegexText] = Field(default_factory=list, description="Regexes none of which may match (no file matches none).")
+    exists: Optional[bool] = Field(None, description="true: the file must exist; false: it must not (unset: either).")
+
+    @model_validator(mode="after")
+    def _checks_something(self) -> "Probe":
+        if not self.present and not self.absent and self.exists is None:
+            raise ValueError("a probe needs 'present', 'absent' or 'exists'")
+        return self
+
+
+ReleaseStatus = Literal["new", "partly-upstream", "upstream", "superseded", "broken", "absent"]
+"""What a release range has of the recipe's change: not upstream (new, partly-upstream), already
+there (upstream), the code it changes replaced (superseded), machinery it calls removed (broken),
+the code it changes not there yet (absent)."""
+
+
+class ReleaseRange(_Strict):
+    """The recipe on a range of vllm-ascend releases: its upstream status there (proven by probes)
+    and the patch set written for that range."""
+
+    versions: SpecifierText = Field(description="The releases this entry covers (PEP 440, pre-releases included).")
+    status: ReleaseStatus = Field(description="Upstream status on these releases.")
+    msg: str = Field(min_length=4, description="What these releases have or lack, in words (shown in plans).")
+    evidence: str = Field("", description="PRs, release notes, file:line in the trees.")
+    patches: list[str] = Field(default_factory=list, description="Patch files (declared in 'patches') written for these releases.")
+    adds: list[str] = Field(default_factory=list, description="Knobs the patch set adds ('env:NAME', 'additional_config:a.b').")
+    knob: Optional[str] = Field(None, description="Upstream: the knob the upstream form needs, if any (shown in plans).")
+    note: Optional[str] = Field(None, min_length=4, description=(
+        "Shown beside the recipe in plans that select it on these releases: what its patch set leaves out "
+        "there, or what upstream already does of it."))
+    probe: list[Probe] = Field(min_length=1, description="Markers that hold on every tree of this range (all of them).")
 
 
 class Versions(_Strict):
@@ -106,7 +163,7 @@ class Patch(_Strict):
     forwarded: str = Field("no", description="DEP-3 Forwarded: no, not-needed, or a URL.")
     applied_upstream: Optional[str] = Field(None, description="DEP-3 Applied-Upstream: version/commit, if landed.")
     last_update: _dt.date = Field(description="DEP-3 Last-Update (YYYY-MM-DD).")
-    targets: list[str] = Field(min_length=1, description="Tree files the patch touches (relative paths).")
+    targets: list[TreeFile] = Field(min_length=1, description="Tree files the patch touches (relative paths, inside the tree).")
     status: Literal["pending", "present"] = Field(
         "pending", description="'present' once the file exists; 'pending' marks a declared, unwritten patch.")
 
@@ -144,12 +201,41 @@ class Risk(_Strict):
 
 
 class VerificationInfo(_Strict):
-    level: Verification = Field(description="Strongest verification that tests in this repo back.")
+    level: Verification = Field(description="Strongest verification that tests in this repo back "
+                                "(hardware-verified is not declared: only a record in verified/ reaches it).")
     needs_npu: bool = Field(description="Whether full verification still needs an Ascend NPU.")
     notes: str = Field("", description="What was verified, how, and what remains.")
 
+    @model_validator(mode="after")
+    def _not_hardware_verified(self) -> "VerificationInfo":
+        if self.level is Verification.hardware_verified:
+            raise ValueError("level: hardware-verified is reached only through a measurement record in verified/ "
+                             "(`optkit report LADDER --record`), not declared; give the strongest level the tests back")
+        return self
 
-class Recipe(_Strict):
+
+class Accuracy(_Strict):
+    """What a recipe claims about the model's outputs; the ladder's accuracy gate checks it."""
+
+    check: Literal["greedy-identical", "tolerance"] = Field(
+        description="'greedy-identical': at temperature 0 every output token equals the one without the recipe "
+        "(checked on every prompt of the shipped set); 'tolerance': numerics may change, so only the exact-match "
+        "accuracy on the shipped questions is checked, within `margin`.")
+    margin: Optional[float] = Field(
+        None, gt=0, le=100, description="tolerance only: percentage points of exact-match accuracy the recipe may "
+        "lose against the same stack without it.")
+    why: str = Field(min_length=4, description="Why the claim holds, or why the numerics may change.")
+
+    @model_validator(mode="after")
+    def _margin_only_for_tolerance(self) -> "Accuracy":
+        if self.check == "tolerance" and self.margin is None:
+            raise ValueError("a tolerance check needs 'margin' (percentage points of exact-match accuracy)")
+        if self.check == "greedy-identical" and self.margin is not None:
+            raise ValueError("'margin' is only meaningful with check: tolerance (greedy-identical allows no change)")
+        return self
+
+
+class Recipe(RecipeBehaviour, _Strict):
     """One optimization as data."""
 
     id: RecipeId = Field(description="Stable kebab-case id; the folder name under recipes/.")
@@ -158,8 +244,8 @@ class Recipe(_Strict):
     kind: Kind = Field(description="What it changes.")
     provenance: Provenance = Field(description="Article passage, seed-map section and upstream status.")
     versions: Versions = Field(description="Versions the recipe applies to.")
-    upstream_in: Optional[SpecifierText] = Field(
-        None, description="vllm-ascend versions where the change is already upstream (recipe is then a no-op).")
+    releases: list[ReleaseRange] = Field(
+        default_factory=list, description="Per release range: upstream status (with probes) and the patch set for it.")
     implied_by: Optional[ConditionText] = Field(
         None, description="Selected whenever this holds: the request itself asks for it (e.g. spec.mtp).")
     preconditions: list[Rule] = Field(default_factory=list, description="Must hold for correctness.")
@@ -175,13 +261,32 @@ class Recipe(_Strict):
     kernels: list[RecipeId] = Field(default_factory=list, description="Kernel build specs under kernels/.")
     gains: list[Gain] = Field(default_factory=list, description="Reported gains (and regressions).")
     risks: list[Risk] = Field(default_factory=list, description="What can go wrong.")
+    accuracy: Optional[Accuracy] = Field(
+        None, description="Its claim about outputs (greedy-identical or a tolerance), checked by the ladder's "
+        "accuracy gate; absent: no claim (output changes are reported, not gated).")
     verification: VerificationInfo = Field(description="How far it has been verified.")
+    replaces_shipped: bool = Field(
+        False, description="In a catalog given with --catalog: true to replace the shipped recipe of the same id "
+        "(without it, reusing a shipped id is an error).")
 
     @model_validator(mode="after")
     def _unless_only_on_conflicts(self) -> "Recipe":
         for index, link in enumerate(self.requires):
             if link.unless:
                 raise ValueError(f"requires[{index}].unless: 'unless' is only meaningful on conflicts")
+        return self
+
+    @model_validator(mode="after")
+    def _release_patches_declared(self) -> "Recipe":
+        declared = [p.file for p in self.patches]
+        owners: dict[str, int] = {}
+        for index, entry in enumerate(self.releases):
+            for name in entry.patches:
+                if name not in declared:
+                    raise ValueError(f"releases[{index}].patches: {name!r} is not declared in 'patches'")
+                if name in owners:
+                    raise ValueError(f"releases[{index}].patches: {name!r} is already in releases[{owners[name]}]")
+                owners[name] = index
         return self
 
     @model_validator(mode="after")

@@ -20,15 +20,19 @@ def bundle():
 @click.option("--tree", "tree_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="vllm-ascend tree to check keys and env vars against (default: the cached pristine tree).")
 @click.option("--no-vllm", is_flag=True, help="Do not run vLLM's parser (then a missing vLLM is no failure).")
+@click.option("--vllm-python", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Python with the vLLM the bundle's release pairs with (default: this one if it matches, "
+                   "else the cached venv of `scripts/vllm-venv VERSION`).")
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
-def check_command(bundle_dir, tree_dir, no_vllm, as_json):
-    """Check BUNDLE_DIR against vLLM 0.23.0's parser, the tree's config keys and env vars, and shellcheck.
+def check_command(bundle_dir, tree_dir, no_vllm, vllm_python, as_json):
+    """Check BUNDLE_DIR against the parser of the vLLM its release pairs with, the tree's config keys
+    (and, on strict releases, its own AscendConfig) and env vars, and shellcheck.
 
-    Exits 1 on any problem, and when vLLM 0.23.0 is not installed (unless --no-vllm)."""
+    Exits 1 on any problem, and when that vLLM is not available (unless --no-vllm)."""
     from optkit.bundle.check import check_bundle
     from optkit.errors import BundleError
 
-    report = check_bundle(bundle_dir, tree=tree_dir, use_vllm=not no_vllm)
+    report = check_bundle(bundle_dir, tree=tree_dir, use_vllm=not no_vllm, vllm_python=vllm_python)
     if as_json:
         click.echo(json.dumps([c.__dict__ for c in report.checks], indent=2, sort_keys=True))
     else:
@@ -39,8 +43,15 @@ def check_command(bundle_dir, tree_dir, no_vllm, as_json):
     vllm_skipped = [c for c in report.skipped if c.name == "vllm"]
     if report.problems or vllm_skipped:
         what = [f"{len(report.problems)} problem(s)"] if report.problems else []
-        what += [f"vLLM check {c.note}" for c in vllm_skipped]
+        what += [f"vLLM check {c.note} (install vLLM {_probe_version(bundle_dir)} as docs/bundle.md shows, "
+                 "or pass --no-vllm to skip the check)" for c in vllm_skipped]
         raise BundleError([f"bundle {bundle_dir}: {'; '.join(what)} (listed above)"])
+
+
+def _probe_version(bundle_dir: Path) -> str:
+    from optkit.bundle.check import read_lock
+
+    return read_lock(bundle_dir)["versions"]["vllm"]
 
 
 COMMANDS = [bundle]

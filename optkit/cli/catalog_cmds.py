@@ -7,47 +7,55 @@ from pathlib import Path
 
 import click
 
+from optkit.cli.options import catalog_dirs, catalog_option
 from optkit.errors import UnknownName
 
 
 @click.command("recipes")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-def recipes_command(as_json):
+@catalog_option
+def recipes_command(as_json, catalogs):
     """The recipe catalog: id, kind, upstream status, verification level."""
     from optkit.catalog.loader import load_catalog
+    from optkit.catalog.records import effective_level, load_records
 
-    catalog = load_catalog()
+    catalog = load_catalog(None, catalog_dirs(catalogs))
+    records = load_records(catalog.root, catalog)
     if as_json:
         rows = [{"id": r.id, "kind": r.kind.value, "upstream": r.provenance.upstream.status.value,
-                 "verification": r.verification.level.value, "needs_npu": r.verification.needs_npu} for r in catalog]
+                 "verification": effective_level(r, records).value, "needs_npu": r.verification.needs_npu,
+                 "measured": [e.label for e in records.of(r.id)]} for r in catalog]
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
     from optkit.cli.render import recipes_table, show
 
-    show(recipes_table(catalog))
+    show(recipes_table(catalog, records))
 
 
 @click.command("show")
 @click.argument("recipe_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the recipe as JSON.")
-def show_command(recipe_id, as_json):
+@catalog_option
+def show_command(recipe_id, as_json, catalogs):
     """Everything about one recipe, with its source quote."""
     from optkit.catalog.loader import load_catalog
     from optkit.catalog.markdown import recipe_markdown
+    from optkit.catalog.records import load_records
 
-    catalog = load_catalog()
+    catalog = load_catalog(None, catalog_dirs(catalogs))
     if recipe_id not in catalog:
         raise UnknownName("recipe", recipe_id, sorted(catalog.recipes))
     if as_json:
         click.echo(json.dumps(catalog[recipe_id].dump(mode="json"), indent=2, ensure_ascii=False))
         return
-    click.echo(recipe_markdown(catalog, recipe_id))
+    click.echo(recipe_markdown(catalog, recipe_id, load_records(catalog.root, catalog)))
 
 
 @click.command("lint")
 @click.argument("root", required=False, type=click.Path(exists=True, file_okay=False, path_type=Path))
 def lint_command(root):
-    """Audit a catalog (default: the shipped one) like `spack audit`."""
+    """Audit a catalog like `spack audit`: the shipped one, a catalog root (with recipes/), or a folder of
+    your own recipe folders (as --catalog takes it), checked layered over the shipped catalog."""
     from optkit.catalog.lint import lint
 
     findings = lint(root)
@@ -69,16 +77,24 @@ def schema_command():
 @click.command("docs")
 @click.option("--check", is_flag=True, help="Fail if the generated docs are not current.")
 def docs_command(check):
-    """Generate docs/catalog.md and docs/example-bundle/ (or --check that they are current)."""
-    from optkit.catalog.paths import project_root
+    """Generate docs/catalog.md, docs/compat.md, docs/versions.md's tables, docs/port.md's reports, the
+    generated figures in docs/, docs/example-bundle/ and the example ladder report (or --check that they are
+    current)."""
+    from optkit.catalog.paths import checkout_root, project_root
     from optkit.cli.docs import generated_docs, write_docs
+    from optkit.errors import OptkitError
 
-    root = project_root()
+    root = checkout_root()
+    if root is None:
+        raise OptkitError(f"optkit docs{' --check' if check else ''} works on a source checkout (it regenerates "
+                          f"docs/ beside recipes/), and this optkit is installed without one (its data is in "
+                          f"{project_root()}); run it in a clone of the repository, e.g. after `pip install -e .`")
     if check:
         stale = generated_docs(root, check=True)
         if stale:
             raise click.ClickException(f"out of date: {', '.join(stale)}; run `optkit docs` and commit")
-        click.echo("docs/catalog.md and docs/example-bundle/ are current")
+        click.echo("docs/catalog.md, docs/compat.md, docs/versions.md, docs/port.md, docs/example-bundle/, "
+                   "docs/example-ladder/report/ and the generated figures in docs/ are current")
         return
     for path in write_docs(root):
         click.echo(f"wrote {path}")

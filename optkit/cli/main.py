@@ -24,6 +24,8 @@ COMMAND_MODULES = {
     "docs": "catalog_cmds",
     "apply": "tree_cmds", "revert": "tree_cmds", "status": "tree_cmds", "tree": "tree_cmds",
     "bundle": "bundle_cmds",
+    "versions": "versions_cmds", "compat": "versions_cmds", "port": "versions_cmds",
+    "ladder": "measure_cmds", "report": "measure_cmds", "measure": "measure_cmds",
 }
 
 
@@ -77,6 +79,10 @@ def main() -> None:
     # next to no garbage, so the collector's default passes only re-walk them: collect rarely, and
     # not at all at exit (gc.freeze: the final passes skip them; atexit handlers still run).
     gc.set_threshold(100_000, 20, 20)
+    # A stdout that cannot encode a character (PYTHONIOENCODING=ascii or latin-1, LC_ALL=C) shows it
+    # as an escape (\u2212; valid inside JSON strings too) instead of raising UnicodeEncodeError.
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")
     try:
         cli(prog_name="optkit")
     finally:

@@ -10,32 +10,34 @@ from optkit.errors import RequestError
 
 
 def _concurrency(ctx, param, value):
+    """``1,4,8``: the request file's grammar (``optkit.resolve.request.parse_levels``); ranges are the Request's."""
     if value is None:
         return None
+    from optkit.resolve.request_record import parse_levels
+
     try:
-        levels = [int(part) for part in value.split(",") if part.strip()]
-    except ValueError:
-        raise click.BadParameter(f"{value!r}: give comma-separated integers, e.g. 1,4,8") from None
-    if not levels or any(c < 1 for c in levels):
-        raise click.BadParameter(f"{value!r}: concurrency levels must be integers ≥ 1")
-    return levels
+        return parse_levels(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def _ids(ctx, param, value):
     return [part.strip() for item in value for part in item.split(",") if part.strip()]
 
 
-# (option declarations, Request field, click kwargs)
+# (option declarations, Request field, click kwargs); values are checked by the Request model, ranges included,
+# so a flag and the same key in a request file accept the same values
 _OPTIONS = [
     (("--target",), "target", dict(help="Target id or alias (910c, 910b).")),
     (("--variant",), "variant", dict(help="Target hardware variant (910c: 752t, 560t).")),
-    (("--tp",), "tp", dict(type=click.IntRange(1), help="Tensor-parallel size (default 2: one 910C card).")),
-    (("--dp",), "dp", dict(type=click.IntRange(1), help="Data-parallel size (default 1).")),
+    (("--tp",), "tp", dict(type=int, help="Tensor-parallel size (default 2: one 910C card).")),
+    (("--dp",), "dp", dict(type=int, help="Data-parallel size (default 1).")),
     (("--ep/--no-ep",), "ep", dict(default=None, help="Expert parallelism (default: on for MoE models).")),
     (("--context-parallel/--no-context-parallel",), "context_parallel", dict(default=None, help="Context parallelism in use.")),
+    (("--flashcomm1/--no-flashcomm1",), "flashcomm1", dict(default=None, help="FlashComm1 on in the deployment (judged, not set).")),
     (("--concurrency",), "concurrency", dict(callback=_concurrency, help="Concurrency levels, e.g. 1,4,8 (default).")),
-    (("--input-len",), "input_len", dict(type=click.IntRange(1), help="Input tokens per request (default 1024).")),
-    (("--output-len",), "output_len", dict(type=click.IntRange(1), help="Output tokens per request (default 512).")),
+    (("--input-len",), "input_len", dict(type=int, help="Input tokens per request (default 1024).")),
+    (("--output-len",), "output_len", dict(type=int, help="Output tokens per request (default 512).")),
     (("--sampling",), "sampling", dict(type=click.Choice(["greedy", "sampled"]), help="greedy (default) or sampled (temperature > 0).")),
     (("--logprobs/--no-logprobs",), "logprobs", dict(default=None, help="Requests ask for logprobs.")),
     (("--penalties/--no-penalties",), "penalties", dict(default=None, help="Requests use sampling penalties.")),
@@ -44,26 +46,47 @@ _OPTIONS = [
     (("--prefix-caching/--no-prefix-caching",), "prefix_caching", dict(default=None, help="Prefix caching on (default off).")),
     (("--async-scheduling/--no-async-scheduling",), "async_scheduling", dict(default=None, help="Async scheduling (default on, as in vLLM 0.23.0).")),
     (("--mtp/--no-mtp",), "mtp", dict(default=None, help="MTP speculative decoding.")),
-    (("--num-speculative-tokens", "-k"), "num_speculative_tokens", dict(type=click.IntRange(1, 16), help="k with --mtp (default 4).")),
-    (("--vllm-ascend-version",), "vllm_ascend_version", dict(help="vllm-ascend version (default 0.23.0).")),
-    (("--vllm-version",), "vllm_version", dict(help="vLLM version (default: the one vllm-ascend pins).")),
+    (("--num-speculative-tokens", "-k"), "num_speculative_tokens", dict(type=int, help="k with --mtp (default 4).")),
+    (("--vllm-ascend-version",), "vllm_ascend_version", dict(help="vllm-ascend release (default 0.23.0; see `optkit versions list`).")),
+    (("--vllm-version",), "vllm_version", dict(help="vLLM version (default: the one the vllm-ascend release pairs with).")),
+    (("--tree",), "tree", dict(type=click.Path(exists=True, file_okay=False, path_type=Path),
+                               help="Plan for this vllm-ascend tree: its version, knobs and upstream probes (probes beat the version).")),
     (("--dtype",), "dtype", dict(type=click.Choice(["bfloat16", "float16", "float32"]), help="Serving dtype (default bfloat16).")),
     (("--quantized/--no-quantized",), "quantized", dict(default=None, help="Quantized weights.")),
     (("--enforce-eager/--no-enforce-eager",), "enforce_eager", dict(default=None, help="No graphs.")),
     (("--lora/--no-lora",), "lora", dict(default=None, help="LoRA adapters enabled.")),
     (("--model-config",), "model_config", dict(type=click.Path(dir_okay=True, path_type=Path), help="HF config.json of your own checkpoint (instead of MODEL).")),
+    (("--model-id",), "model_id", dict(help="With --model-config: the model's HF repo id or path (when config.json has no _name_or_path).")),
     (("--with", "with_"), "with", dict(multiple=True, callback=_ids, help="Force a recipe in (repeatable, or comma-separated).")),
     (("--without",), "without", dict(multiple=True, callback=_ids, help="Leave a recipe out (repeatable, or comma-separated).")),
 ]
 
 
-def request_options(func):
-    """Decorate a command with MODEL, --request FILE and every request flag."""
+def catalog_option(func):
+    """``--catalog DIR`` (repeatable): recipe folders layered over the shipped catalog, after the
+    ones in ``$OPTKIT_CATALOG_PATH``."""
+    return click.option("--catalog", "catalogs", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+                        help="A folder of your own recipe folders, layered over the shipped catalog (repeatable; "
+                             "also OPTKIT_CATALOG_PATH, separated like PATH).")(func)
+
+
+def catalog_dirs(catalogs) -> list[Path]:
+    """``$OPTKIT_CATALOG_PATH`` then the ``--catalog`` folders."""
+    from optkit.catalog.paths import catalog_path
+
+    return catalog_path(catalogs)
+
+
+def request_options(func=None, *, model_argument: bool = True):
+    """Decorate a command with MODEL (unless ``model_argument`` is false), --request FILE and every
+    request flag."""
+    if func is None:
+        return lambda f: request_options(f, model_argument=model_argument)
     for decls, _, kwargs in reversed(_OPTIONS):
         func = click.option(*decls, **kwargs)(func)
     func = click.option("--request", "request_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                         help="YAML request file; flags given on the command line override it.")(func)
-    return click.argument("model", required=False)(func)
+    return click.argument("model", required=False)(func) if model_argument else func
 
 
 def build_request(model: str | None, request_file: Path | None, params: dict):
@@ -87,5 +110,12 @@ def build_request(model: str | None, request_file: Path | None, params: dict):
         return parse_request(base)
     except ValidationError as exc:
         first = exc.errors()[0]
+        message = first["msg"].removeprefix("Value error, ")
+        flag = _FLAGS.get(first["loc"][0]) if first["loc"] else None
+        if flag and params.get("with_" if first["loc"][0] == "with" else first["loc"][0]) not in (None, [], ()):
+            raise click.BadParameter(message, param_hint=f"'{flag}'") from None
         where = ".".join(str(p) for p in first["loc"])
-        raise RequestError(f"{where}: {first['msg']}") from None
+        raise RequestError(f"{where}: {message}") from None
+
+
+_FLAGS = {field: decls[0].split("/")[0] for decls, field, _ in _OPTIONS}

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import click
 
-from optkit.cli.options import build_request, request_options
+from optkit.cli.options import build_request, catalog_dirs, catalog_option, request_options
 from optkit.errors import UnknownName
 
 
 def _plan(model, request_file, params):
     from optkit.resolve.plan import load_workspace, plan
 
-    workspace = load_workspace()
+    workspace = load_workspace(catalogs=catalog_dirs(params.pop("catalogs", ())))
     return workspace, plan(build_request(model, request_file, params), workspace)
 
 
@@ -21,34 +21,52 @@ def _plan_from_lock(lock: Path, model, request_file, params):
     """The plan a lock was written for (same request, same catalog) and the lock's bundle options."""
     given = [name for name, value in params.items() if value not in (None, (), [])]
     if model or request_file or given:
-        raise click.UsageError("--from-lock takes the request from the lock; give no MODEL, --request or request flags")
-    from optkit.bundle.lock import request_from_lock
+        raise click.UsageError("--from-lock takes the request and the --catalog folders from the lock; give no MODEL, "
+                               "--request, --catalog or request flags")
+    from optkit.bundle.lock import lock_catalogs, request_from_lock
     from optkit.resolve.plan import load_workspace, plan
 
-    workspace = load_workspace()
+    workspace = load_workspace(catalogs=lock_catalogs(lock))  # the lock's --catalog folders, not the environment's
     request, options = request_from_lock(lock, workspace)
-    return workspace, plan(request, workspace), options
+    result = plan(request, workspace)
+    if options.get("selection") is not None:  # a ladder step: the same subset of the plan again
+        from optkit.resolve.plan import restrict
+
+        result = restrict(result, options["selection"], workspace, options.get("selection_reason", ""))
+    return workspace, result, options
 
 
 @click.command("plan")
 @request_options
+@catalog_option
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("--verbose", "-v", is_flag=True, help="Also list recipes for other versions.")
 @click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), help="Write a launch bundle here.")
-@click.option("--k8s", is_flag=True, help="With -o: also write k8s/deployment.yaml.")
+@click.option("--k8s", is_flag=True, help="With -o: also write k8s/deployment.yaml and k8s/service.yaml.")
+@click.option("--replicas", type=click.IntRange(1, 1000), help="With --k8s: replicas of the Deployment (default 1).")
+@click.option("--k8s-device-plugin", type=click.Choice(["mindcluster", "cce"]),
+              help="With --k8s: the device plugin naming the NPUs: mindcluster (Ascend Device Plugin, "
+                   "huawei.com/Ascend910; default) or cce (Huawei Cloud CCE AI Suite, huawei.com/ascend-1980).")
 @click.option("--from-lock", "from_lock", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Plan the request recorded in an optkit.lock.json again (the catalog must be unchanged).")
-def plan_command(model, request_file, as_json, verbose, output, k8s, from_lock, **params):
+def plan_command(model, request_file, as_json, verbose, output, k8s, replicas, k8s_device_plugin, from_lock,
+                 **params):
     """Choose the best valid recipe set for MODEL on a target, and explain it."""
+    given = {"replicas": replicas, "device_plugin": k8s_device_plugin}
     if from_lock is not None:
         workspace, result, options = _plan_from_lock(from_lock, model, request_file, params)
         k8s = k8s or bool(options.get("k8s"))
+        given = {**options.get("k8s_options", {}), **{k: v for k, v in given.items() if v is not None}}
     else:
         workspace, result = _plan(model, request_file, params)
+    if not k8s and any(v is not None for v in given.values()):
+        raise click.UsageError("--replicas and --k8s-device-plugin go with --k8s")
     if output is not None:
+        from optkit.bundle.k8s import K8sOptions
         from optkit.bundle.writer import write_bundle
 
-        write_bundle(result, workspace, output, k8s=k8s)
+        write_bundle(result, workspace, output,
+                     k8s=K8sOptions(**{k: v for k, v in given.items() if v is not None}) if k8s else False)
     if as_json:
         from optkit.resolve.report import dump_json, plan_data
 
@@ -56,21 +74,26 @@ def plan_command(model, request_file, as_json, verbose, output, k8s, from_lock, 
         return
     from optkit.cli.render import plan_report, show
 
-    show(plan_report(result, workspace.catalog, verbose))
+    show(plan_report(result, workspace.catalog, verbose, workspace.records))
     if output is not None:
         click.echo(f"bundle written to {output}")
 
 
 @click.command("explain")
-@click.argument("recipe_ids", nargs=-1, required=True)
-@request_options
+@click.argument("words", nargs=-1, required=True, metavar="RECIPE_ID... [MODEL]")
+@request_options(model_argument=False)
+@catalog_option
 @click.option("--json", "as_json", is_flag=True, help="Print the decisions as JSON.")
-def explain_command(recipe_ids, model, request_file, as_json, **params):
-    """Why each RECIPE_ID is selected or not for a request (MODEL via --request or the flags)."""
-    workspace, result = _plan(model, request_file, params)
+def explain_command(words, request_file, as_json, **params):
+    """Why each RECIPE_ID is selected or not for a request: MODEL last, or --model-config, or --request."""
+    from optkit.resolve.plan import load_workspace, plan
+
+    workspace = load_workspace(catalogs=catalog_dirs(params.pop("catalogs", ())))
+    recipe_ids, model = split_explain_words(list(words), workspace.catalog, bool(params.get("model_config")))
     for rid in recipe_ids:
-        if rid not in result.resolution.decisions:
-            raise UnknownName("recipe", rid, sorted(result.resolution.decisions))
+        if rid not in workspace.catalog:
+            raise UnknownName("recipe", rid, sorted(workspace.catalog.recipes))
+    result = plan(build_request(model, request_file, params), workspace)
     if as_json:
         from optkit.resolve.report import decision_data, dump_json
 
@@ -78,11 +101,20 @@ def explain_command(recipe_ids, model, request_file, as_json, **params):
         return
     from optkit.cli.render import explain_report, show
 
-    show(explain_report(result, workspace.catalog, list(recipe_ids)))
+    show(explain_report(result, workspace.catalog, recipe_ids))
+
+
+def split_explain_words(words: list[str], catalog, model_config: bool) -> tuple[list[str], str | None]:
+    """``RECIPE_ID... [MODEL]``: the last word is MODEL when it is no recipe id and --model-config
+    does not name the model already (then every word is a recipe id, and a typo gets a did-you-mean)."""
+    if len(words) > 1 and not model_config and words[-1] not in catalog:
+        return words[:-1], words[-1]
+    return words, None
 
 
 @click.command("facts")
 @request_options
+@catalog_option
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
 @click.option("--list", "list_names", is_flag=True, help="List every fact name, its type and meaning.")
 def facts_command(model, request_file, as_json, list_names, **params):
@@ -99,7 +131,7 @@ def facts_command(model, request_file, as_json, list_names, **params):
     from optkit.resolve.profile_catalog import find_target
     from optkit.catalog.conditions import format_value
 
-    workspace = load_workspace()
+    workspace = load_workspace(catalogs=catalog_dirs(params.pop("catalogs", ())))
     request = build_request(model, request_file, params)
     facts = compute_facts(request, resolve_model(workspace, request), find_target(workspace.targets, request.target))
     if as_json:

@@ -1,4 +1,5 @@
-"""Rendering for people: plans, explanations and the recipe list as text (``optkit.cli.table``).
+"""Rendering for people: plans, explanations, the recipe list, the compatibility matrix, ladders and
+reports, as text (``optkit.cli.table``).
 
 Each report is built as a list of blocks (a line of text, or a ``Table``); ``show`` lays them out
 140 cells wide and writes them, in ASCII where the output's encoding has no box-drawing or
@@ -23,29 +24,33 @@ def _not_selected_order() -> list:
     from optkit.resolve.resolver import Status
 
     return [Status.upstream, Status.objective, Status.no_effect, Status.regresses, Status.needs_opt_in,
-            Status.unavailable, Status.excluded, Status.user_excluded, Status.not_applicable]
+            Status.unavailable, Status.no_patch, Status.knob_missing, Status.superseded, Status.broken,
+            Status.absent, Status.excluded, Status.user_excluded, Status.not_applicable]
 
 
-def plan_report(plan: Plan, catalog, verbose: bool = False) -> list[Block]:
+def plan_report(plan: Plan, catalog, verbose: bool = False, records=None) -> list[Block]:
+    from optkit.catalog.records import effective_level
     from optkit.resolve.plan import count_by_status
     from optkit.resolve.resolver import Status
 
     r = plan.request
+    where = f", tree {plan.release.tree}" if plan.release is not None and plan.release.tree else ""
     blocks: list[Block] = [
         f"optkit plan: {plan.model.id} on {plan.target.id} (TP{r.tp} DP{r.dp}, {r.dtype}, vllm-ascend "
-        f"{plan.facts['versions.vllm_ascend']}, MTP {'k=' + str(r.k) if r.mtp else 'off'}, concurrency "
+        f"{plan.facts['versions.vllm_ascend']}{where}, MTP {'k=' + str(r.k) if r.mtp else 'off'}, concurrency "
         f"{','.join(map(str, r.concurrency))})"]
     selected = Table("Selected recipes (dependency order)", ["recipe", "kind", "why", "verification"])
     for rid in plan.selected:
         d, recipe = plan.resolution.decisions[rid], catalog[rid]
-        why = d.reason + (f" — {'; '.join(d.chain)}" if d.chain else "")
-        selected.add_row(rid, recipe.kind.value, why, recipe.verification.level.value)
+        why = d.reason + (f" — {'; '.join(d.chain)}" if d.chain else "") + "".join(f" [{n}]" for n in d.notes)
+        selected.add_row(rid, recipe.kind.value, why, effective_level(recipe, records).value)
     rest = Table("Not selected", ["recipe", "status", "reason"])
     for status in _not_selected_order():
         for rid, d in sorted(plan.resolution.decisions.items()):
             if d.status is status and (verbose or status is not Status.not_applicable):
                 facts = ", ".join(f"{k} = {v}" for k, v in d.facts.items())
-                rest.add_row(rid, status.value, d.reason + (f" [{facts}]" if facts else ""))
+                rest.add_row(rid, status.value, d.reason + (f" [{facts}]" if facts else "")
+                             + "".join(f" [{n}]" for n in d.notes))
     counts = count_by_status(plan)
     totals = (f"Totals: {counts.pop('selected', 0)} selected of {len(plan.resolution.decisions)}; "
               + ", ".join(f"{n} {status}" for status, n in counts.items()))
@@ -61,6 +66,8 @@ def _estimates(plan: Plan) -> list[Block]:
         else:
             lines.append(f"  c{e.concurrency}: {e.baseline_ms} ms baseline − {e.saved_ms:.2f} ms ≈ "
                          f"{e.estimate_ms:.2f} ms ({e.basis})")
+        if e.note:
+            lines.append(f"    {e.note}")
     return lines
 
 
@@ -75,6 +82,7 @@ def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> list[Block]:
             lines.append(f"  rule: {d.rule}")
         lines += [f"  fact: {name} = {value}" for name, value in d.facts.items()]
         lines += [f"  {link}" for link in d.chain]
+        lines += [f"  on this release: {note}" for note in d.notes]
         if d.forced:
             lines.append(f"  forced: {d.forced}")
         if d.benefit is not None and not d.reason.startswith("expected gain"):
@@ -83,12 +91,76 @@ def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> list[Block]:
     return lines
 
 
-def recipes_table(catalog) -> list[Block]:
-    table = Table(f"{len(catalog)} recipes", ["id", "kind", "upstream (0.23.0)", "verification", "needs NPU"])
+def recipes_table(catalog, records) -> list[Block]:
+    from optkit.catalog.markdown import measured_text
+    from optkit.catalog.records import effective_level
+
+    table = Table(f"{len(catalog)} recipes", ["id", "kind", "upstream (0.23.0)", "verification", "needs NPU", "measured"])
     for recipe in catalog:
+        measured = "; ".join(f"{measured_text(e.measurement)} (record {e.name})" for e in records.of(recipe.id))
         table.add_row(recipe.id, recipe.kind.value, recipe.provenance.upstream.status.value,
-                      recipe.verification.level.value, "yes" if recipe.verification.needs_npu else "no")
-    return [table]
+                      effective_level(recipe, records).value, "yes" if recipe.verification.needs_npu else "no",
+                      measured or "—")
+    return [table, *(f"refused record: {refusal}" for refusal in records.refused)]
+
+
+def compat_tables(matrix) -> list[Block]:
+    """optkit compat: patches × releases and knobs × releases, marks as in docs/compat.md."""
+    from optkit.versions.markdown import KNOB_MARK, PATCH_MARK
+
+    cells = {(c.recipe, c.patch, c.version): c for c in matrix.patches}
+    patches = Table("patches × releases (✓ clean, ✓~ offset, F fuzz, ✗ conflict, – target missing, U upstream, "
+                    "S superseded)", ["recipe", "patch", *matrix.versions])
+    for recipe, patch in sorted({(c.recipe, c.patch) for c in matrix.patches}):
+        patches.add_row(recipe, patch.removesuffix(".patch"),
+                        *(PATCH_MARK[cells[(recipe, patch, v)].result] for v in matrix.versions))
+    knobs = {(c.knob, c.version): c for c in matrix.knobs}
+    table = Table("knobs × releases (✓ present, + added by patch, → renamed/moved, ✗ removed, R rejected, I ignored)",
+                  ["knob", *matrix.versions])
+    for knob in sorted({c.knob for c in matrix.knobs}):
+        table.add_row(knob, *(KNOB_MARK[knobs[(knob, v)].state] for v in matrix.versions))
+    return [patches, table, "details: optkit compat --json, or docs/compat.md"]
+
+
+def ladder_report(data: dict) -> list[Block]:
+    """The steps of a ladder (ladder.json) and what running it costs."""
+    table = Table(f"{data['mode']} ladder, {data['order']} order: {data['model']} on {data['target']}",
+                  ["step", "runs", "compared with", "tree", "kernels"])
+    applied, built = "none", "none"
+    for s in data["steps"]:
+        what = {"baseline": "the release's defaults" + (f" + {', '.join(s['recipes'])} (implied)" if s["recipes"] else ""),
+                "full": f"the whole plan ({len(s['recipes'])} recipes)", "add": "+ " + " + ".join(s["changes"]),
+                "without": "the plan − " + " − ".join(s["changes"])}[s["kind"]]
+        tree = "re-patch" if s["patch_key"] != applied else "—"
+        kernels = "rebuild" if s["kernel_key"] != built else "—"
+        applied, built = s["patch_key"], s["kernel_key"]
+        table.add_row(s["id"], what, s["reference"] or "—", tree, kernels)
+    blocks: list[Block] = [table]
+    blocks += [f"  {s['id']}: {rid} moves with it — {why}" for s in data["steps"] for rid, why in s["together"].items()]
+    blocks += [f"  not a step: {rid} — {why}" for rid, why in data["inert"].items()]
+    c = data["cost"]
+    blocks.append(f"Cost: {c['steps']} steps × {data['repeat']} repeat(s) = {c['server_starts']} server "
+                  f"starts, {c['tree_applies']} tree applies ({c['tree_reverts']} reverts), "
+                  f"{c['kernel_rebuilds']} kernel rebuilds")
+    return blocks
+
+
+def report_summary(report) -> list[Block]:
+    """The report's attribution, gate and issues on the terminal (the files hold the rest)."""
+    table = Table(f"Per-recipe attribution ({report.ladder['mode']} ladder): Δ mean TPOT, ms",
+                  ["step", "recipe(s)", *[f"c{c}" for c in report.concurrencies]])
+    for a in report.attributions:
+        cells = []
+        for c in report.concurrencies:
+            d = a.deltas[c]
+            cells.append("—" if d.value is None else f"{d.value:+.3f} ± {d.noise:.3f} {d.verdict.replace('-', ' ')}")
+        table.add_row(a.step, " + ".join(a.recipes), *cells)
+    blocks: list[Block] = [table]
+    blocks += [f"  flagged: {flag}" for a in report.attributions for flag in a.flags]
+    blocks.append(f"Accuracy gate: {'PASSED' if report.gate.passed else 'FAILED'}")
+    blocks += [f"  - {failure}" for failure in report.gate.failures]
+    blocks += [f"issue: {issue}" for issue in report.issues]
+    return blocks
 
 
 def layout(blocks: list[Block], encoding: str = "utf-8") -> str:

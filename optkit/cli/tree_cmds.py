@@ -131,4 +131,34 @@ def fetch_command(version, dest, package, force):
     click.echo(f"source    {'cache' if result.from_cache else 'downloaded from PyPI'}")
 
 
+@tree_group.command("inspect")
+@click.argument("tree_dir", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def inspect_command(tree_dir, as_json):
+    """Run every recipe's upstream probes on TREE_DIR: which recipes are upstream, superseded,
+    broken, absent or still new there (and whether that is what its version declares)."""
+    from optkit.catalog.loader import load_catalog
+    from optkit.versions.probes import inspect_tree_recipes
+
+    report = inspect_tree_recipes(tree_dir, load_catalog())
+    rows = [{"recipe": r.recipe, "status": r.status, "range": r.entry.versions if r.entry else "",
+             "declared": r.declared.status if r.declared else "", "agrees": r.agrees,
+             "why": "" if r.agrees else "; ".join(p.why for p in r.declared_results if not p.holds)}
+            for r in report.recipes]
+    if as_json:
+        from optkit.resolve.report import dump_json
+
+        click.echo(dump_json({"tree": str(report.root), "version": str(report.version),
+                              "version_source": report.version_source, "recipes": rows}), nl=False)
+        return
+    click.echo(f"tree      {report.root} (vllm-ascend {report.version}, from {report.version_source})")
+    for row in rows:
+        mark = "" if row["agrees"] else f"  (declared {row['declared'] or 'nothing'} for {report.version}: {row['why']})"
+        click.echo(f"{row['status']:<16} {row['recipe']}{mark}")
+    counts = {}
+    for row in rows:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    click.echo("totals    " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
+
+
 COMMANDS = [apply_command, revert_command, status_command, tree_group]

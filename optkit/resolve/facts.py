@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from optkit.errors import RequestError
 from optkit.catalog.factspec import FACTS
-from optkit.resolve.request_record import DEFAULT_VLLM_FOR_ASCEND, RequestRecord
+from optkit.resolve.request_record import DEFAULT_VLLM_ASCEND, RequestRecord
 
 
 @dataclass(frozen=True)
@@ -42,14 +42,28 @@ def parse_version(text: str, flag: str) -> Version:
     """A PEP 440 version, or a RequestError naming the flag."""
     try:
         return Version(text)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number too long for int()
         raise RequestError(f"{flag} {text!r} is not a version (e.g. 0.23.0)") from None
 
 
-def default_vllm(vllm_ascend: Version) -> Version:
-    """The vLLM release that a vllm-ascend release pins (same major.minor)."""
-    key = f"{vllm_ascend.major}.{vllm_ascend.minor}"
-    return Version(DEFAULT_VLLM_FOR_ASCEND.get(key, f"{key}.0"))
+def ascend_version(request: RequestRecord, release=None) -> Version:
+    """The vllm-ascend version of a request: the release's (a --tree's), else the flag, else 0.23.0.
+    A flag that disagrees with the tree is refused."""
+    if release is not None and release.tree is not None:
+        if request.vllm_ascend_version is not None:
+            given = parse_version(request.vllm_ascend_version, "--vllm-ascend-version")
+            if given != release.version:
+                raise RequestError(f"--vllm-ascend-version {given} but --tree {release.tree} is vllm-ascend "
+                                   f"{release.version}; drop one of them")
+        return release.version
+    return parse_version(request.vllm_ascend_version or DEFAULT_VLLM_ASCEND, "--vllm-ascend-version")
+
+
+def paired_vllm(release) -> Version:
+    """The vLLM a vllm-ascend release pairs with (its A3 Dockerfile's VLLM_TAG)."""
+    if release.data.vllm is None:
+        raise RequestError(f"{release.label} names no paired vLLM version; give --vllm-version")
+    return parse_version(release.data.vllm.value, f"{release.label}: its paired vLLM")
 
 
 def decode_rows(concurrency: int, dp: int, k: int) -> int:
@@ -75,11 +89,18 @@ def check_request(request: RequestRecord, target) -> None:
         raise RequestError(f"--variant {request.variant!r} is not a variant of {target.id} (known: {known})")
 
 
-def compute_facts(request: RequestRecord, model, target) -> Facts:
-    """Every fact in ``optkit.catalog.factspec.FACTS`` for this request."""
+def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
+    """Every fact in ``optkit.catalog.factspec.FACTS`` for this request, on ``release`` (an
+    ``optkit.versions.onrelease.ReleaseView``; default: the data of the requested version)."""
     check_request(request, target)
-    ascend = parse_version(request.vllm_ascend_version, "--vllm-ascend-version")
-    vllm = parse_version(request.vllm_version, "--vllm-version") if request.vllm_version else default_vllm(ascend)
+    if release is None:
+        from pathlib import Path
+
+        from optkit.versions.onrelease import release_view
+
+        release = release_view(ascend_version(request), Path(request.tree) if request.tree else None)
+    ascend = ascend_version(request, release)
+    vllm = parse_version(request.vllm_version, "--vllm-version") if request.vllm_version else paired_vllm(release)
     ep = model.is_moe if request.ep is None else request.ep
     sizes = capture_sizes(request)
     rows = max(sizes)
@@ -90,6 +111,7 @@ def compute_facts(request: RequestRecord, model, target) -> Facts:
         "parallel.ep": ep,
         "parallel.ep_size": request.tp * request.dp if ep else 1,
         "parallel.context_parallel": request.context_parallel,
+        "parallel.flashcomm1": request.flashcomm1,
         "parallel.cards": ceil(request.tp * request.dp / target.dies_per_card),
         "versions.vllm_ascend": ascend,
         "versions.vllm": vllm,

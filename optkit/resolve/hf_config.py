@@ -2,12 +2,17 @@
 
 ``profile_from_hf_config`` reads the language-model fields (under ``text_config`` for multimodal
 configs, else the top level) and validates a ``ModelProfile`` of family ``custom``, returned as a
-record; every missing or mistyped key becomes one located problem, all reported together.
+record. Every missing, mistyped or impossible key becomes one located problem that names the key
+as the file spells it (``text_config.num_hidden_layers``), all reported together.
+
+The profile carries the architecture facts that recipes key on (model_type, GDN/full-attention
+split, MoE shape, MTP head), never a name, so a checkpoint of a catalog architecture gets the
+same decisions as the catalog's profile. Whether it ships an MTP head is read the way vLLM 0.23.0
+reads it (``VLLM_MTP_LAYER_KEYS``); where the file cannot tell, the profile says "unknown".
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -15,59 +20,82 @@ from typing import Any
 from pydantic import ValidationError
 
 from optkit.catalog.frozen import freeze
-from optkit.catalog.linemap import dotted
+from optkit.catalog.jsonio import load_json_text
+from optkit.catalog.textfile import read_text
 from optkit.errors import Location, Problem, ValidationFailed
 from optkit.resolve.profile_records import ModelProfileRecord
 from optkit.resolve.profiles import RECORDS, ModelProfile
 
+VLLM_MTP_LAYER_KEYS: dict[str, str] = {
+    **dict.fromkeys(("qwen3_5", "qwen3_5_moe"), "mtp_num_hidden_layers"),
+    **dict.fromkeys(
+        ("qwen3_next", "deepseek_v3", "deepseek_v32", "deepseek_v4", "deepseek_mtp", "glm_moe_dsa", "glm4_moe",
+         "glm4_moe_lite", "glm_ocr", "ernie4_5_moe", "pangu_ultra_moe", "mimo", "exaone_moe", "exaone4_5",
+         "hy_v3", "longcat_flash", "step3p5", "nemotron_h"),
+        "num_nextn_predict_layers"),
+}
+"""Top-level ``model_type`` → the config key vLLM 0.23.0 takes the MTP layer count from
+(``SpeculativeConfig.hf_config_override``, vllm/config/speculative.py:300-522; vllm-ascend 0.23.0
+maps qwen3_5 / qwen3_5_moe the same way in patch/platform/patch_speculative_config.py:104-113).
+A model_type not listed has no MTP drafter in vLLM 0.23.0."""
 
-def profile_from_hf_config(path: Path) -> ModelProfileRecord:
+NAME_KEYS = ("_name_or_path", "name_or_path")
+"""config.json keys that name the checkpoint (written by ``save_pretrained``; absent from most
+hub configs)."""
+
+# (lowest, highest) for each integer key: values outside cannot describe a real checkpoint.
+_RANGES = {
+    "num_hidden_layers": (1, 10_000), "hidden_size": (1, 1 << 20), "vocab_size": (1, 1 << 24),
+    "num_attention_heads": (1, 1 << 14), "num_key_value_heads": (1, 1 << 14), "head_dim": (1, 1 << 16),
+    "full_attention_interval": (0, 10_000), "experts": (0, 1 << 20), "num_experts_per_tok": (1, 1 << 20),
+    "shared_expert_intermediate_size": (0, 1 << 24), "n_shared_experts": (0, 1 << 20), "mtp": (0, 64),
+}
+
+
+def profile_from_hf_config(path: Path, model_id: str | None = None) -> ModelProfileRecord:
     """Derive a ModelProfile (family 'custom') from a Hugging Face ``config.json``.
 
-    ``path`` is the file or the checkpoint directory holding it. Multimodal configs keep the
-    language-model fields under ``text_config``; those are read first, then the top level.
+    ``path`` is the file or the checkpoint directory holding it. The model's name comes from
+    ``model_id`` (``--model-id``) or the config's own name field; a config without one and no
+    ``model_id`` is an error (a folder name says nothing about the model).
     """
     path = path / "config.json" if path.is_dir() else path
     text, config = _read_json(path)
     reader = _ConfigReader(str(path), text, config)
     fields = reader.profile_fields()
+    name = model_id or reader.name()
     reader.raise_problems()
-    fields.update(id=_derived_id(config, path), family="custom", source="config.json")
-    fields["sources"] = [f"derived from {path.name} of checkpoint {fields['id']}"]
+    fields.update(id=_profile_id(name), hf_id=name, family="custom", source="config.json")
+    fields["sources"] = [f"derived from {path.name} of checkpoint {name}", *reader.notes]
     try:
         return freeze(ModelProfile(**fields), RECORDS)
     except ValidationError as exc:
-        raise ValidationFailed([_config_problem(err, str(path)) for err in exc.errors()]) from None
+        raise ValidationFailed([reader.field_problem(err) for err in exc.errors()]) from None
 
 
 def _read_json(path: Path) -> tuple[str, dict]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ValidationFailed([Problem(Location(str(path)), f"cannot read: {exc.strerror}")]) from None
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as exc:
-        message = f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-        raise ValidationFailed([Problem(Location(str(path), exc.lineno), message)]) from None
+    """The text and object of a config.json, through optkit's one JSON reader (encodings, depth,
+    duplicate keys with both lines, over-long numbers: ``optkit.catalog.jsonio``)."""
+    text = read_text(path)
+    config, _ = load_json_text(text, str(path))
     if not isinstance(config, dict):
         raise ValidationFailed([Problem(Location(str(path), 1), "config.json must hold a JSON object")])
     return text, config
 
 
-def _derived_id(config: dict, path: Path) -> str:
-    name_or_path = config.get("_name_or_path")
-    raw = str(name_or_path).rstrip("/").split("/")[-1] if name_or_path else path.resolve().parent.name
+def _profile_id(name: str) -> str:
+    """A catalog-style id from a repo id or path: its last part, lowercase, [a-z0-9._-]."""
+    raw = name.rstrip("/").split("/")[-1]
     cleaned = re.sub(r"[^a-z0-9._-]+", "-", raw.lower()).strip("-._")
     return cleaned or "custom-model"
 
 
-def _config_problem(err: dict, file: str) -> Problem:
-    return Problem(Location(file, None, dotted(err["loc"])), err["msg"].removeprefix("Value error, "))
-
-
 class _ConfigReader:
-    """Reads typed values from a config.json, collecting one Problem per bad or missing key."""
+    """Reads typed values from a config.json, collecting one Problem per bad or missing key.
+
+    ``keys`` remembers, per ModelProfile field, the config key (as the file spells it) it was
+    read from, so a later cross-field problem still names what the user wrote.
+    """
 
     def __init__(self, file: str, text: str, config: dict):
         self.file, self.text, self.top = file, text, config
@@ -75,28 +103,43 @@ class _ConfigReader:
         self.lm = nested if isinstance(nested, dict) else config
         self.prefix = "text_config." if self.lm is not config else ""
         self.problems: list[Problem] = []
+        self.keys: dict[str, str] = {}
+        self.notes: list[str] = []
 
     def raise_problems(self) -> None:
         """Raise every collected problem at once."""
         if self.problems:
             raise ValidationFailed(self.problems)
 
+    def name(self) -> str:
+        """The checkpoint's name from the config's own name field; a problem if there is none."""
+        for key in NAME_KEYS:
+            value = self.top.get(key)
+            if isinstance(value, str) and value.strip("/ "):
+                return value.strip()
+        self.problems.append(Problem(
+            Location(self.file), "names no model (it has no _name_or_path)",
+            "give --model-id NAME: the Hugging Face repo id or the path `vllm serve` loads, also used as "
+            "the served model name"))
+        return ""
+
     def profile_fields(self) -> dict[str, Any]:
         """Every ModelProfile field that config.json determines."""
-        hidden, heads = self.integer("hidden_size"), self.integer("num_attention_heads")
-        num_layers = self.integer("num_hidden_layers")
+        hidden = self.integer("hidden_size", field="hidden_size")
+        heads = self.integer("num_attention_heads", field="num_attention_heads")
+        num_layers = self.integer("num_hidden_layers", field="num_layers")
+        model_type = self.text_value("model_type", top=True)
         fields = dict(
-            hf_id=self._hf_id(),
-            hf_model_type=self.text_value("model_type", top=True),
+            hf_model_type=model_type,
             text_model_type=self.text_value("model_type", default=""),
             architecture=self._architecture(),
             num_layers=num_layers,
             hidden_size=hidden,
-            vocab_size=self.integer("vocab_size"),
+            vocab_size=self.integer("vocab_size", field="vocab_size"),
             num_attention_heads=heads,
-            num_kv_heads=self.integer("num_key_value_heads", default=heads),
-            head_dim=self.integer("head_dim", default=hidden // heads if heads else 0),
-            mtp_layers=self.integer("mtp_num_hidden_layers", "num_nextn_predict_layers", default=0),
+            num_kv_heads=self.integer("num_key_value_heads", default=heads, field="num_kv_heads"),
+            head_dim=self.integer("head_dim", default=hidden // heads if heads else 0, field="head_dim"),
+            mtp_layers=self._mtp_layers(model_type),
             is_vl="vision_config" in self.top,
             dtype=self.text_value("dtype", "torch_dtype", default="unknown"),
         )
@@ -113,15 +156,21 @@ class _ConfigReader:
                     return key, scope[key]
         return keys[0], None
 
-    def integer(self, *keys: str, default: int | None = None) -> int:
-        """An integer; a missing key with no default, or a non-integer, is a problem (and reads as 0)."""
+    def integer(self, *keys: str, default: int | None = None, field: str = "", limits: str = "") -> int:
+        """An integer within its plausible range (``_RANGES``); a missing key with no default, a
+        non-integer or an impossible value is a problem (and reads as 0)."""
         key, value = self.value(*keys)
+        if field:
+            self.keys[field] = self._path(key)
         if value is None and default is not None:
             return default
+        low, high = _RANGES[limits or key]
         if value is None:
             self._missing(key)
         elif isinstance(value, bool) or not isinstance(value, int):
-            self._bad(key, f"must be an integer (got {value!r})")
+            self._bad(key, f"must be an integer (got {_shown(value)})")
+        elif not low <= value <= high:
+            self._bad(key, f"must be between {low} and {high} (got {_shown(value)})")
         else:
             return value
         return 0
@@ -134,14 +183,10 @@ class _ConfigReader:
         if value is None:
             self._missing(key, top)
         elif not isinstance(value, str):
-            self._bad(key, f"must be a string (got {value!r})", top)
+            self._bad(key, f"must be a string (got {_shown(value)})", top)
         else:
             return value
         return ""
-
-    def _hf_id(self) -> str:
-        name = self.top.get("_name_or_path")
-        return name if isinstance(name, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", name) else ""
 
     def _architecture(self) -> str:
         architectures = self.top.get("architectures") or self.lm.get("architectures")
@@ -153,10 +198,24 @@ class _ConfigReader:
             self._bad("architectures", "must be a non-empty list of class names", top=True)
         return ""
 
+    def _mtp_layers(self, model_type: str) -> int | None:
+        """MTP layers the way vLLM 0.23.0 counts them; None when the file cannot tell."""
+        key = VLLM_MTP_LAYER_KEYS.get(model_type)
+        if key is None:
+            self.notes.append(f"mtp: vLLM 0.23.0 has no MTP drafter for model_type {model_type!r}: no MTP head")
+            return 0
+        self.keys["mtp_layers"] = self._path(key)
+        if self.value(key)[1] is None:
+            self.notes.append(f"mtp: {key} is absent, so config.json does not say whether the checkpoint ships "
+                              f"an MTP head (vLLM would build its default of 1 layer): unknown")
+            return None
+        return self.integer(key, limits="mtp")
+
     def _layer_split(self, num_layers: int) -> dict[str, int]:
         """GDN vs full-attention layer counts from ``layer_types`` or ``full_attention_interval``."""
         layer_types = self.lm.get("layer_types")
         if isinstance(layer_types, list):
+            self.keys["gdn_layers"] = self.keys["full_attention_layers"] = self._path("layer_types")
             if num_layers and len(layer_types) != num_layers:
                 message = f"has {len(layer_types)} entries but num_hidden_layers is {num_layers}"
                 self._bad("layer_types", message)
@@ -169,7 +228,8 @@ class _ConfigReader:
         return {"gdn_layers": num_layers - full, "full_attention_layers": full}
 
     def _moe(self) -> dict[str, Any]:
-        experts = self.integer("num_experts", "num_local_experts", "n_routed_experts", default=0)
+        experts = self.integer("num_experts", "num_local_experts", "n_routed_experts", default=0,
+                               field="num_experts", limits="experts")
         if experts <= 0:
             return {"is_moe": False, "num_experts": 0, "experts_per_token": 0, "shared_experts": False}
         shared_width = self.integer("shared_expert_intermediate_size", default=0)
@@ -177,9 +237,22 @@ class _ConfigReader:
         return {
             "is_moe": True,
             "num_experts": experts,
-            "experts_per_token": self.integer("num_experts_per_tok"),
+            "experts_per_token": self.integer("num_experts_per_tok", field="experts_per_token"),
             "shared_experts": shared,
         }
+
+    def field_problem(self, err: dict) -> Problem:
+        """A ModelProfile validation error, located at the config key the field was read from."""
+        field = str(err["loc"][0]) if err["loc"] else ""
+        path = self.keys.get(field, field)
+        message = err["msg"].removeprefix("Value error, ")
+        for name, key in sorted(self.keys.items(), key=lambda item: -len(item[0])):
+            message = re.sub(rf"\b{name}\b", key, message)
+        return Problem(Location(self.file, self._line(*path.split(".")), path), message)
+
+    def _path(self, key: str) -> str:
+        """``key`` as the file spells it: under text_config when it is read from there."""
+        return (self.prefix if self.prefix and key in self.lm else "") + key
 
     def _missing(self, key: str, top: bool = False) -> None:
         prefix = "" if top else self.prefix
@@ -188,10 +261,8 @@ class _ConfigReader:
         self.problems.append(Problem(location, "required key is missing"))
 
     def _bad(self, key: str, message: str, top: bool = False) -> None:
-        in_lm = not top and key in self.lm
-        owner = ("text_config",) if in_lm and self.prefix else ()
-        path = (self.prefix if in_lm else "") + key
-        self.problems.append(Problem(Location(self.file, self._line(*owner, key), path), message))
+        path = key if top else self._path(key)
+        self.problems.append(Problem(Location(self.file, self._line(*path.split(".")), path), message))
 
     def _line(self, *keys: str) -> int:
         """Line of the JSON key path ``keys`` (each searched after the previous); 1 if not found."""
@@ -203,3 +274,11 @@ class _ConfigReader:
             position = match.end()
             line = self.text.count("\n", 0, match.start()) + 1
         return line
+
+
+def _shown(value: Any) -> str:
+    """A value for a message, shortened (a 5000-digit integer is not repeated in full)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 30:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,6 +1,11 @@
 """What a recipe is expected to gain for a request: reported numbers → ms of TPOT per concurrency.
 
 Rules (documented in docs/resolver.md):
+- a number measured on an NPU host (an accepted record in verified/, ``optkit.catalog.records``)
+  comes first, where it matches the request: same target, model and vllm-ascend release, same
+  workload (input/output length, MTP and k, sampling, min_tokens) and the concurrency measured;
+  labelled "measured on …". Its verdict counts: a change within the noise counts as 0 ms. Among
+  several matching records the one with the most repeats wins, then the first by name;
 - a ``tpot`` gain in ms counts at its concurrency (or at every concurrency when it names none);
 - a ``tpot`` gain in % is converted with the article's baseline TPOT for that model and
   concurrency (models/reference/article-baselines.yaml), and is skipped where none is published;
@@ -116,10 +121,52 @@ def _gain_ms(gain: GainRecord, baseline: Baseline | None) -> float | None:
     return None
 
 
-def benefit(recipe: RecipeRecord, concurrencies: list[int], mtp: bool, baseline_for) -> Benefit:
-    """Expected benefit of ``recipe`` at each concurrency; ``baseline_for(c)`` gives a Baseline or None."""
+@dataclass(frozen=True)
+class Measured:
+    """A recipe's TPOT saving measured on an NPU host (ms, positive = faster) and where."""
+
+    saving_ms: float
+    basis: str
+
+
+def measured_lookup(records, model_id: str, target_id: str, facts):
+    """``measured(recipe_id, concurrency) -> Measured | None`` from the records that match the request."""
+    workload = {"input_len": facts["workload.input_len"], "output_len": facts["workload.output_len"],
+                "mtp": facts["spec.mtp"], "num_speculative_tokens": facts["spec.num_speculative_tokens"],
+                "sampling": "greedy" if facts["workload.greedy"] else "sampled",
+                "min_tokens": facts["workload.min_tokens"]}
+    release = str(facts["versions.vllm_ascend"])
+
+    def matches(entry) -> bool:
+        record, w = entry.record, entry.record.workload
+        return (record.target == target_id and record.model == model_id and record.release.vllm_ascend == release
+                and all(getattr(w, key) == value for key, value in workload.items()))
+
+    def measured(recipe_id: str, concurrency: int) -> Measured | None:
+        found = [e for e in records.of(recipe_id) if matches(e) and concurrency in e.measurement.tpot_delta_ms]
+        if not found:
+            return None
+        entry = min(found, key=lambda e: (-e.measurement.repeats, e.name))
+        m = entry.measurement
+        delta, noise, verdict = m.tpot_delta_ms[concurrency], m.noise_ms[concurrency], m.verdict[concurrency]
+        with_ = f", together with {', '.join(m.together_with)}" if m.together_with else ""
+        if verdict == "no-measurable-effect":
+            return Measured(0.0, f"{entry.label}: no measurable effect (Δ {delta:+.3g} ± {noise:.2g} ms{with_})")
+        return Measured(-delta, f"{entry.label}: Δ {delta:+.3g} ± {noise:.2g} ms{with_}")
+
+    return measured
+
+
+def benefit(recipe: RecipeRecord, concurrencies: list[int], mtp: bool, baseline_for, measured=None) -> Benefit:
+    """Expected benefit of ``recipe`` at each concurrency; ``baseline_for(c)`` gives a Baseline or None,
+    ``measured(recipe_id, c)`` a ``Measured`` or None (see ``measured_lookup``)."""
     result = Benefit()
     for c in concurrencies:
+        found = measured(recipe.id, c) if measured else None
+        if found is not None:
+            result.per_concurrency[c] = result.estimate_ms[c] = found.saving_ms
+            result.basis[c] = found.basis
+            continue
         gains, basis = _matching(recipe.gains, {"tpot"}, c, mtp)
         values = [(v, g) for g in gains if (v := _gain_ms(g, baseline_for(c))) is not None]
         if not values:

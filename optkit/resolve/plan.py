@@ -12,20 +12,21 @@ from typing import Any
 
 from optkit.catalog.loader import Catalog, load_catalog
 from optkit.catalog.paths import project_root
-from optkit.errors import OptkitError
+from optkit.catalog.records import Records, load_records
+from optkit.errors import InternalError, OptkitError, RequestError
 from optkit.resolve.facts import Facts, compute_facts
-from optkit.resolve.objective import Baseline, find_baseline, load_baselines
+from optkit.resolve.objective import Baseline, find_baseline, load_baselines, measured_lookup
 from optkit.resolve.profile_catalog import find_model, find_target, load_models, load_targets
 from optkit.resolve.profile_records import ModelProfileRecord, TargetRecord
-from optkit.resolve.request_record import RequestRecord
-from optkit.resolve.resolver import Resolution, Status, resolve
+from optkit.resolve.request_record import RequestRecord, as_request_record
+from optkit.resolve.resolver import Resolution, Status, resolve, version_ranges
 
 _TEMPLATE = re.compile(r"^\$\{([a-z_.]+)\}$")
 
 
 @dataclass
 class Workspace:
-    """The data a plan is made from: catalog, models, targets, baselines."""
+    """The data a plan is made from: catalog, models, targets, baselines, measurement records."""
 
     root: Path
     catalog: Catalog
@@ -33,13 +34,15 @@ class Workspace:
     targets: dict[str, TargetRecord]
     baselines: list[Baseline]
     unavailable: dict[str, str] = field(default_factory=dict)
+    records: Records = field(default_factory=Records)
 
 
-def load_workspace(root: Path | None = None) -> Workspace:
+def load_workspace(root: Path | None = None, catalogs=()) -> Workspace:
+    """The shipped data under ``root``, with the recipe folders ``catalogs`` (``--catalog``) layered over it."""
     root = root or project_root()
-    catalog = load_catalog(root)
+    catalog = load_catalog(root, catalogs)
     return Workspace(root, catalog, load_models(root / "models"), load_targets(root / "targets"),
-                     load_baselines(root), unavailable_recipes(catalog))
+                     load_baselines(root), unavailable_recipes(catalog), load_records(root, catalog))
 
 
 def unavailable_recipes(catalog: Catalog) -> dict[str, str]:
@@ -77,11 +80,15 @@ class Setting:
 
 @dataclass
 class Estimate:
+    """The TPOT estimate at one concurrency, and in words what it counts and what it leaves out."""
+
     concurrency: int
     baseline_ms: float | None
     saved_ms: float
     estimate_ms: float | None
     basis: str
+    left_out_ms: float = 0.0  # savings of regression fixes: they count for selection, not here
+    note: str = ""
 
 
 @dataclass
@@ -98,6 +105,12 @@ class Plan:
     serve_args: list[Setting] = field(default_factory=list)
     config_sources: dict[str, str] = field(default_factory=dict)  # "additional_config.a.b" → recipe
     estimates: list[Estimate] = field(default_factory=list)
+    release: Any = None  # optkit.versions.onrelease.ReleaseView: the release (or tree) planned for
+    verdicts: dict[str, Any] = field(default_factory=dict)  # recipe → optkit.versions.onrelease.Verdict
+    restricted_to: list[str] | None = None
+    """Set by ``restrict``: the subset of the resolver's selection this plan keeps (a ladder step)."""
+    restriction_reason: str = ""
+    """Set by ``restrict``: why the rest of the selection is left out."""
 
     @property
     def selected(self) -> list[str]:
@@ -147,58 +160,165 @@ def resolve_model(workspace: Workspace, request: RequestRecord) -> ModelProfileR
     if request.model_config_path:
         from optkit.resolve.hf_config import profile_from_hf_config
 
-        return profile_from_hf_config(Path(request.model_config_path))
+        return profile_from_hf_config(Path(request.model_config_path), request.model_id)
+    if request.model_id:
+        raise RequestError("--model-id names a checkpoint given with --model-config; a catalog model "
+                           f"({request.model or 'MODEL'}) has its own id")
     if not request.model:
         raise OptkitError("name a model (e.g. qwen3.5-35b) or give --model-config config.json")
     return find_model(workspace.models, request.model)
 
 
 def plan(request: RequestRecord, workspace: Workspace | None = None) -> Plan:
-    """Resolve ``request`` against the catalog and collect the launch settings of the result."""
+    """Resolve ``request`` against the catalog on its release (or ``--tree``) and collect the launch
+    settings of the result, each knob in the form that release reads. A validated ``Request`` model
+    is frozen into its record first: the run-time holds records."""
+    from optkit.resolve.facts import ascend_version
+    from optkit.versions.onrelease import release_view, verdict
+
+    request = as_request_record(request)
     ws = workspace or load_workspace()
     model = resolve_model(ws, request)
     target = find_target(ws.targets, request.target)
-    facts = compute_facts(request, model, target)
+    tree = Path(request.tree) if request.tree else None
+    release = release_view(ascend_version(request), tree, ws.catalog)
+    facts = compute_facts(request, model, target, release)
+    version_ranges(ws.catalog, facts)  # packaging's answers, from the cache, for the verdicts and the resolver
+    verdicts = {r.id: verdict(r, release) for r in ws.catalog}
 
-    def baseline_for(c: int) -> Baseline | None:
-        return find_baseline(ws.baselines, model.id, target.id, c)
-
+    baseline_for = _baseline_lookup(ws, model, target)
     resolution = resolve(ws.catalog, facts, request.with_recipes, request.without_recipes, baseline_for,
-                         ws.unavailable)
-    result = Plan(request, model, target, facts, resolution)
-    for rid in resolution.selected:
-        _collect(result, ws.catalog[rid], facts)
+                         ws.unavailable, verdicts, measured_lookup(ws.records, model.id, target.id, facts))
+    result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts)
+    return _assemble(result, ws, baseline_for)
+
+
+def restrict(full: Plan, keep: list[str], workspace: Workspace, why: str) -> Plan:
+    """``full`` with only the recipes ``keep`` of its selection (in its order): the same request and
+    facts, the launch settings of the kept recipes alone; each selected recipe left out is
+    ``user-excluded`` with the reason ``why``. A ladder step is one."""
+    from dataclasses import replace
+
+    unknown = sorted(set(keep) - set(full.selected))
+    if unknown:
+        raise InternalError(f"restrict: {', '.join(unknown)} are not selected by the plan")
+    decisions = {rid: d if rid in keep or rid not in full.selected else
+                 replace(d, status=Status.user_excluded, reason=why, chain=[])
+                 for rid, d in full.resolution.decisions.items()}
+    selected = [rid for rid in full.selected if rid in keep]
+    resolution = Resolution(decisions, selected, list(full.resolution.upstream))
+    result = Plan(full.request, full.model, full.target, full.facts, resolution, release=full.release,
+                  verdicts=full.verdicts, restricted_to=selected, restriction_reason=why)
+    return _assemble(result, workspace, _baseline_lookup(workspace, result.model, result.target))
+
+
+def _baseline_lookup(ws: Workspace, model, target):
+    """The article's TPOT baseline per concurrency: it belongs to catalog profiles only."""
+    def baseline_for(c: int) -> Baseline | None:
+        return find_baseline(ws.baselines, model.id, target.id, c) if model.source == "catalog" else None
+
+    return baseline_for
+
+
+def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
+    """Collect the launch settings of the plan's selection and its TPOT estimate."""
+    for rid in result.selected:
+        _collect(result, ws.catalog[rid], result.facts, result.verdicts[rid])
     result.estimates = _estimates(result, baseline_for)
     return result
 
 
-def _collect(result: Plan, recipe, facts: Facts) -> None:
+def _collect(result: Plan, recipe, facts: Facts, verdict) -> None:
+    """Merge the recipe's settings into the plan, each knob as the release reads it (``verdict``)."""
     sources = result.config_sources
+    emitted = {k.knob: k for k in verdict.knobs}
+    additional = substitute(recipe.additional_config, facts)
     for env in recipe.env:
-        if not env.build_time:
-            value = str(substitute(env.value, facts))
-            clash = next((s for s in result.env if s.key == env.name and s.value != value), None)
-            if clash:
-                raise ConflictingSettings(f"env {env.name}: {clash.recipe} sets {clash.value!r} but {recipe.id} sets {value!r}")
-            result.env.append(Setting(env.name, value, recipe.id))
-    merge_into(result.additional_config, substitute(recipe.additional_config, facts), recipe.id, sources, "additional_config")
+        if env.build_time:
+            continue
+        value = str(substitute(env.value, facts))
+        knob = emitted.get(f"env:{env.name}")
+        if knob is not None and not knob.emitted.startswith("env:"):
+            _set_path(additional, knob.emitted.split(":", 1)[1], _convert(value, knob.convert))
+            continue
+        name = knob.emitted.split(":", 1)[1] if knob is not None else env.name
+        clash = next((s for s in result.env if s.key == name and s.value != value), None)
+        if clash:
+            raise ConflictingSettings(f"env {name}: {clash.recipe} sets {clash.value!r} but {recipe.id} sets {value!r}")
+        result.env.append(Setting(name, value, recipe.id))
+    for knob in verdict.knobs:
+        if knob.knob.startswith("additional_config:") and knob.emitted != knob.knob:
+            old = knob.knob.split(":", 1)[1]
+            _set_path(additional, knob.emitted.split(":", 1)[1], _pop_path(additional, old))
+    merge_into(result.additional_config, additional, recipe.id, sources, "additional_config")
     merge_into(result.compilation_config, substitute(recipe.compilation_config, facts), recipe.id, sources, "compilation_config")
     merge_into(result.speculative_config, substitute(recipe.speculative_config, facts), recipe.id, sources, "speculative_config")
     result.serve_args.extend(Setting(arg, None, recipe.id) for arg in recipe.serve_args)
 
 
+def _convert(value: str, how: str) -> Any:
+    """An env var's string as the config key that replaced it takes it."""
+    if how == "int":
+        return int(value)
+    if how == "bool":
+        return value.strip().lower() in ("1", "true", "yes")
+    return value
+
+
+def _set_path(fragment: dict, dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    for key in parents:
+        fragment = fragment.setdefault(key, {})
+    fragment[last] = value
+
+
+def _pop_path(fragment: dict, dotted: str) -> Any:
+    *parents, last = dotted.split(".")
+    chain = [fragment]
+    for key in parents:
+        chain.append(chain[-1][key])
+    value = chain[-1].pop(last)
+    for key, parent in zip(reversed(parents), reversed(chain[:-1])):
+        if not parent[key]:
+            del parent[key]
+    return value
+
+
 def _estimates(result: Plan, baseline_for) -> list[Estimate]:
     out = []
     for c in result.facts["workload.concurrency"]:
-        saved = sum(result.resolution.decisions[r].benefit.estimate_ms.get(c, 0.0)
-                    for r in result.selected if result.resolution.decisions[r].benefit)
+        benefits = {r: result.resolution.decisions[r].benefit for r in result.selected}
+        saved = sum(b.estimate_ms.get(c, 0.0) for b in benefits.values() if b)
+        fixes = {r: b.per_concurrency[c] - b.estimate_ms[c] for r, b in benefits.items()
+                 if b and c in b.estimate_ms and b.per_concurrency.get(c) and b.per_concurrency[c] != b.estimate_ms[c]}
+        note = _left_out_note(c, fixes)
         base = baseline_for(c)
         if base is None:
-            out.append(Estimate(c, None, saved, None, "no published baseline for this concurrency"))
+            out.append(Estimate(c, None, saved, None, _no_baseline(result, c), sum(fixes.values()), note))
         else:
             out.append(Estimate(c, base.tpot_ms, saved, max(base.tpot_ms - saved, 0.0),
-                                f"article baseline {base.tpot_ms} ms ({base.derivation})"))
+                                f"article baseline {base.tpot_ms} ms ({base.derivation})", sum(fixes.values()), note))
     return out
+
+
+def _left_out_note(c: int, fixes: dict[str, float]) -> str:
+    if not fixes:
+        return ""
+    named = ", ".join(f"{rid} {ms:.3g} ms" for rid, ms in sorted(fixes.items()))
+    return (f"c{c} leaves out {sum(fixes.values()):.3g} ms of regression fixes ({named}): their 'before' is a "
+            "broken setup (e.g. MTP with vLLM's default capture sizes), so the saving is what the fix restores, "
+            "not a gain over a working baseline; they count for choosing recipes, not in the estimate")
+
+
+def _no_baseline(result: Plan, c: int) -> str:
+    """What 'no published baseline' means for the estimate at concurrency ``c``."""
+    if result.model.source == "config.json":
+        whose = (f"the article publishes TPOT baselines for its own deployment only, none for {result.model.id} "
+                 "(a profile derived from config.json)")
+    else:
+        whose = f"the article publishes no c{c} TPOT baseline for {result.model.id} on {result.target.id}"
+    return (f"no published baseline: {whose}; gains reported in % cannot be turned into ms, so the saving above "
+            "counts only gains reported in ms or µs per step, and no TPOT is estimated")
 
 
 def count_by_status(result: Plan) -> dict[str, int]:

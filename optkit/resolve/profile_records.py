@@ -26,6 +26,7 @@ class ModelProfileBehaviour:
             "model.id": self.id,
             "model.family": self.family,
             "model.hf_model_type": self.hf_model_type,
+            "model.text_model_type": self.text_model_type,
             "model.architecture": self.architecture,
             "model.num_layers": self.num_layers,
             "model.gdn_layers": self.gdn_layers,
@@ -35,10 +36,17 @@ class ModelProfileBehaviour:
             "model.is_moe": self.is_moe,
             "model.num_experts": self.num_experts,
             "model.moe.shared_experts": self.shared_experts,
-            "model.mtp_layers": self.mtp_layers,
+            "model.mtp_head": mtp_head(self.mtp_layers),
             "model.is_vl": self.is_vl,
             "model.dtype": self.dtype,
         }
+
+
+def mtp_head(mtp_layers: int | None) -> str:
+    """The ``model.mtp_head`` fact: 'present', 'absent', or 'unknown' (config.json cannot tell)."""
+    if mtp_layers is None:
+        return "unknown"
+    return "present" if mtp_layers > 0 else "absent"
 
 
 class TargetBehaviour:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import typing
-from typing import Literal
+from typing import Literal, Optional
 
 from pydantic import (
     BaseModel,
@@ -37,7 +37,9 @@ class ModelProfile(ModelProfileBehaviour, BaseModel):
 
     id: str = Field(pattern=NAME_PATTERN, description="Catalog id, lowercase, e.g. 'qwen3.5-35b-a3b'.")
     aliases: list[Name] = Field(default_factory=list, description="Other accepted names (lowercase).")
-    hf_id: str = Field(default="", description="Hugging Face repo id, e.g. 'Qwen/Qwen3.5-35B-A3B'; '' if unknown.")
+    hf_id: str = Field(
+        default="", description="What `vllm serve` loads: the Hugging Face repo id (e.g. 'Qwen/Qwen3.5-35B-A3B') "
+        "or, for a profile derived from config.json, the name given with --model-id or in the config.")
     hf_model_type: str = Field(description="Top-level `model_type` of config.json, e.g. 'qwen3_5_moe'.")
     text_model_type: str = Field(
         description="`model_type` of the language model (text_config); equals hf_model_type for text-only configs."
@@ -56,7 +58,9 @@ class ModelProfile(ModelProfileBehaviour, BaseModel):
     num_experts: int = Field(ge=0, description="Routed experts per MoE layer; 0 for dense models.")
     experts_per_token: int = Field(ge=0, description="Routed experts each token activates (top-k); 0 for dense.")
     shared_experts: bool = Field(description="True if each MoE layer also has an always-on shared expert.")
-    mtp_layers: int = Field(ge=0, description="Multi-token-prediction layers (`mtp_num_hidden_layers`); 0 if none.")
+    mtp_layers: Optional[int] = Field(
+        ge=0, description="Multi-token-prediction layers the checkpoint ships, counted as vLLM counts them "
+        "(`mtp_num_hidden_layers`, `num_nextn_predict_layers`); 0 if none; null if config.json cannot tell.")
     is_vl: bool = Field(description="Config carries `vision_config` (makes vllm-ascend's is_vl_model() True).")
     dtype: str = Field(description="Checkpoint dtype (`torch_dtype`/`dtype`), e.g. 'bfloat16'; 'unknown' if unset.")
     source: Literal["catalog", "config.json"] = Field(

@@ -44,6 +44,8 @@ def decision_data(d: Decision) -> dict[str, Any]:
         data["chain"] = list(d.chain)
     if d.forced:
         data["forced"] = d.forced
+    if d.notes:
+        data["notes"] = list(d.notes)
     if d.benefit is not None:
         data["expected_tpot_saving_ms"] = {
             f"c{c}": (None if v is None else round(v, 4)) for c, v in sorted(d.benefit.per_concurrency.items())}
@@ -76,7 +78,7 @@ def plan_data(plan: Plan) -> dict[str, Any]:
                 {"concurrency": e.concurrency, "baseline_tpot_ms": e.baseline_ms,
                  "expected_saving_ms": round(e.saved_ms, 4),
                  "estimated_tpot_ms": None if e.estimate_ms is None else round(e.estimate_ms, 3),
-                 "basis": e.basis}
+                 "basis": e.basis, "regression_fixes_left_out_ms": round(e.left_out_ms, 4), "note": e.note}
                 for e in plan.estimates],
         },
     }

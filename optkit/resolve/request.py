@@ -11,31 +11,45 @@ default), MTP with k = 4 when asked.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from optkit.resolve.request_record import RequestBehaviour, RequestRecord, sorted_levels
+from optkit.resolve.request_record import (
+    MAX_CONCURRENCY, MAX_PARALLEL, MAX_TOKENS, Bounded, RequestBehaviour, RequestRecord, comma_separated, sorted_levels)
+
+
+def _bounded(low: int, high: int) -> Any:
+    """An int from ``low`` to ``high``; a bool is none (YAML reads ``true`` as one), nor is ``"4"``."""
+    return Annotated[int, Field(ge=low, le=high), BeforeValidator(Bounded(low, high))]
 
 
 class Request(RequestBehaviour, BaseModel):
     """Everything a plan depends on besides the catalog."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, protected_namespaces=())
+    # strict: a YAML `true` is no TP size and `"4"` no concurrency (lax mode would read them as 1 and 4)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, protected_namespaces=(), strict=True)
 
     model: Optional[str] = Field(None, description="Model id or alias from models/ (or use model_config).")
     model_config_path: Optional[str] = Field(
         None, alias="model_config", description="Path to a Hugging Face config.json for a user checkpoint.")
+    model_id: Optional[str] = Field(
+        None, min_length=1, description="With model_config: the model's name (HF repo id or the path vllm "
+        "serve loads; also the served name), when config.json has no _name_or_path.")
     target: str = Field("910c", description="Target id or alias from targets/.")
     variant: Optional[str] = Field(None, description="Hardware variant of the target (e.g. 752t, 560t).")
-    tp: int = Field(2, ge=1, description="Tensor-parallel size (910C: one card = two dies = TP2).")
-    dp: int = Field(1, ge=1, description="Data-parallel size.")
+    tp: _bounded(1, MAX_PARALLEL) = Field(2, description="Tensor-parallel size (910C: one card = two dies = TP2).")
+    dp: _bounded(1, MAX_PARALLEL) = Field(1, description="Data-parallel size.")
     ep: Optional[bool] = Field(None, description="Expert parallelism; default on for MoE models.")
     context_parallel: bool = Field(False, description="Prefill/decode context parallelism in use.")
-    concurrency: Annotated[list[int], AfterValidator(sorted_levels)] = Field(
-        [1, 4, 8], min_length=1, description="Concurrency levels to optimize for.")
-    input_len: int = Field(1024, ge=1, description="Input tokens per request.")
-    output_len: int = Field(512, ge=1, description="Output tokens per request.")
+    flashcomm1: bool = Field(False, description=(
+        "FlashComm1 on in the deployment (additional_config.enable_flashcomm1 or "
+        "VLLM_ASCEND_ENABLE_FLASHCOMM1); judged by recipe rules, not set by the bundle."))
+    concurrency: Annotated[list[_bounded(1, MAX_CONCURRENCY)], BeforeValidator(comma_separated),
+                           AfterValidator(sorted_levels)] = Field(
+        [1, 4, 8], min_length=1, description="Concurrency levels to optimize for: a list, one level, or '1,4,8'.")
+    input_len: _bounded(1, MAX_TOKENS) = Field(1024, description="Input tokens per request.")
+    output_len: _bounded(1, MAX_TOKENS) = Field(512, description="Output tokens per request.")
     sampling: Literal["greedy", "sampled"] = Field("greedy", description="greedy (temperature 0) or sampled.")
     logprobs: bool = Field(False, description="Requests ask for logprobs.")
     penalties: bool = Field(False, description="Requests use presence/frequency/repetition penalties.")
@@ -44,9 +58,11 @@ class Request(RequestBehaviour, BaseModel):
     prefix_caching: bool = Field(False, description="Prefix caching on (vLLM defaults it off for hybrid models).")
     async_scheduling: bool = Field(True, description="Async scheduling (vLLM 0.23.0 turns it on by default).")
     mtp: bool = Field(False, description="MTP speculative decoding.")
-    num_speculative_tokens: Optional[int] = Field(None, ge=1, le=16, description="k; default 4 with MTP.")
-    vllm_ascend_version: str = Field("0.23.0", description="vllm-ascend version on the host.")
-    vllm_version: Optional[str] = Field(None, description="vLLM version; default: the one vllm-ascend pins.")
+    num_speculative_tokens: Optional[_bounded(1, 16)] = Field(None, description="k; default 4 with MTP.")
+    vllm_ascend_version: Optional[str] = Field(
+        None, description="vllm-ascend release on the host (default 0.23.0, or the version of --tree).")
+    vllm_version: Optional[str] = Field(None, description="vLLM version; default: the one the vllm-ascend release pairs with.")
+    tree: Optional[str] = Field(None, description="A vllm-ascend source tree to plan for: knobs and probes read from it.")
     dtype: Literal["bfloat16", "float16", "float32"] = Field("bfloat16", description="Serving dtype.")
     quantized: bool = Field(False, description="Quantized weights (w8a8 etc.).")
     enforce_eager: bool = Field(False, description="Run without graphs (--enforce-eager).")

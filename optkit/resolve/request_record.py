@@ -22,8 +22,13 @@ from optkit.catalog.cache import cached, schema_function
 from optkit.catalog.frozen import Record, Shape
 from optkit.errors import InternalError
 
-# The vLLM release each vllm-ascend minor pins (the default of --vllm-version).
-DEFAULT_VLLM_FOR_ASCEND = {"0.18": "0.18.0", "0.23": "0.23.0", "0.26": "0.26.0"}
+DEFAULT_VLLM_ASCEND = "0.23.0"
+MAX_PARALLEL = 1024
+"""Largest TP or DP size accepted (a 910C SuperPoD has 384 cards, 768 dies)."""
+MAX_CONCURRENCY = 65536
+"""Largest concurrency level accepted (vLLM's max_num_seqs defaults to a few hundred)."""
+MAX_TOKENS = 1 << 20
+"""Longest input or output accepted, in tokens (Qwen3.5 reads 262,144 natively, ~1M with YaRN)."""
 _CODE = ("resolve/request.py", "resolve/request_record.py")  # what defines the validator
 
 
@@ -45,11 +50,61 @@ class RequestRecord(RequestBehaviour, Record):
 
 
 @schema_function
+class Bounded:
+    """The before-validator of an int field from ``low`` to ``high``: a bool is none (YAML reads
+    ``true`` as one), nor is ``"4"``. A class, not a closure, so the cached validator can hold it."""
+
+    __slots__ = ("low", "high")
+
+    def __init__(self, low: int, high: int):
+        self.low, self.high = low, high
+
+    def __reduce__(self):
+        return Bounded, (self.low, self.high)
+
+    def __call__(self, value: Any) -> Any:
+        low, high = self.low, self.high
+        if isinstance(value, bool) or not isinstance(value, int):
+            shown = str(value).lower() if isinstance(value, bool) else repr(value)
+            raise ValueError(f"expected an integer from {low} to {high}, got {shown}")
+        if not low <= value <= high:
+            raise ValueError(f"{value} is out of range: give an integer from {low} to {high}")
+        return value
+
+
+@schema_function
+def comma_separated(value: Any) -> Any:
+    """Concurrency levels: ``1,4,8`` as the command line takes it, or one level alone, besides a list."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected levels such as [1, 4, 8], one level, or '1,4,8', got {str(value).lower()}")
+    if isinstance(value, str):
+        return parse_levels(value)
+    return [value] if isinstance(value, int) else value
+
+
+@schema_function
 def sorted_levels(value: list[int]) -> list[int]:
-    """Concurrency levels, each ≥ 1, deduplicated and sorted."""
-    if any(c < 1 for c in value):
-        raise ValueError("concurrency levels must be ≥ 1")
+    """Concurrency levels, deduplicated and sorted."""
     return sorted(set(value))
+
+
+def parse_levels(text: str) -> list[int]:
+    """Concurrency levels written ``1,4,8`` (the flag and a request file take the same form)."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    # ASCII digits only (int() would take '١'), and no more than int() converts
+    if not parts or not all(part.isascii() and part.isdigit() and len(part) <= 20 for part in parts):
+        raise ValueError(f"{text!r}: give comma-separated integers, e.g. 1,4,8")
+    return [int(part) for part in parts]
+
+
+def as_request_record(request) -> RequestRecord:
+    """The run-time form of a request: a record as it is, a validated ``Request`` model frozen."""
+    if isinstance(request, RequestRecord):
+        return request
+    from optkit.catalog.frozen import freeze
+    from optkit.resolve.request import RECORDS
+
+    return freeze(request, RECORDS)
 
 
 def parse_request(data: Any) -> RequestRecord:

@@ -1,9 +1,11 @@
 """Resolution: the best valid recipe set for one request, and why every recipe ends where it does.
 
-1. *Classify* each recipe on the facts alone, in this order: already upstream, not applicable
-   to the version, a precondition fails, cannot be delivered (op source or patch missing),
-   removed by ``--without``, no effect here, a
-   high-severity risk that needs an explicit ``--with``, a regression at a requested concurrency.
+1. *Classify* each recipe on the facts alone, in this order: not applicable to the version, its
+   standing on the release (``optkit.versions.onrelease``: already upstream, superseded, broken,
+   absent, no patch written for it, a knob the release lacks), not applicable to the vLLM
+   version, a precondition fails, cannot be delivered (op source or patch missing), removed by
+   ``--without``, no effect here, a high-severity risk that needs an explicit ``--with``, a
+   regression at a requested concurrency.
    What survives is a *candidate* with a weight (``optkit.resolve.objective``).
 2. *Constrain*: every ``requires``/``conflicts`` link whose ``when`` holds becomes a clause over
    the selection; forced recipes (``--with``, ``implied_by``) are pinned in, excluded ones out.
@@ -32,13 +34,20 @@ from optkit.errors import PlanImpossible, Reason, RequestError, UnknownName
 from optkit.resolve.facts import Facts
 from optkit.resolve.objective import Benefit, benefit
 from optkit.resolve.solver import Unsatisfiable, maximize
-from optkit.resolve.specifiers import VersionRanges
+from optkit.catalog.specifiers import VersionRanges
+from optkit.versions.onrelease import Verdict, declared_verdicts
+
 
 
 class Status(str, Enum):
     selected = "selected"
     not_applicable = "not-applicable"  # version outside the recipe's range
     upstream = "upstream"  # already in this version
+    superseded = "superseded"  # the code it changes was replaced upstream
+    broken = "broken"  # machinery it calls is gone from this release
+    absent = "absent"  # the code it changes is not in this release
+    no_patch = "no-patch"  # still new on this release, but no patch set was written for it
+    knob_missing = "knob-missing"  # a knob it sets is removed, rejected or ignored by this release
     excluded = "excluded"  # a precondition fails (correctness)
     unavailable = "unavailable"  # cannot be delivered here: op source or patch missing
     user_excluded = "user-excluded"  # --without
@@ -46,6 +55,11 @@ class Status(str, Enum):
     needs_opt_in = "needs-opt-in"  # high-severity risk
     regresses = "regresses"  # slower at a requested concurrency
     objective = "objective"  # valid, but the optimum leaves it out
+
+
+_BY_VERDICT = {"upstream": Status.upstream, "superseded": Status.superseded, "broken": Status.broken,
+               "absent": Status.absent, "no-patch": Status.no_patch, "knob-missing": Status.knob_missing,
+               "undeclared": Status.not_applicable}
 
 
 @dataclass
@@ -60,6 +74,7 @@ class Decision:
     chain: list[str] = field(default_factory=list)
     benefit: Benefit | None = None
     forced: str = ""  # why it was pinned in: "--with", "implied by spec.mtp = true"
+    notes: list[str] = field(default_factory=list)  # what the release changed: knobs renamed or moved, probes
 
 
 @dataclass
@@ -89,34 +104,46 @@ def _active_high_risk(recipe: RecipeRecord, facts: Facts):
 
 
 def version_ranges(catalog: Catalog, facts: Facts) -> VersionRanges:
-    """The catalog's version ranges, answered at the request's vllm-ascend and vLLM versions."""
-    specifiers = [s for r in catalog for s in (r.upstream_in, r.versions.vllm_ascend, r.versions.vllm) if s]
+    """The catalog's version ranges (its recipes' and their release entries'), answered at the
+    request's vllm-ascend and vLLM versions."""
+    specifiers = [s for r in catalog for s in (r.versions.vllm_ascend, r.versions.vllm, *(e.versions for e in r.releases))]
     return VersionRanges(specifiers, (facts["versions.vllm_ascend"], facts["versions.vllm"]))
 
 
 class _Classifier:
     def __init__(self, facts: Facts, without: set[str], forced: dict[str, str], baseline_for: Callable,
-                 ranges: VersionRanges, unavailable: dict[str, str] | None = None):
+                 ranges: VersionRanges, unavailable: dict[str, str] | None = None,
+                 verdicts: dict[str, Verdict] | None = None, measured: Callable | None = None):
         self.facts = facts
         self.ranges = ranges
         self.without = without
         self.forced = forced
         self.baseline_for = baseline_for
         self.unavailable = unavailable or {}
+        self.verdicts = verdicts or {}
+        self.measured = measured
 
     def __call__(self, recipe: RecipeRecord) -> Decision:
         f = self.facts
-        ascend, vllm = f["versions.vllm_ascend"], f["versions.vllm"]
+        ascend = f["versions.vllm_ascend"]
         forced = self.forced.get(recipe.id, "")
-        inside = self.ranges.contains
-        if recipe.upstream_in and inside(recipe.upstream_in, ascend):
-            return Decision(recipe.id, Status.upstream, f"already upstream in vllm-ascend {ascend}",
-                            facts={"versions.vllm_ascend": str(ascend)}, forced=forced)
-        if not inside(recipe.versions.vllm_ascend, ascend):
+        if not self.ranges.contains(recipe.versions.vllm_ascend, ascend):
             return Decision(recipe.id, Status.not_applicable,
                             f"applies to vllm-ascend {recipe.versions.vllm_ascend}, this is {ascend}",
                             facts={"versions.vllm_ascend": str(ascend)}, forced=forced)
-        if not inside(recipe.versions.vllm, vllm):
+        verdict = self.verdicts.get(recipe.id)
+        notes = list(verdict.notes) if verdict else []
+        if verdict is not None and verdict.status != "ok":
+            return Decision(recipe.id, _BY_VERDICT[verdict.status], verdict.reason,
+                            facts={"versions.vllm_ascend": str(ascend)}, forced=forced, notes=notes)
+        decision = self._on_facts(recipe, forced)
+        decision.notes = notes
+        return decision
+
+    def _on_facts(self, recipe: RecipeRecord, forced: str) -> Decision:
+        f = self.facts
+        vllm = f["versions.vllm"]
+        if not self.ranges.contains(recipe.versions.vllm, vllm):
             return Decision(recipe.id, Status.not_applicable,
                             f"applies to vLLM {recipe.versions.vllm}, this is {vllm}",
                             facts={"versions.vllm": str(vllm)}, forced=forced)
@@ -127,7 +154,7 @@ class _Classifier:
             return Decision(recipe.id, Status.unavailable, self.unavailable[recipe.id], forced=forced)
         if recipe.id in self.without:
             return Decision(recipe.id, Status.user_excluded, "left out with --without", forced=forced)
-        gain = benefit(recipe, f["workload.concurrency"], f["spec.mtp"], self.baseline_for)
+        gain = benefit(recipe, f["workload.concurrency"], f["spec.mtp"], self.baseline_for, self.measured)
         decision = Decision(recipe.id, Status.selected, "", benefit=gain, forced=forced)
         if forced:
             return decision
@@ -217,11 +244,18 @@ def _weights(problem: _Problem, decisions: dict[str, Decision]) -> list[int]:
 
 
 def resolve(catalog: Catalog, facts: Facts, with_ids: list[str], without_ids: list[str],
-            baseline_for: Callable, unavailable: dict[str, str] | None = None) -> Resolution:
+            baseline_for: Callable, unavailable: dict[str, str] | None = None,
+            verdicts: dict[str, Verdict] | None = None, measured: Callable | None = None) -> Resolution:
     """Resolve the catalog for ``facts`` with the user's overrides; see the module docstring.
 
-    ``unavailable`` maps recipe ids that cannot be delivered (op source or patch missing) to why.
+    ``unavailable`` maps recipe ids that cannot be delivered (op source or patch missing) to why;
+    ``verdicts`` says where each recipe stands on the release (``optkit.versions.onrelease``;
+    default: by the version's declared release entries alone, knobs unchecked);
+    ``measured(recipe_id, concurrency)`` gives numbers measured on an NPU host
+    (``optkit.resolve.objective.measured_lookup``), preferred over the article's.
     """
+    if verdicts is None:
+        verdicts = declared_verdicts(catalog, facts["versions.vllm_ascend"])
     for rid in [*with_ids, *without_ids]:
         if rid not in catalog:
             raise UnknownName("recipe", rid, sorted(catalog.recipes))
@@ -233,14 +267,15 @@ def resolve(catalog: Catalog, facts: Facts, with_ids: list[str], without_ids: li
         if recipe.implied_by and recipe.id not in forced and _holds(recipe.implied_by, facts):
             names = ", ".join(f"{n} = {format_value(facts[n])}" for n in compiled(recipe.implied_by).fact_names())
             forced[recipe.id] = f"implied by {names}"
-    classify = _Classifier(facts, set(without_ids), forced, baseline_for, version_ranges(catalog, facts), unavailable)
+    classify = _Classifier(facts, set(without_ids), forced, baseline_for, version_ranges(catalog, facts), unavailable,
+                           verdicts, measured)
     decisions = {r.id: classify(r) for r in catalog}
     problem = _build(catalog, facts, decisions)
     try:
         chosen = maximize(_weights(problem, decisions), problem.clauses, problem.fixed)
     except Unsatisfiable as exc:
         raise _impossible(catalog, facts, decisions, problem, exc, with_ids, without_ids,
-                          baseline_for, unavailable) from None
+                          baseline_for, unavailable, verdicts, measured) from None
     _explain_unselected(catalog, decisions, problem, chosen)
     selected = [rid for rid in problem.ids if problem.index[rid] in chosen and decisions[rid].status is Status.selected]
     _explain_selected(catalog, decisions, selected)
@@ -335,6 +370,8 @@ def _left_out_text(rid: str, clause, decisions, problem: _Problem, chosen: set[i
         mine = describe_benefit(decisions[rid].benefit) if decisions[rid].benefit else "—"
         theirs = describe_benefit(od.benefit) if od.benefit else "—"
         return f"{text}; {other} won (its gain: {theirs}; this one: {mine})"
+    if od.status in (Status.selected, Status.objective):  # valid, and left out by the optimum as well
+        return f"{text}; {other} is left out by the optimum too (no better-scoring valid set includes either)"
     return f"{text}; {other} is not selected ({od.status.value}: {od.reason})"
 
 
@@ -342,11 +379,12 @@ def _left_out_text(rid: str, clause, decisions, problem: _Problem, chosen: set[i
 
 
 def _impossible(catalog, facts, decisions, problem, exc: Unsatisfiable, with_ids, without_ids, baseline_for,
-                unavailable):
+                unavailable, verdicts, measured):
     implied = sorted(rid for rid, d in decisions.items() if d.forced.startswith("implied"))
     overrides = [("--with", r) for r in with_ids] + [("--without", r) for r in without_ids]
     overrides += [("implied", r) for r in implied]
-    relaxations = _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for, unavailable)
+    relaxations = _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for, unavailable, verdicts,
+                                       measured)
     return PlanImpossible(_reasons(problem, exc), relaxations)
 
 
@@ -404,26 +442,39 @@ def _chain(problem: _Problem, reason_of, var: int, seen: set[int]) -> list[str]:
         seen.add(var)
 
 
-def _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for, unavailable) -> list[list[str]]:
+def _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for, unavailable, verdicts,
+                         measured) -> list[list[str]]:
     """Every smallest set of overrides whose removal makes the request feasible."""
-    words = {"--with": "drop --with {}", "--without": "drop --without {}",
-             "implied": "drop what implies {} ({})"}
     for size in range(1, len(overrides) + 1):
         found = []
         for drop in combinations(overrides, size):
             keep = [o for o in overrides if o not in drop]
-            if _feasible(catalog, facts, keep, baseline_for, unavailable):
-                found.append([words[k].format(r, decisions[r].forced) for k, r in drop])
+            if _feasible(catalog, facts, keep, baseline_for, unavailable, verdicts, measured):
+                found.append([_drop_words(kind, rid, catalog, decisions) for kind, rid in drop])
         if found:
             return found
     return []
 
 
-def _feasible(catalog, facts, overrides, baseline_for, unavailable) -> bool:
+def _drop_words(kind: str, rid: str, catalog, decisions) -> str:
+    """How to drop one override: the flag itself, or for an implied recipe the request flags that
+    imply it ("drop --mtp (it implies mtp-enable-k4)") when each fact it reads has one."""
+    if kind != "implied":
+        return f"drop {kind} {rid}"
+    from optkit.catalog.factspec import FACTS
+
+    flags = [FACTS[name].flag for name in compiled(catalog[rid].implied_by).fact_names()]
+    if flags and all(flags):
+        return f"drop {' and '.join(flags)} (it implies {rid})"
+    return f"drop what implies {rid} ({decisions[rid].forced})"
+
+
+def _feasible(catalog, facts, overrides, baseline_for, unavailable, verdicts, measured) -> bool:
     forced = {rid: "--with" for kind, rid in overrides if kind == "--with"}
     forced.update({rid: "implied" for kind, rid in overrides if kind == "implied"})
     without = {rid for kind, rid in overrides if kind == "--without"} - set(forced)
-    classify = _Classifier(facts, without, forced, baseline_for, version_ranges(catalog, facts), unavailable)
+    classify = _Classifier(facts, without, forced, baseline_for, version_ranges(catalog, facts), unavailable, verdicts,
+                           measured)
     decisions = {r.id: classify(r) for r in catalog}
     problem = _build(catalog, facts, decisions)
     try:

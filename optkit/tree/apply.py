@@ -12,14 +12,18 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from optkit.errors import PatchError, TreeError
 from optkit.tree import checks, journal
 from optkit.tree.inspect import inspect_tree, tree_checksum
-from optkit.tree.journal import HOME, Recovery
+from optkit.tree.journal import Recovery
 from optkit.tree.lock import alive, lock_pid, locked
 from optkit.tree.patchset import PatchSpec, targets_of
+from optkit.tree.safety import state_home
+
+if TYPE_CHECKING:
+    from optkit.tree.schema import TreeState
 
 Outcome = Literal["applied", "already present", "would apply", "already applied"]
 
@@ -113,14 +117,16 @@ def apply(tree: Path, patches: list[PatchSpec], *, force: bool = False, dry_run:
     info = inspect_tree(tree)
     root = info.root
     checks.refuse_cache_tree(root)
+    state_home(root)
     checks.check_versions(info, patches)
     checks.check_paths(root, patches)
+    checks.check_writable(root, targets_of(patches))
     data = {spec.name: spec.read_verified() for spec in patches}
     with nullcontext([]) if dry_run else locked(root) as notes:
         if dry_run:
             journal.refuse_unfinished(root)
         recovered = None if dry_run else journal.recover(root)
-        state = journal.read_json(root / HOME / "state.json")
+        state = journal.read_state(root)
         if state is not None:
             outcomes = _already_applied(root, patches, state)
             return ApplyResult(root, str(info.version), outcomes, dry_run, True, recovered, notes)
@@ -145,9 +151,10 @@ def revert(tree: Path, *, force: bool = False) -> RevertResult:
     refused with ``TreeError`` listing them, unless ``force`` (their changes are then lost).
     """
     root = inspect_tree(tree).root
+    home = state_home(root)
     with locked(root) as notes:
         recovered = journal.recover(root)
-        state = journal.read_json(root / HOME / "state.json")
+        state = journal.read_state(root)
         if state is None:
             journal.clear(root)
             return RevertResult(root, [], list(recovered.restored) if recovered else [], [], recovered, notes)
@@ -155,8 +162,8 @@ def revert(tree: Path, *, force: bool = False) -> RevertResult:
         if drift and not force:
             raise TreeError(_drift_message(root, drift, "revert would discard these changes",
                                            "pass --force to discard them"))
-        before = {rel: f["before"] for rel, f in state["files"].items()}
-        restored = journal.restore(root, before, state["new_dirs"], [root / HOME / "pristine"])
+        before = {rel: f.before for rel, f in state.files.items()}
+        restored = journal.restore(root, before, state.new_dirs, [home / "pristine"])
         journal.clear(root)
         return RevertResult(root, _recorded(state), restored, drift, None, notes)
 
@@ -165,26 +172,25 @@ def status(tree: Path) -> TreeStatus:
     """What optkit has done to ``tree``; reads only, never recovers (an apply may be running)."""
     info = inspect_tree(tree)
     root = info.root
-    holder = lock_pid(root / HOME / "lock")
-    unfinished = journal.read_json(root / HOME / "journal.json")
+    holder = lock_pid(state_home(root) / "lock")
+    unfinished = journal.read_journal(root)
     interrupted = None
     if unfinished is not None:
-        done = unfinished["done"]
-        pid = unfinished.get("pid")
-        running = pid is not None and pid == holder and alive(pid)
-        interrupted = Interrupted(done, [n for n in unfinished["patches"] if n not in done], pid, running)
-    state = journal.read_json(root / HOME / "state.json") if unfinished is None else None
+        done, pid = list(unfinished.done), unfinished.pid
+        running = pid == holder and alive(pid)
+        interrupted = Interrupted(done, [n for n in unfinished.patches if n not in done], pid, running)
+    state = journal.read_state(root) if unfinished is None else None
     if state is None:
         return TreeStatus(root, str(info.version), info.is_git, [], [], [], interrupted, holder)
-    return TreeStatus(root, str(info.version), info.is_git, _recorded(state), sorted(state["files"]),
+    return TreeStatus(root, str(info.version), info.is_git, _recorded(state), sorted(state.files),
                       _drift(root, state), interrupted, holder)
 
 
-def _already_applied(root: Path, patches: list[PatchSpec], state: dict) -> list[PatchOutcome]:
+def _already_applied(root: Path, patches: list[PatchSpec], state: TreeState) -> list[PatchOutcome]:
     requested = [(p.name, p.sha256) for p in patches]
-    recorded = [(p["name"], p["sha256"]) for p in state["patches"]]
+    recorded = [(p.name, p.sha256) for p in state.patches]
     if requested != recorded:
-        recipes = ", ".join(dict.fromkeys(p["recipe"] for p in state["patches"]))
+        recipes = ", ".join(dict.fromkeys(p.recipe for p in state.patches))
         raise PatchError(f"{root} already has other optkit patches applied (recipes {recipes}); "
                          f"run `optkit revert --tree {root}` first, then apply this bundle")
     drift = _drift(root, state)
@@ -195,12 +201,12 @@ def _already_applied(root: Path, patches: list[PatchSpec], state: dict) -> list[
             for o in _recorded(state)]
 
 
-def _drift(root: Path, state: dict, *, pristine_ok: bool = False) -> list[Drift]:
+def _drift(root: Path, state: TreeState, *, pristine_ok: bool = False) -> list[Drift]:
     """Files whose sha256 is not the one recorded after the apply (nor, if ``pristine_ok``, before)."""
-    files = state["files"]
+    files = state.files
     current = tree_checksum(root, list(files))
-    return [Drift(rel, f["after"], current.get(rel)) for rel, f in sorted(files.items())
-            if current.get(rel) != f["after"] and not (pristine_ok and current.get(rel) == f["before"])]
+    return [Drift(rel, f.after, current.get(rel)) for rel, f in sorted(files.items())
+            if current.get(rel) != f.after and not (pristine_ok and current.get(rel) == f.before)]
 
 
 def _drift_message(root: Path, drift: list[Drift], what: str, fix: str) -> str:
@@ -209,5 +215,5 @@ def _drift_message(root: Path, drift: list[Drift], what: str, fix: str) -> str:
     return f"{root}: {what}:\n{lines}\n{fix}"
 
 
-def _recorded(state: dict) -> list[PatchOutcome]:
-    return [PatchOutcome(p["recipe"], p["name"], p["outcome"]) for p in state["patches"]]
+def _recorded(state: TreeState) -> list[PatchOutcome]:
+    return [PatchOutcome(p.recipe, p.name, p.outcome) for p in state.patches]

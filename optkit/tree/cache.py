@@ -5,14 +5,19 @@
     <cache>/trees/vllm-ascend-0.23.0.json         {"package", "version", "sdist", "sha256", "size"}
 
 The JSON record is written last, so it marks a complete entry; an entry whose archive no longer
-has the recorded sha256 is not trusted (``read_record`` gives None) and is fetched again.
+has the recorded sha256 is not trusted (``read_record`` gives None) and is fetched again. An entry
+is filled only under ``entry_lock`` (``<cache>/locks/<package>-<version>.lock``, ``flock``): a
+second process fetching the same release waits, then finds the complete entry.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from optkit.catalog.paths import cache_dir
 
@@ -23,6 +28,20 @@ def tree_path(package: str, version: str) -> Path:
 
 def record_path(package: str, version: str) -> Path:
     return cache_dir() / "trees" / f"{package}-{version}.json"
+
+
+@contextmanager
+def entry_lock(package: str, version: str) -> Iterator[None]:
+    """Hold the exclusive lock of one cache entry (blocking; released on exit, or when the
+    process dies: the kernel drops ``flock`` locks with the file descriptor)."""
+    locks = cache_dir() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{package}-{version}.lock", "a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def sha256_file(path: Path) -> str:

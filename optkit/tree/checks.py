@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -21,10 +22,8 @@ from optkit.catalog.paths import cache_dir
 from optkit.errors import PatchError, TreeError
 from optkit.tree import gitops
 from optkit.tree.inspect import TreeInfo
-from optkit.tree.journal import HOME
 from optkit.tree.patchset import PatchSpec, targets_of
-
-_RESERVED = (HOME, ".git")
+from optkit.tree.safety import unsafe_path
 
 
 def refuse_cache_tree(root: Path) -> None:
@@ -55,29 +54,35 @@ def check_versions(info: TreeInfo, patches: list[PatchSpec]) -> None:
 def check_paths(root: Path, patches: list[PatchSpec]) -> None:
     problems = [f"  - patch {p.name} (recipe {p.recipe}) touches {rel!r}: {why}"
                 for p in patches for rel in p.targets
-                for why in [_unsafe_path(root, rel)] if why]
+                for why in [unsafe_path(root, rel)] if why]
     if problems:
         raise PatchError("refusing to apply: the bundle's patches reach outside the tree\n"
                          + "\n".join(problems) + "\nnothing was changed")
 
 
-def _unsafe_path(root: Path, rel: str) -> str | None:
-    """Why optkit must not write ``rel`` in the tree at ``root``, or None when it may."""
-    path = PurePosixPath(rel)
-    if path.is_absolute() or rel.startswith("\\") or rel[1:2] == ":":
-        return "an absolute path"
-    if ".." in path.parts:
-        return "a '..' component leaves the tree"
-    if not path.parts:
-        return "an empty path"
-    if path.parts[0] in _RESERVED:
-        return f"{path.parts[0]}/ is not part of the source"
-    full = root / rel
-    if full.is_symlink():
-        return f"it is a symlink (to {os.readlink(full)!r}); optkit patches regular files only"
-    if root not in full.resolve().parents:
-        return "a directory on the way is a symlink pointing outside the tree"
-    return None
+def check_writable(root: Path, files: list[str]) -> None:
+    """The tree root (for ``.optkit/``), every target file and the directory it is written in must
+    be writable: git replaces the files, and a rollback must be able to put them back. A file or
+    directory without its owner's write bit is refused even when the user (root) could write it."""
+    folders = dict.fromkeys([root] + [_folder_of(root / rel) for rel in files])
+    problems = [f"  - {d}/: the directory is not writable" for d in folders if _read_only(d)]
+    problems += [f"  - {root / rel}: the file is read-only" for rel in files if (root / rel).is_file() and _read_only(root / rel)]
+    if problems:
+        raise TreeError(f"cannot patch {root}: optkit must write these and may not:\n" + "\n".join(problems)
+                        + "\nmake them writable (chmod u+w), or patch a writable copy "
+                        "(`optkit tree fetch VERSION DEST`); nothing was changed")
+
+
+def _folder_of(path: Path) -> Path:
+    """The directory a file at ``path`` is written in, or the nearest one of its parents that exists."""
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    return folder
+
+
+def _read_only(path: Path) -> bool:
+    return not (path.stat().st_mode & stat.S_IWUSR and os.access(path, os.W_OK))
 
 
 def check_committed(root: Path, files: list[str]) -> None:

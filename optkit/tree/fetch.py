@@ -2,7 +2,10 @@
 
 ``fetch`` downloads a release's sdist with ``pip download`` (run as a subprocess), keeps it in
 the cache (``optkit.tree.cache``) and unpacks it safely (``optkit.tree.extract``) into
-``<cache>/trees/<package>-<version>/``; a second fetch of the same release is offline.
+``<cache>/trees/<package>-<version>/``; a second fetch of the same release is offline. Each
+release's cache entry is filled under an exclusive lock (``cache.entry_lock``), so processes (or
+threads) fetching the same release at once wait for one download instead of racing on it;
+``fetch_many`` fetches several releases in parallel.
 """
 
 from __future__ import annotations
@@ -17,15 +20,16 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
 from packaging.version import InvalidVersion, Version
 
-from optkit.catalog.paths import cache_dir
+from optkit.catalog.paths import cache_dir, file_in_the_way
 from optkit.errors import TreeError
-from optkit.tree.cache import read_record, sha256_file, tree_path, write_record
+from optkit.tree.cache import entry_lock, read_record, sha256_file, tree_path, write_record
 from optkit.tree.extract import extract_sdist
 
 SOC_VERSION = "ascend910_9391"
@@ -68,28 +72,54 @@ def fetch(
     package = _check_package(package)
     if dest is not None:
         dest = _check_dest(Path(dest))
+    try:
+        with entry_lock(package, version):
+            sdist, sha256, from_cache = _cached(package, version, force)
+            tree = tree_path(package, version)
+            if dest is not None:
+                tree = _copy_tree(tree, dest)
+    except OSError as exc:
+        raise TreeError(f"cannot use optkit's cache {cache_dir()}: {_why(exc)}; set OPTKIT_CACHE_DIR to a "
+                        "writable directory with free space") from None
+    return FetchResult(package, version, tree, sdist, sha256, from_cache)
+
+
+def _cached(package: str, version: str, force: bool) -> tuple[Path, str, bool]:
+    """The sdist in the cache (downloaded and unpacked if need be), its sha256, whether it was cached."""
     record = None if force else read_record(package, version)
     if record is None:
         _require_build_tools()
         sdist, sha256 = _download_into_cache(package, version)
         _unpack_into_cache(package, version, sdist)
         write_record(package, version, sdist, sha256)
-        from_cache = False
-    else:
-        sdist, sha256 = cache_dir() / "sdists" / record["sdist"], record["sha256"]
-        if not tree_path(package, version).is_dir():
-            _unpack_into_cache(package, version, sdist)
-        from_cache = True
-    tree = tree_path(package, version)
-    if dest is not None:
-        tree = _copy_tree(tree, dest)
-    return FetchResult(package, version, tree, sdist, sha256, from_cache)
+        return sdist, sha256, False
+    sdist, sha256 = cache_dir() / "sdists" / record["sdist"], record["sha256"]
+    if not tree_path(package, version).is_dir():
+        _unpack_into_cache(package, version, sdist)
+    return sdist, sha256, True
+
+
+def _why(exc: OSError) -> str:
+    return f"{exc.strerror or exc} ({exc.filename})" if exc.filename else str(exc.strerror or exc)
+
+
+
+
+def fetch_many(versions: list[str], *, package: str = "vllm-ascend", workers: int = 4) -> list[FetchResult]:
+    """``fetch`` each version (no ``dest``), ``workers`` at a time; results in the order given.
+
+    Downloads and unpacking overlap (network and disk, not CPU bound); the first failure is raised
+    once every started fetch has finished.
+    """
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = [pool.submit(fetch, version, package=package) for version in versions]
+        return [future.result() for future in futures]
 
 
 def _normalize_version(version: str) -> str:
     try:
         return str(Version(str(version).strip()))
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number too long for int()
         raise TreeError(
             f"invalid version {version!r}: give a release version such as 0.23.0 or "
             "0.23.0.post1 (see `pip index versions vllm-ascend`)"
@@ -109,6 +139,9 @@ def _check_dest(dest: Path) -> Path:
     dest = dest.expanduser().absolute()
     if dest.exists() and not dest.is_dir():
         raise TreeError(f"destination {dest} is a file; give a new or empty directory")
+    blocking = file_in_the_way(dest)
+    if blocking is not None:
+        raise TreeError(f"destination {dest} cannot be created: {blocking} is a file; give a directory elsewhere")
     if dest.is_dir() and any(dest.iterdir()):
         raise TreeError(
             f"destination {dest} is not empty; give a new or empty directory, "
@@ -118,17 +151,21 @@ def _check_dest(dest: Path) -> Path:
 
 
 def _copy_tree(tree: Path, dest: Path) -> Path:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(tree, dest, symlinks=True, dirs_exist_ok=True)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(tree, dest, symlinks=True, dirs_exist_ok=True)
+    except OSError as exc:
+        raise TreeError(f"cannot copy the tree to {dest}: {_why(exc)}; give a writable directory") from None
     return dest
 
 
 def _require_build_tools() -> None:
-    missing = [m for m in ("setuptools_scm", "wheel") if importlib.util.find_spec(m) is None]
+    """optkit depends on these (pyproject.toml); a Python where they were removed gets the fix."""
+    missing = [m for m in ("setuptools", "setuptools_scm", "wheel") if importlib.util.find_spec(m) is None]
     if missing:
         raise TreeError(
-            f"fetching a source tree needs {' and '.join(missing)} in this Python "
-            f"({sys.executable}): run `pip install setuptools_scm wheel` and try again"
+            f"fetching a source tree needs {', '.join(missing)} in this Python ({sys.executable}): pip runs "
+            f"the sdist's setup.py with them; run `pip install {' '.join(missing)}` and try again"
         )
 
 

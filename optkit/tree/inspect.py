@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from optkit.errors import TreeError
 from optkit.tree.cache import sha256_file
@@ -85,7 +85,7 @@ def _check_tree_root(path: Path) -> Path:
 def _parse(text: str, origin: str, tried: list[str]) -> Version | None:
     try:
         return Version(text.strip())
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number too long for int()
         tried.append(f"{origin} gives {text.strip()!r}, which is not a valid version")
         return None
 

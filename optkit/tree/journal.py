@@ -11,7 +11,12 @@ Everything optkit keeps in a tree lives under ``<tree>/.optkit/``::
 
 The journal is the commit marker: while it exists the apply is unfinished, and the next apply or
 revert first puts back every file it lists. A file that already has its recorded sha256 is left
-alone, so a restore that is itself interrupted can simply run again.
+alone, so a restore that is itself interrupted can simply run again. A restore moves the saved
+copy into place (a rename: it needs no free space, so a full disk never strands a half-patched
+tree), falling back to a copy only across file systems. ``state.json`` and ``journal.json`` are
+read through their schemas (``optkit.tree.schema``); a damaged one is a ``TreeError`` naming the
+field (or, for a well-formed record changed by hand, its ``digest``), and every path either names
+is a tree path, never one outside.
 
 Testing hook: ``OPTKIT_FAULT_AFTER=n`` makes the apply kill its own process with SIGKILL right
 after the n-th patch is applied and recorded in the journal, so fault tests can check recovery.
@@ -19,20 +24,26 @@ after the n-th patch is applied and recorded in the journal, so fault tests can 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import signal
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
-from optkit.errors import PatchError, TreeError
+from optkit.errors import PatchError, TreeError, ValidationFailed
 from optkit.tree import gitops
 from optkit.tree.inspect import TreeInfo, tree_checksum
 from optkit.tree.patchset import PatchSpec, targets_of
+from optkit.tree.safety import HOME, escapes
 
-HOME = ".optkit"
+if TYPE_CHECKING:  # pydantic is imported only where a record is read: status of a clean tree stays light
+    from optkit.tree import schema
+
 FAULT_ENV = "OPTKIT_FAULT_AFTER"
+_SCRATCH = ("backup", "pristine", "tmp", "journal.json.tmp", "state.json.tmp")
 
 
 @dataclass(frozen=True)
@@ -73,8 +84,15 @@ def apply_journaled(root: Path, info: TreeInfo, patches: list[PatchSpec],
             raise
         where = (f"while applying patch {current.name} (recipe {current.recipe})" if current
                  else "while saving backups or recording the result")
-        cause = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"failed ({exc})"
+        cause = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"failed ({_reason(exc)})"
         raise PatchError(f"{cause} {where}; every file was restored, the tree is as before") from exc
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        where = exc.filename2 or exc.filename
+        return f"{exc.strerror}: {where}" if where else exc.strerror
+    return str(exc)
 
 
 def _take_backup(root: Path, files: list[str]) -> tuple[dict[str, str | None], list[str]]:
@@ -110,21 +128,27 @@ def _commit(root: Path, info: TreeInfo, patches: list[PatchSpec], to_apply: list
 def recover(root: Path) -> Recovery | None:
     """Roll back an unfinished apply (its journal exists): restore its files, drop its records."""
     home = root / HOME
-    journal = read_json(home / "journal.json")
+    journal = read_journal(root)
     if journal is None:  # a backup without journal: killed before the first write to the tree
-        shutil.rmtree(home / "backup", ignore_errors=True)
+        _remove(home, ("backup", "journal.json.tmp"))
         return None
-    restored = restore(root, journal["backup"], journal["new_dirs"], [home / "backup", home / "pristine"])
+    restored = restore(root, journal.backup, journal.new_dirs, [home / "backup", home / "pristine"])
     (home / "state.json").unlink(missing_ok=True)
-    for leftover in ("backup", "pristine", "tmp"):
-        shutil.rmtree(home / leftover, ignore_errors=True)
+    _remove(home, _SCRATCH)
     (home / "journal.json").unlink()
     _fsync_dir(home)
-    return Recovery(journal["done"], restored)
+    return Recovery(list(journal.done), restored)
 
 
 def restore(root: Path, wanted: dict[str, str | None], new_dirs: list[str], sources: list[Path]) -> list[str]:
-    """Give each file its recorded sha256 (None: no file) from a saved copy; list what changed."""
+    """Give each file its recorded sha256 (None: no file) from a saved copy; list what changed.
+
+    The saved copy is moved into place, so it is gone afterwards: callers drop their copies next.
+    """
+    outside = sorted(rel for rel in wanted if escapes(root, rel))
+    if outside:
+        raise TreeError(f"refusing to restore {', '.join(outside)}: a directory on the way is now a symlink "
+                        f"out of {root}; put the directory back, then run the command again")
     current = tree_checksum(root, list(wanted))
     changed = []
     for rel, sha in sorted(wanted.items()):
@@ -133,7 +157,7 @@ def restore(root: Path, wanted: dict[str, str | None], new_dirs: list[str], sour
         if sha is None:
             (root / rel).unlink()
         else:
-            _replace(root, _saved_copy(sources, rel, sha), rel)
+            _move_into_place(root, _saved_copy(sources, rel, sha), rel)
         changed.append(rel)
     for rel in sorted(new_dirs, key=lambda d: d.count("/"), reverse=True):
         try:
@@ -151,20 +175,36 @@ def _saved_copy(sources: list[Path], rel: str, sha: str) -> Path:
                     f"restore the file by hand (its pristine sha256 is {sha}), then delete {HOME}/")
 
 
-def _replace(root: Path, copy: Path, rel: str) -> None:
-    """Atomically put ``copy`` at ``root/rel`` (via a temporary file in ``.optkit/tmp``)."""
-    tmp = root / HOME / "tmp" / PurePosixPath(rel).name
-    _copy_synced(copy, tmp)
-    (root / rel).parent.mkdir(parents=True, exist_ok=True)
-    os.replace(tmp, root / rel)
+def _move_into_place(root: Path, copy: Path, rel: str) -> None:
+    """Atomically put ``copy`` at ``root/rel``: a rename, or across file systems a copy to ``.optkit/tmp``
+    renamed into place."""
+    target = root / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.replace(copy, target)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        tmp = root / HOME / "tmp" / PurePosixPath(rel).name
+        _copy_synced(copy, tmp)
+        os.replace(tmp, target)
+    _fsync_dir(target.parent)
 
 
 def clear(root: Path) -> None:
     """Remove optkit's records (``state.json`` last: until then a revert can run again)."""
     home = root / HOME
-    for leftover in ("backup", "pristine", "tmp"):
-        shutil.rmtree(home / leftover, ignore_errors=True)
+    _remove(home, _SCRATCH)
     (home / "state.json").unlink(missing_ok=True)
+
+
+def _remove(home: Path, names: tuple[str, ...]) -> None:
+    for name in names:
+        path = home / name
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def refuse_unfinished(root: Path) -> None:
@@ -173,20 +213,37 @@ def refuse_unfinished(root: Path) -> None:
                         "--dry-run (or `optkit revert`) to roll it back first")
 
 
-def read_json(path: Path) -> dict | None:
+def read_state(root: Path) -> schema.TreeState | None:
+    """``.optkit/state.json`` (what a finished apply recorded), or None if there is none."""
+    path = root / HOME / "state.json"
+    return _read(path, lambda schema: schema.TreeState) if path.exists() or path.is_symlink() else None
+
+
+def read_journal(root: Path) -> schema.Journal | None:
+    """``.optkit/journal.json`` (an apply that has not finished), or None if there is none."""
+    path = root / HOME / "journal.json"
+    return _read(path, lambda schema: schema.Journal) if path.exists() or path.is_symlink() else None
+
+
+def _read(path: Path, model):
+    from optkit.tree import schema
+
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise TreeError(f"{path} is damaged ({exc}); restore the tree from {path.parent}/ by hand "
-                        f"or from a fresh copy, then delete {path.parent}/") from None
+        return schema.read(path, model(schema))
+    except ValidationFailed as exc:
+        problems = "\n".join(f"  {p}" for p in exc.problems)
+        raise TreeError(f"{path} is damaged or was edited by hand:\n{problems}\noptkit cannot tell which "
+                        f"files it changed; restore the tree from a fresh copy (`optkit tree fetch VERSION DEST`), "
+                        f"or put the file back as optkit wrote it, then delete {path.parent}/") from None
 
 
 def _write_json(path: Path, data: dict) -> None:
+    """Write a record atomically, with its ``digest`` (so that a record changed by hand is refused)."""
+    from optkit.tree.schema import digest
+
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        f.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        f.write(json.dumps({**data, "digest": digest(data)}, indent=2, sort_keys=True) + "\n")
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

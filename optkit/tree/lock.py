@@ -1,7 +1,9 @@
 """The tree lock, ``<tree>/.optkit/lock``: one apply or revert at a time.
 
 The lock file holds the pid of the apply/revert that runs (created with O_CREAT|O_EXCL); a lock
-whose pid is no longer running is broken, with a note, so a killed run never blocks the next.
+whose pid is no longer running is broken, with a note, so a killed run never blocks the next. A
+lock that cannot be written whole (a read-only tree, a full disk) is removed again and reported
+as a ``TreeError``: a failed command never leaves a lock behind that blocks the next one.
 """
 
 from __future__ import annotations
@@ -11,18 +13,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from optkit.errors import PatchError
-from optkit.tree.journal import HOME
+from optkit.errors import PatchError, TreeError
+from optkit.tree.safety import HOME
 
 
 @contextmanager
 def locked(root: Path) -> Iterator[list[str]]:
     """Hold ``.optkit/lock``; yields notes (a broken stale lock). ``.optkit/`` goes if left empty."""
     home = root / HOME
-    home.mkdir(exist_ok=True)
     path = home / "lock"
     notes: list[str] = []
-    _take_lock(root, path, notes)
+    try:
+        home.mkdir(exist_ok=True)
+        _take_lock(root, path, notes)
+    except OSError as exc:
+        raise TreeError(f"cannot take the tree lock {path}: {exc.strerror or exc}; optkit needs to write "
+                        f"in {root} (a writable tree with free space); nothing was changed") from None
     try:
         yield notes
     finally:
@@ -49,10 +55,14 @@ def _take_lock(root: Path, path: Path, notes: list[str]) -> None:
             notes.append(f"broke a stale lock left by pid {pid}, which is no longer running")
             path.unlink(missing_ok=True)
             continue
-        with os.fdopen(fd, "w") as f:
-            f.write(f"{os.getpid()}\n")
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(f"{os.getpid()}\n")
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            path.unlink(missing_ok=True)  # a lock without its pid would block every later run
+            raise
         return
 
 

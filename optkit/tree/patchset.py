@@ -3,26 +3,29 @@
 A bundle directory holds ``optkit.lock.json`` and ``patches/series`` plus ``patches/<name>``
 (quilt style). Each patch is a unified diff (``a/``/``b/`` prefixes, paths relative to the
 vllm-ascend tree root) after a DEP-3 header block ended by a line ``---``. Loading checks, once,
-everything that can be checked without a tree: the lock's shape, ``series`` against the lock's
-order, each patch's sha256, that the files the diff touches are the lock's targets, and that each
-recipe's vllm-ascend range parses.
+everything that can be checked without a tree: the lock's shape (``optkit.tree.schema.Lock``:
+each entry's types, names, hashes and version ranges), ``series`` against the lock's order, each
+patch's sha256, and that the files the diff touches are the lock's targets.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
-
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from typing import TYPE_CHECKING, TypeVar
 
 from optkit.catalog.patchfile import parse_dep3, patch_paths
-from optkit.errors import BundleError, PatchError
+from optkit.catalog.textfile import read_text
+from optkit.errors import BundleError, PatchError, ValidationFailed
+
+if TYPE_CHECKING:  # imported where used: `optkit status` of a tree without records stays light
+    from optkit.catalog.yamlio import LineMap
+    from optkit.tree.schema import Lock, LockPatch, LockPending
 
 LOCK_NAME = "optkit.lock.json"
 LOCK_VERSION = 1
-
+M = TypeVar("M")
 
 
 @dataclass(frozen=True)
@@ -86,10 +89,9 @@ def from_lock(lock: Path, *, allow_pending: bool = False) -> list[PatchSpec]:
 
 
 def _load(lock_path: Path, series: list[str] | None, allow_pending: bool) -> list[PatchSpec]:
-    lock = _read_lock(lock_path)
-    entries = lock.get("patches", [])
-    _check_pending(lock_path, lock.get("pending_patches", []), allow_pending)
-    names = [entry.get("name") for entry in entries]
+    lock = read_lock(lock_path)
+    _check_pending(lock_path, lock.pending_patches, allow_pending)
+    names = [entry.name for entry in lock.patches]
     if series is not None and series != names:
         raise BundleError([
             f"{lock_path.parent / 'patches' / 'series'} lists {series or 'no patches'}, but "
@@ -97,31 +99,51 @@ def _load(lock_path: Path, series: list[str] | None, allow_pending: bool) -> lis
             "edited by hand: write it again"
         ])
     patch_dir = lock_path.parent / "patches"
-    return [_spec(lock_path, lock, n, entry, patch_dir) for n, entry in enumerate(entries)]
+    return [_spec(lock, entry, patch_dir) for entry in lock.patches]
 
 
-def _read_lock(path: Path) -> dict:
+def read_lock(path: Path) -> Lock:
+    """The lock file ``path``, validated; ``BundleError`` naming the file, line and field otherwise."""
+    from optkit.tree.schema import Lock
+
+    return checked(Lock, *lock_json(path))
+
+
+def lock_json(path: Path) -> tuple[dict, LineMap]:
+    """The lock file's data and lines, once it reads as JSON of this optkit's ``lock_version``."""
+    from optkit.catalog.jsonio import load_json
+
+    path = Path(path)
+    if not path.is_file():
+        raise BundleError([f"no such lock file: {path}"])
     try:
-        lock = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BundleError([f"no such lock file: {path}"]) from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise BundleError([f"{path}: not a readable optkit lock: {exc}"]) from None
-    if not isinstance(lock, dict) or lock.get("lock_version") != LOCK_VERSION:
-        found = lock.get("lock_version") if isinstance(lock, dict) else None
-        raise BundleError([
-            f"{path}: lock_version is {found!r}, this optkit reads lock_version {LOCK_VERSION}; "
-            "write the bundle again with this optkit"
-        ])
-    if not isinstance(lock.get("patches", []), list):
-        raise BundleError([f"{path}: patches: expected a list"])
-    return lock
+        data, lines = load_json(path)
+    except ValidationFailed as exc:
+        raise BundleError([str(p) for p in exc.problems] + [_REWRITE]) from None
+    found = data.get("lock_version") if isinstance(data, dict) else None
+    if found != LOCK_VERSION or isinstance(found, bool):
+        raise BundleError([f"{path}: lock_version is {found!r}, this optkit reads lock_version {LOCK_VERSION}; "
+                           "write the bundle again with this optkit"])
+    return data, lines
 
 
-def _check_pending(lock_path: Path, pending: list, allow_pending: bool) -> None:
+def checked(model: type[M], data: dict, lines: LineMap) -> M:
+    """``data`` validated as ``model`` (a schema of the lock or of a part of it), else ``BundleError``."""
+    from optkit.catalog.loader import parse_model
+
+    try:
+        return parse_model(model, data, lines)
+    except ValidationFailed as exc:
+        raise BundleError([str(p) for p in exc.problems] + [_REWRITE]) from None
+
+
+_REWRITE = "the lock was damaged or edited by hand: write the bundle again with `optkit plan ... -o DIR`"
+
+
+def _check_pending(lock_path: Path, pending: list[LockPending], allow_pending: bool) -> None:
     if not pending or allow_pending:
         return
-    listed = ", ".join(f"{p.get('recipe')} ({p.get('file')})" for p in pending)
+    listed = ", ".join(f"{p.recipe} ({p.file})" for p in pending)
     raise BundleError([
         f"{lock_path}: these recipes need patches that are not written yet (status: pending): "
         f"{listed}; applying the rest would leave them half done. Pass --allow-pending to "
@@ -129,36 +151,19 @@ def _check_pending(lock_path: Path, pending: list, allow_pending: bool) -> None:
     ])
 
 
-def _spec(lock_path: Path, lock: dict, index: int, entry: dict, patch_dir: Path) -> PatchSpec:
-    where = f"{lock_path}: patches[{index}]"
-    try:
-        recipe, name, sha256 = entry["recipe"], entry["name"], entry["sha256"]
-        declared = list(entry.get("targets", []))
-    except (KeyError, TypeError) as exc:
-        raise BundleError([f"{where}: missing or malformed key {exc}"]) from None
-    if Path(name).name != name or name in ("", ".", "..", "series"):
-        raise BundleError([f"{where}.name: {name!r} is not a plain file name"])
-    text = _verified_bytes(patch_dir / name, recipe, sha256).decode("utf-8", errors="replace")
+def _spec(lock: Lock, entry: LockPatch, patch_dir: Path) -> PatchSpec:
+    recipe, name = entry.recipe, entry.name
+    text = _verified_bytes(patch_dir / name, recipe, entry.sha256).decode("utf-8", errors="replace")
     _check_recipe_header(name, recipe, parse_dep3(text))
     targets = tuple(patch_paths(text))
     if not targets:
         raise PatchError(f"patch {name} (recipe {recipe}) is not a unified diff: it touches no file")
-    if declared and sorted(set(declared)) != sorted(set(targets)):
+    if entry.targets and sorted(set(entry.targets)) != sorted(set(targets)):
         raise PatchError(
             f"patch {name} (recipe {recipe}) touches {list(targets)}, but the lock's targets are "
-            f"{declared}; fix `targets` in recipes/{recipe}/recipe.yaml and write the bundle again"
+            f"{entry.targets}; fix `targets` in recipes/{recipe}/recipe.yaml and write the bundle again"
         )
-    return PatchSpec(recipe, name, patch_dir / name, sha256, targets, _version_spec(lock, recipe, where))
-
-
-def _version_spec(lock: dict, recipe: str, where: str) -> str:
-    spec = (((lock.get("recipes") or {}).get(recipe) or {}).get("versions") or {}).get("vllm_ascend", "")
-    try:
-        SpecifierSet(spec or "")
-    except InvalidSpecifier:
-        raise BundleError([f"{where}: recipe {recipe}'s vllm_ascend range {spec!r} is not a "
-                           "PEP 440 specifier set such as '>=0.23.0,<0.24'"]) from None
-    return spec or ""
+    return PatchSpec(recipe, name, patch_dir / name, entry.sha256, targets, lock.recipes[recipe].versions.vllm_ascend)
 
 
 def _check_recipe_header(name: str, recipe: str, header: dict[str, str]) -> None:
@@ -171,7 +176,10 @@ def _check_recipe_header(name: str, recipe: str, header: dict[str, str]) -> None
 
 
 def _read_series(path: Path) -> list[str]:
-    lines = path.read_text(encoding="utf-8").splitlines()
+    try:
+        lines = read_text(path).splitlines()
+    except ValidationFailed as exc:
+        raise BundleError([str(p) for p in exc.problems]) from None
     return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
@@ -206,7 +214,7 @@ def catalog_specs(catalog, recipe_ids: list[str]) -> list[PatchSpec]:
             specs.append(PatchSpec(rid, f"{len(specs) + 1:04d}-{rid}--{patch.file}", path,
                                    hashlib.sha256(data).hexdigest(),
                                    tuple(patch_paths(data.decode("utf-8", "surrogateescape"))),
-                                   recipe.versions.vllm_ascend))
+                                   recipe.patch_versions(patch.file)))
     return specs
 
 

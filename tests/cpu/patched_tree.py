@@ -1,4 +1,4 @@
-"""For CPU tests of patched code: a scratch 0.23.0 tree with recipes applied, and its code loaded by path.
+"""For CPU tests of patched code: a scratch release tree with recipes applied, and its code loaded by path.
 
 The patched modules mostly import torch_npu and vLLM internals, so they cannot be imported here.
 A helper module a patch adds (torch/stdlib only) is loaded whole with ``load_module``; single
@@ -22,10 +22,14 @@ from optkit.tree.apply import apply  # noqa: E402
 from optkit.resolve.resolver import dependency_order  # noqa: E402
 
 
-def patched_tree(tmp_path: Path, recipe_ids: list[str]) -> Path:
-    """A private copy of the 0.23.0 tree with the patches of ``recipe_ids`` applied in dependency order."""
-    root = scratch_tree(tmp_path)
-    result = apply(root, specs(dependency_order(CATALOG, recipe_ids)))
+def patched_tree(tmp_path: Path, recipe_ids: list[str], version: str = "0.23.0") -> Path:
+    """A private copy of the ``version`` tree with the patches written for that release of
+    ``recipe_ids`` applied in dependency order (every recipe must have some for it)."""
+    root = scratch_tree(tmp_path, version)
+    chosen = specs(dependency_order(CATALOG, recipe_ids), version)
+    missing = sorted(set(recipe_ids) - {s.recipe for s in chosen})
+    assert not missing, f"no patch for vllm-ascend {version} in {missing}"
+    result = apply(root, chosen)
     assert all(o.outcome == "applied" for o in result.outcomes), result.outcomes
     return root
 

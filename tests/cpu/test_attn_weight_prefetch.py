@@ -1,5 +1,9 @@
 """attn-weight-prefetch-next-layer on CPU: which layer prefetches what, and when it joins.
 
+Also, for both prefetch recipes (this one and moe-shared-expert-weight-prefetch), that the
+machinery their 0.23.x patches call is in 0.23.0 / 0.23.0.post1 and gone from 0.24.0rc1 on
+(PR #11949), with no successor in 0.30.0rc2, so that plans there say 'broken'.
+
 Loads ``vllm_ascend/ops/attn_weight_prefetch.py`` from the patched tree and drives it with fake
 decoder layers (``nn.Module`` trees named like Qwen3.5's: ``layer_type``, ``self_attn.qkv_proj``,
 ``linear_attn.in_proj_qkvz`` …, ``mlp``). The two prefetch ops (``vllm::prefetch_preprocess`` /
@@ -10,6 +14,7 @@ NPU overlaps the load with the MoE is not checked here.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -18,6 +23,8 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from patched_tree import load_module, patched_tree  # noqa: E402
+
+from compat_support import CATALOG, pristine  # noqa: E402 (patched_tree put tests/ on the path)
 
 pytestmark = [pytest.mark.tree]
 
@@ -195,3 +202,57 @@ def test_skipped_index_is_not_linked(prefetch):
     first, third = FakeDecoderLayer("full_attention"), FakeDecoderLayer("full_attention")
     prefetch.chain_attn_weight_prefetch(first, f"{STACK}.0")
     assert not prefetch.chain_attn_weight_prefetch(third, f"{STACK}.2")
+
+
+# --------------------------------------------------------------------------- the machinery on later releases
+
+PREFETCH_RECIPES = ["attn-weight-prefetch-next-layer", "moe-shared-expert-weight-prefetch"]
+
+
+def called_machinery(recipe_id: str) -> tuple[set[str], set[str]]:
+    """(the torch.ops.vllm ops, the vllm_ascend modules) the recipe's 0.23.x patch adds calls to."""
+    recipe = CATALOG[recipe_id]
+    text = "".join(CATALOG.patch_path(recipe_id, p.file).read_text(encoding="utf-8") for p in recipe.patches)
+    added = [line[1:] for line in text.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    ops = {m for line in added for m in re.findall(r"torch\.ops\.vllm\.(\w+)\(", line)}
+    modules = {m for line in added for m in re.findall(r"from (vllm_ascend\.ops\.\w+) import", line)}
+    own = {f"vllm_ascend.{Path(t).with_suffix('').as_posix().split('vllm_ascend/', 1)[1].replace('/', '.')}"
+           for p in recipe.patches for t in p.targets}
+    return ops, modules - own
+
+
+def missing_machinery(root: Path, recipe_id: str) -> list[str]:
+    """What the patch calls that the tree does not define (registered ops, modules)."""
+    ops, modules = called_machinery(recipe_id)
+    registered = set(re.findall(r'op_name="(\w+)"', "".join(
+        p.read_text(encoding="utf-8", errors="replace") for p in (root / "vllm_ascend").rglob("*.py"))))
+    missing = [f"torch.ops.vllm.{op}" for op in sorted(ops - registered)]
+    return missing + [m for m in sorted(modules) if not (root / (m.replace(".", "/") + ".py")).is_file()]
+
+
+@pytest.mark.parametrize("recipe_id", PREFETCH_RECIPES)
+def test_the_patches_call_prefetch_machinery(recipe_id):
+    ops, _ = called_machinery(recipe_id)
+    assert {"prefetch_preprocess", "prefetch_postprocess"} <= ops
+
+
+@pytest.mark.parametrize("recipe_id", PREFETCH_RECIPES)
+@pytest.mark.parametrize("version", ["0.23.0", "0.23.0.post1"])
+def test_the_machinery_is_there_on_0_23(recipe_id, version):
+    assert missing_machinery(pristine(version), recipe_id) == []
+
+
+@pytest.mark.parametrize("recipe_id", PREFETCH_RECIPES)
+@pytest.mark.parametrize("version", ["0.24.0rc1", "0.30.0rc2"])
+def test_the_machinery_is_gone_later_and_the_plan_says_broken(recipe_id, version):
+    root = pristine(version)
+    assert "torch.ops.vllm.prefetch_preprocess" in missing_machinery(root, recipe_id)
+    # No successor: nothing in the tree issues an L2 prefetch any more (torch_npu.npu_prefetch).
+    assert not any("npu_prefetch" in p.read_text(encoding="utf-8", errors="replace")
+                   for p in (root / "vllm_ascend").rglob("*.py"))
+    from optkit.resolve.plan import load_workspace, plan
+    from optkit.resolve.request import Request
+
+    result = plan(Request(model="qwen3.5-35b", target="910c", vllm_ascend_version=version), load_workspace())
+    decision = result.resolution.decisions[recipe_id]
+    assert decision.status.value == "broken" and "#11949" in decision.reason

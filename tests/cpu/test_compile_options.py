@@ -1,9 +1,12 @@
-"""compile-super-kernel and static-kernel-compile-fixes (0002): the patched Python, run on CPU.
+"""compile-super-kernel and static-kernel-compile-fixes: the patched Python, run on CPU.
 
 The patched modules import vLLM and torch_npu, so the classes and functions the patches change are
 taken out of the patched files with ``ast`` and run with fakes for what they import: a logger that
 records warnings, ``vllm_ascend.utils.is_310p``, ``torch_npu.__version__``, and a stand-in for the
-CausalConv1d custom op that records what it is called with. Whether npugraph_ex accepts
+CausalConv1d custom op that records what it is called with. On 0.30.0rc2 compile-super-kernel is
+upstream: the same checks run on the pristine tree's own code (the option, the hash factor, the
+default that follows enable_static_kernel); static-kernel-compile-fixes' 0001 runs on both trees
+(0002 has no 0.30 counterpart: npu_causal_conv1d_custom is gone). Whether npugraph_ex accepts
 super_kernel_optimize and whether CausalConv1d compiles as a static kernel needs an NPU.
 """
 
@@ -24,27 +27,38 @@ torch = pytest.importorskip("torch")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for compat_support
 
-from compat_support import pristine, scratch_tree, specs  # noqa: E402
-from optkit.tree.apply import apply  # noqa: E402
+from compat_support import pristine  # noqa: E402
+from patched_tree import patched_tree  # noqa: E402
 
 pytestmark = [pytest.mark.tree]
 
 
+UPSTREAM = "0.30.0rc2"  # compile-super-kernel is upstream there
+
+
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory):
-    root = scratch_tree(tmp_path_factory.mktemp("compile"))
-    apply(root, specs(["compile-super-kernel", "static-kernel-compile-fixes"]))
-    return root
+    return patched_tree(tmp_path_factory.mktemp("compile"), ["compile-super-kernel", "static-kernel-compile-fixes"])
 
 
-def run_defs(path: Path, qualnames: list[str], namespace: dict) -> dict:
-    """Execute the definitions ``qualnames`` (``name`` or ``Class.method``) of ``path`` in ``namespace``."""
+@pytest.fixture(scope="module", params=["0.23.0", "0.30.0rc2"])
+def cann_tree(request, tmp_path_factory):
+    """A release tree with static-kernel-compile-fixes' patches for it applied."""
+    return patched_tree(tmp_path_factory.mktemp(f"cann-{request.param}"), ["static-kernel-compile-fixes"],
+                        request.param)
+
+
+def run_defs(path: Path, qualnames: list[str], namespace: dict, undecorated: bool = False) -> dict:
+    """Execute the definitions ``qualnames`` (``name`` or ``Class.method``) of ``path`` in ``namespace``
+    (``undecorated``: without their decorators, e.g. a pydantic validator run as a plain function)."""
     module = ast.parse(path.read_text(encoding="utf-8"), str(path))
     nodes = []
     for qualname in qualnames:
         node: ast.AST = module
         for part in qualname.split("."):
             node = next(n for n in node.body if getattr(n, "name", None) == part or _assigns(n, part))
+        if undecorated:
+            node.decorator_list = []
         nodes.append(node)
     code = compile(ast.Module(body=nodes, type_ignores=[]), str(path), "exec",
                    flags=__future__.annotations.compiler_flag, dont_inherit=True)
@@ -153,6 +167,35 @@ def test_super_kernel_option_beside_static_kernel(tree, config_cls, vllm_config,
     assert options.get("static_kernel_compile") is (True if static else None)
 
 
+@pytest.mark.parametrize("static, super_, expected", [
+    (True, True, True), (True, False, None), (False, False, None),
+], ids=["static+super", "static-only", "neither"])
+def test_upstream_sets_the_same_option(vllm_config, static, super_, expected):
+    """0.30.0rc2's own _configure_backend: super_kernel_optimize beside static_kernel_compile, as the patch did
+    (upstream adds super_kernel_optimize_options)."""
+    config = SimpleNamespace(enable_static_kernel=static, enable_super_kernel=super_)
+    options = backend_options(pristine(UPSTREAM), config, vllm_config)
+    assert options.get("super_kernel_optimize") is expected
+    assert options.get("static_kernel_compile") is (True if static else None)
+
+
+@pytest.mark.parametrize("given, expected", [
+    ({"enable_static_kernel": True}, True),
+    ({"enable_static_kernel": False}, False),
+    ({"enable_static_kernel": True, "enable_super_kernel": False}, False),
+    ({}, None),
+], ids=["follows-static-on", "follows-static-off", "explicit-off-wins", "neither-given"])
+def test_upstream_super_kernel_follows_static_kernel(given, expected):
+    """0.30.0rc2 AscendCompilationConfig's before-validator: the upstream knob is enable_static_kernel."""
+    from pydantic_core import ArgsKwargs
+
+    ns = run_defs(pristine(UPSTREAM) / "vllm_ascend/ascend_config.py",
+                  ["AscendCompilationConfig._default_super_kernel_to_static_kernel"], {"ArgsKwargs": ArgsKwargs, "Any": object},
+                  undecorated=True)
+    data = ns["_default_super_kernel_to_static_kernel"](None, dict(given))
+    assert data.get("enable_super_kernel") is expected
+
+
 def compile_hash(tree, config) -> str:
     ns = run_defs(tree / "vllm_ascend/compilation/compiler_interface.py", ["AscendCompiler.compute_hash"],
                   {"logger": Logger(), "get_ascend_config": lambda: SimpleNamespace(ascend_compilation_config=config)})
@@ -165,6 +208,12 @@ def test_toggling_super_kernel_changes_the_compile_hash_only_when_on(tree, confi
     assert compile_hash(tree, cls(enable_static_kernel=True, enable_super_kernel=True)) != static
     # Off, the hash is 0.23.0's, so caches compiled before the patch stay valid.
     assert compile_hash(pristine(), SimpleNamespace(enable_npugraph_ex=True, enable_static_kernel=True)) == static
+
+
+def test_upstream_hash_has_the_super_kernel_factor(fake_modules):
+    on = SimpleNamespace(enable_npugraph_ex=True, enable_static_kernel=True, enable_super_kernel=True)
+    off = SimpleNamespace(enable_npugraph_ex=True, enable_static_kernel=True, enable_super_kernel=False)
+    assert compile_hash(pristine(UPSTREAM), on) != compile_hash(pristine(UPSTREAM), off)
 
 
 # --------------------------------------------------------------------------- static-kernel 0002
@@ -250,11 +299,11 @@ def generated_include_rewrite(tree) -> str:
 @pytest.mark.parametrize("shipped, expected", [
     (True, "-include{pyf_path}/cann_compat.h"), (False, BUILD_TIME_INCLUDE),
 ], ids=["installed-package", "build-tree-copy-of-the-script"])
-def test_generated_script_includes_the_shipped_header(tree, tmp_path, shipped, expected):
+def test_generated_script_includes_the_shipped_header(cann_tree, tmp_path, shipped, expected):
     if shipped:
         (tmp_path / "cann_compat.h").write_text("#pragma once\n")
     scope = {"os": os, "PYF_PATH": str(tmp_path),
              "options": ["-x", "cce", BUILD_TIME_INCLUDE, "-Wno-ignored-attributes", "-includeother.h"]}
-    exec(generated_include_rewrite(tree), scope)
+    exec(generated_include_rewrite(cann_tree), scope)
     assert scope["options"] == ["-x", "cce", expected.format(pyf_path=tmp_path), "-Wno-ignored-attributes",
                                 "-includeother.h"]

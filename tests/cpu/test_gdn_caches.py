@@ -1,11 +1,14 @@
 """gdn-conv-weight-transpose-cache: the patched tree's weight_transpose_cache.py on CPU.
 
-The module imports only torch, so it is loaded from the patched tree by path. The reference is
-what ops/gdn.py computed on every call before the patch: ``conv1d.weight.view(dim, width)``
-transposed. The tests change the weight in each way vLLM does (in place, by rebinding, through a
-weight loader, by the layerwise reload of vllm/model_executor/model_loader/reload/) and check that
-the tensor handed out earlier (the one a captured graph would read) holds the new values at once
-or, for the first two, from the next call on.
+The module imports only torch, so it is loaded from the patched 0.23.0 tree by path (post1 has the
+same ops/gdn.py). The reference is what ops/gdn.py computed on every call before the patch:
+``conv1d.weight.view(dim, width)`` transposed. The tests change the weight in each way vLLM does
+(in place, by rebinding, through a weight loader, by the layerwise reload of
+vllm/model_executor/model_loader/reload/) and check that the tensor handed out earlier (the one a
+captured graph would read) holds the new values at once or, for the first two, from the next call
+on. On 0.30.0rc2 the recipe is upstream (PR #15590): the last tests run that tree's own packed
+conv weight (ops/gdn.py, with vLLM 0.30.0's replace_parameter from its sdist) against the same
+reference.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from hypothesis import strategies as st  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for compat_support
 
-from compat_support import scratch_tree, specs  # noqa: E402
+from compat_support import pristine, scratch_tree, specs  # noqa: E402
+from patched_tree import load_defs  # noqa: E402
 from optkit.tree.apply import apply  # noqa: E402
+from optkit.tree.fetch import fetch  # noqa: E402
 
 pytestmark = [pytest.mark.tree]
 
@@ -182,3 +187,46 @@ def test_any_sequence_of_changes_keeps_the_copy_current(cache_module, changes, s
         elif change == "reload":
             layerwise_reload(layer, recorded, new)
         assert torch.equal(cache_module.cached_transpose(layer.weight), reference(layer.weight))
+
+
+# --------------------------------------------------------------------------- upstream from 0.28.0rc1
+
+
+@pytest.fixture(scope="module")
+def upstream_packing():
+    """0.30.0rc2 ops/gdn.py's packed conv weight, run with vLLM 0.30.0's replace_parameter."""
+    import re
+    from functools import wraps
+
+    gdn = pristine("0.30.0rc2") / "vllm_ascend/ops/gdn.py"
+    name = re.search(r'^_PACKED_CONV_WEIGHT_NAME = "(\w+)"', gdn.read_text(encoding="utf-8"), re.M).group(1)
+    vllm_utils = fetch("0.30.0", package="vllm").path / "vllm/model_executor/utils.py"
+    replace_parameter = load_defs(vllm_utils, ["replace_parameter"], {"torch": torch})["replace_parameter"]
+    return load_defs(gdn, ["_get_base_conv1d", "_pack_conv_weights", "initialize_packed_conv_weight",
+                           "_get_packed_conv_weights"],
+                     {"torch": torch, "nn": torch.nn, "wraps": wraps, "replace_parameter": replace_parameter,
+                      "_PACKED_CONV_WEIGHT_NAME": name})
+
+
+def gdn_layer() -> torch.nn.Module:
+    """A GDN layer as far as the packing reads it: conv1d with a weight loader and a quant method."""
+    layer = torch.nn.Module()
+    layer.conv1d = conv_layer()
+    layer.conv1d.quant_method = type("UnquantizedLinearMethod", (), {
+        "process_weights_after_loading": lambda self, module: None})()
+    layer.model_config = type("ModelConfig", (), {"dtype": torch.float32})()
+    return layer
+
+
+def test_upstream_packed_weight_is_the_per_call_transpose_kept_in_place(upstream_packing):
+    layer = gdn_layer()
+    upstream_packing["initialize_packed_conv_weight"](layer)
+    layer.conv1d.quant_method.process_weights_after_loading(layer.conv1d)
+    packed = upstream_packing["_get_packed_conv_weights"](layer)
+    assert packed.is_contiguous() and torch.equal(packed, reference(layer.conv1d.weight))
+
+    layer.conv1d.weight.weight_loader(layer.conv1d.weight, torch.randn(DIM, 1, WIDTH))  # a reload
+    layer.conv1d.quant_method.process_weights_after_loading(layer.conv1d)
+    again = upstream_packing["_get_packed_conv_weights"](layer)
+    assert again.data_ptr() == packed.data_ptr()  # same storage: captured graphs stay valid
+    assert torch.equal(packed, reference(layer.conv1d.weight))

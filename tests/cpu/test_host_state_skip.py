@@ -1,7 +1,9 @@
 """runner-decode-host-state-skip on CPU: which device writes _prepare_inputs may skip.
 
 The recipe's patch adds ``vllm_ascend/worker/host_state_tracker.py`` (numpy only) and a dirty
-flag to ``BlockTable``. The tracker is tested two ways: a table of step sequences with the
+flag to ``BlockTable``. Every release range's patch runs on its trees: 0.23.0 (post1 has the same
+block_table.py), and the 0.30 re-derivation on 0.28.0rc1, 0.29.0rc1 and 0.30.0rc2, whose
+block_table.py files all differ. The tracker is tested two ways: a table of step sequences with the
 decisions each step must get, and a replay of random step sequences against a model of the
 runner's device buffers, where the image left by the skipping runner must equal the one the
 upstream runner (which writes everything every step) leaves. The dirty flag is tested on the
@@ -12,9 +14,6 @@ compiles, pyflakes) only.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -22,21 +21,21 @@ torch = pytest.importorskip("torch")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for compat_support (fake_block_table)
-
-from fake_block_table import load_block_table, load_helper, patched_tree  # noqa: E402
+from fake_block_table import load_block_table, load_helper  # noqa: E402
+from patched_tree import patched_tree  # noqa: E402
 
 pytestmark = [pytest.mark.tree]
 
 RECIPE = "runner-decode-host-state-skip"
+RELEASES = ["0.23.0", "0.28.0rc1", "0.29.0rc1", "0.30.0rc2"]
 MAX_NUM_REQS = 6
 MAX_TOKENS = 64
 RESET = "reset"  # a _dummy_run between steps
 
 
-@pytest.fixture(scope="module")
-def tree(tmp_path_factory):
-    return patched_tree(tmp_path_factory, RECIPE)
+@pytest.fixture(scope="module", params=RELEASES)
+def tree(request, tmp_path_factory):
+    return patched_tree(tmp_path_factory.mktemp(f"host-state-{request.param}"), [RECIPE], request.param)
 
 
 @pytest.fixture(scope="module")

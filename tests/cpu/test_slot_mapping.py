@@ -1,18 +1,17 @@
 """blocktable-slot-mapping-cpu-fastpath on CPU: the host slot mapping against the Triton kernel's math.
 
 The recipe's patch adds ``vllm_ascend/worker/slot_mapping_cpu.py`` (numpy only) and makes
-``BlockTable.compute_slot_mapping`` use it for steps under 80 tokens. The reference is a numpy port
-of vLLM's ``_compute_slot_mapping_kernel`` (``fake_block_table.compute_slot_mapping_kernel_port``,
-ported line by line from vllm-0.23.0 vllm/v1/worker/block_table.py:325-380). The patched
-``BlockTable`` itself runs among fakes of its vLLM imports, with the kernel replaced by the port,
-so both of its paths are compared on the same inputs. What the NPU adds (the launch saving, the
-asynchronous copies) is not checked here.
+``BlockTable.compute_slot_mapping`` use it for steps under 80 tokens. Each release's patch runs on
+that release's tree: 0.23.0 (post1's block_table.py is the same file) and 0.30.0rc2. The reference
+is a numpy port of the kernel the release launches: vLLM's ``_compute_slot_mapping_kernel`` on
+0.23.0 (vllm-0.23.0 vllm/v1/worker/block_table.py:325-380), vllm-ascend's own Ascend-tuned kernel
+on 0.30.0rc2 (vllm_ascend/ops/triton/compute_slot_mapping.py:11-95, tiles and a gathered table
+window). The patched ``BlockTable`` itself runs among fakes of its imports, with the kernel
+replaced by the port, so both of its paths are compared on the same inputs. What the NPU adds (the
+launch saving, the asynchronous copies) is not checked here.
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,22 +20,22 @@ torch = pytest.importorskip("torch")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for compat_support (fake_block_table)
-
-from fake_block_table import (PAD_SLOT_ID, compute_slot_mapping_kernel_port, load_block_table,  # noqa: E402
-                              load_helper, patched_tree)
+from fake_block_table import (PAD_SLOT_ID, AttentionSpec, CircularSpec, MambaSpec, ascend_slot_mapping_kernel_port,  # noqa: E402
+                              compute_slot_mapping_kernel_port, kv_cache_group, load_block_table, load_helper)
+from patched_tree import load_defs, patched_tree  # noqa: E402
 
 pytestmark = [pytest.mark.tree]
 
 RECIPE = "blocktable-slot-mapping-cpu-fastpath"
+RELEASES = ["0.23.0", "0.30.0rc2"]
 MAX_NUM_REQS = 8
 MAX_NUM_BATCHED_TOKENS = 128
 SENTINEL = 123_456_789  # marks slot_mapping entries a path must leave alone
 
 
-@pytest.fixture(scope="module")
-def tree(tmp_path_factory):
-    return patched_tree(tmp_path_factory, RECIPE)
+@pytest.fixture(scope="module", params=RELEASES)
+def tree(request, tmp_path_factory):
+    return patched_tree(tmp_path_factory.mktemp(f"slots-{request.param}"), [RECIPE], request.param)
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +47,22 @@ def slot_mapping_cpu(tree):
 @pytest.fixture
 def block_table_module(tree, monkeypatch):
     return load_block_table(tree, monkeypatch)
+
+
+def kernel_port(tree):
+    """The reference for the release of ``tree``: a port of the kernel its block_table.py launches."""
+    ascend_kernel = tree / "vllm_ascend/ops/triton/compute_slot_mapping.py"
+    if not ascend_kernel.is_file():
+        return compute_slot_mapping_kernel_port
+    next_power_of_2 = load_defs(ascend_kernel, ["_next_power_of_2"], {})["_next_power_of_2"]
+
+    def ascend(num_tokens, max_num_tokens, query_start_loc, positions, table, width, block_size, out):
+        # The constants block_table.py:171-181 launches it with (one rank, 1024-token tiles).
+        ascend_slot_mapping_kernel_port(
+            num_tokens, max_num_tokens, query_start_loc, positions, table, width, block_size, out,
+            TOTAL_CP_WORLD_SIZE=1, PAD_ID=PAD_SLOT_ID, TILE_BLOCK_SIZE=1024,
+            BLOCK_TABLE_WINDOW_SIZE=next_power_of_2(-(-1024 // block_size) + 1))
+    return ascend
 
 
 @st.composite
@@ -66,14 +81,15 @@ def steps(draw, max_tokens=79):
 @given(step=steps(), block_size=st.sampled_from([1, 2, 3, 16, 128]), extra_rows=st.integers(0, 3),
        seed=st.integers(0, 2**32 - 1))
 @settings(max_examples=300, deadline=None)
-def test_host_slots_equal_kernel_port(slot_mapping_cpu, step, block_size, extra_rows, seed):
+def test_host_slots_equal_kernel_port(tree, slot_mapping_cpu, step, block_size, extra_rows, seed):
     query_start_loc, positions, max_len = step
     num_reqs, num_tokens = len(query_start_loc) - 1, len(positions)
     width = -(-max_len // block_size) + 2  # rows wider than needed, like max_num_blocks_per_req
+    # Block ids below 2**24: the Ascend kernel gathers them as float32.
     table = np.random.default_rng(seed).integers(0, 50_000, size=(num_reqs + extra_rows, width), dtype=np.int32)
     expected = np.full(MAX_NUM_BATCHED_TOKENS, SENTINEL, dtype=np.int32)
-    compute_slot_mapping_kernel_port(num_tokens, MAX_NUM_BATCHED_TOKENS, query_start_loc, positions,
-                                     table.reshape(-1), width, block_size, expected)
+    kernel_port(tree)(num_tokens, MAX_NUM_BATCHED_TOKENS, query_start_loc, positions, table.reshape(-1), width,
+                      block_size, expected)
 
     got = slot_mapping_cpu.slot_mapping_np(table, block_size, query_start_loc, positions, num_tokens)
 
@@ -118,8 +134,8 @@ def test_block_table_host_path_matches_its_kernel_path(tree, step, sizes, seed):
     physical_slots = [physical_ids[r][p // physical] * physical + p % physical for r, p in zip(req, positions)]
     np.testing.assert_array_equal(by_host[:num_tokens].numpy(), physical_slots)
     # PAD: the kernel pads up to max_num_batched_tokens, the host path writes nothing past
-    # num_tokens. The runner fills [num_tokens, num_tokens_padded) with -1 itself when
-    # pcp_size == 1 (model_runner_v1.py:3124-3126), which is all attention reads.
+    # num_tokens. The runner fills [num_tokens, num_tokens_padded) with -1 itself
+    # (model_runner_v1.py:3124-3126 in 0.23.0, :3580-3583 in 0.30.0rc2), which is all attention reads.
     assert (by_kernel[num_tokens:MAX_NUM_BATCHED_TOKENS] == PAD_SLOT_ID).all()
     assert (by_host[num_tokens:] == SENTINEL).all()
 
@@ -149,25 +165,63 @@ def test_host_path_gate(block_table_module, num_tokens, host_qsl, host_positions
     assert (kernel.grids == []) is host_path
 
 
+def test_circular_group_pads_before_the_host_path(tree, block_table_module):
+    """0.30's circular tail caches fill PAD and return before any slot computation, host arrays or not."""
+    module, kernel = block_table_module
+    table = module.BlockTable(16, MAX_NUM_REQS, 40, MAX_NUM_BATCHED_TOKENS, False, torch.device("cpu"),
+                              kv_cache_group=kv_cache_group(CircularSpec()))
+    if not getattr(table, "is_circular_group", False):
+        pytest.skip("this release has no circular caches")
+    table.add_row([3], 0)
+    query_start_loc, positions = np.array([0, 2], dtype=np.int32), np.array([5, 6])
+    table.compute_slot_mapping(1, torch.from_numpy(query_start_loc), torch.from_numpy(positions),
+                               query_start_loc, positions)
+    assert kernel.grids == [] and (table.slot_mapping.gpu == PAD_SLOT_ID).all()
+
+
+def _groups(module, specs):
+    return module.MultiGroupBlockTable(MAX_NUM_REQS, 512, MAX_NUM_BATCHED_TOKENS, False, torch.device("cpu"),
+                                       block_sizes=[16, 32], kv_cache_groups=[kv_cache_group(s) for s in specs])
+
+
 def test_multi_group_passes_host_arrays_and_skips_mamba_groups(block_table_module):
     module, kernel = block_table_module
-    groups = module.MultiGroupBlockTable(MAX_NUM_REQS, 512, MAX_NUM_BATCHED_TOKENS, False, torch.device("cpu"),
-                                         block_sizes=[16, 32])
-    groups.block_tables[1].is_mamba_group = True
+    groups = _groups(module, [AttentionSpec(), MambaSpec()])
+    assert groups.block_tables[1].is_mamba_group
     groups.add_row(([5, 6], [7]), 0)
     query_start_loc, positions = np.array([0, 3], dtype=np.int32), np.array([15, 16, 17])
     groups.compute_slot_mapping(1, torch.from_numpy(query_start_loc), torch.from_numpy(positions),
                                 query_start_loc_cpu=query_start_loc, positions_cpu=positions)
-    assert kernel.grids == []
+    assert kernel.grids == [] and kernel.fused == []
     assert groups[0].slot_mapping.gpu[:3].tolist() == [5 * 16 + 15, 6 * 16 + 0, 6 * 16 + 1]
     assert (groups[1].slot_mapping.gpu == 0).all()
 
 
-def test_commit_block_table_reuses_one_staging_tensor(block_table_module):
+def test_several_attention_groups_keep_the_release_launch(tree, block_table_module):
+    """0.30 fuses the groups' kernels into one launch (kept); 0.23 launches one per group (host path)."""
+    module, kernel = block_table_module
+    groups = _groups(module, [AttentionSpec(), AttentionSpec()])
+    groups.add_row(([5, 6], [7]), 0)
+    query_start_loc, positions = np.array([0, 3], dtype=np.int32), np.array([15, 16, 17])
+    groups.compute_slot_mapping(1, torch.from_numpy(query_start_loc), torch.from_numpy(positions),
+                                query_start_loc_cpu=query_start_loc, positions_cpu=positions)
+    fused = hasattr(module, "compute_slot_mapping_fused_groups")
+    assert kernel.grids == [] and kernel.fused == ([(2, 1)] if fused else [])
+    if not fused:
+        assert groups[1].slot_mapping.gpu[:3].tolist() == [7 * 32 + 15, 7 * 32 + 16, 7 * 32 + 17]
+
+
+def test_commit_block_table(tree, block_table_module):
+    """0.23: one reused pinned staging tensor (a fresh clone for _dummy_run's snapshot=True). From
+    0.24.0rc1 upstream commits with a plain copy_to_gpu, so the 0.30 patch leaves it alone."""
     module, _ = block_table_module
     table = _block_table(module, 16, 16)
     table.add_row([3, 4], 0)
     table.commit_block_table(1)
+    if tree.name.endswith("0.30.0rc2"):
+        assert not hasattr(table, "_bt_pinned")
+        assert table.block_table.gpu[:1].tolist() == table.block_table.cpu[:1].tolist()
+        return
     staging = table._bt_pinned
     table.add_row([8, 9, 10], 1)
     table.commit_block_table(2)

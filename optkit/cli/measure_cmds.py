@@ -1,0 +1,120 @@
+"""``optkit ladder``, ``optkit report`` and ``optkit measure host|accuracy`` (what run-ladder.sh calls)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from optkit.cli.options import request_options
+
+
+def _ids(ctx, param, value):
+    return [part.strip() for item in value for part in item.split(",") if part.strip()] or None
+
+
+@click.command("ladder")
+@request_options
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Write the ladder (step bundles, run-ladder.sh, ladder.json) here.")
+@click.option("--from-lock", "from_lock", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Make the ladder of the plan an optkit.lock.json was written for (the catalog must be unchanged).")
+@click.option("--order", type=click.Choice(["dependency", "article"]), default="dependency", show_default=True,
+              help="Step order: required recipes first, or the article's sequence where it places the recipes.")
+@click.option("--leave-one-out", is_flag=True, help="Steps: the whole plan, then the plan minus one recipe each.")
+@click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Runs (server starts) per step, for a noise estimate across starts.")
+@click.option("--recipes", "only", multiple=True, callback=_ids,
+              help="Measure only these selected recipes (comma-separated or repeated); the rest stay out.")
+@click.option("--k8s", is_flag=True, help="Also write k8s/ladder-job.yaml (an Indexed Job, one index per step).")
+def ladder_command(model, request_file, output, from_lock, order, leave_one_out, repeat, only, k8s, **params):
+    """The plan as a single-variable ladder: a baseline, then one recipe more per step (or one less)."""
+    from optkit.cli.plan_cmds import _plan, _plan_from_lock
+    from optkit.measure.ladder import write_ladder
+    from optkit.measure.steps import ladder_steps, load_article_order
+
+    if from_lock is not None:
+        workspace, result, _ = _plan_from_lock(from_lock, model, request_file, params)
+    else:
+        workspace, result = _plan(model, request_file, params)
+    ladder = ladder_steps(result, workspace.catalog, order=order, leave_one_out=leave_one_out, only=only,
+                          article_order=load_article_order(workspace.root))
+    write_ladder(result, workspace, ladder, output, repeat=repeat, k8s=k8s)
+    from optkit.cli.render import ladder_report, show
+
+    show(ladder_report(json.loads((output / "ladder.json").read_text(encoding="utf-8"))))
+    click.echo(f"ladder written to {output}; run {output / 'run-ladder.sh'} --tree TREE on the NPU host")
+
+
+@click.command("report")
+@click.argument("ladder_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
+              help="Write the report here (default: LADDER_DIR/report).")
+@click.option("--results", "results_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="The results directory (default: LADDER_DIR/results).")
+@click.option("--record", is_flag=True, help="Also write the measurements as a verified-on record in verified/.")
+@click.option("--catalog", "catalog_root", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="With --record: the catalog (recipes/, verified/) to record into (default: the shipped one).")
+def report_command(ladder_dir, output, results_dir, record, catalog_root):
+    """Report a ladder's results: per-step table, per-recipe attribution, waterfall, accuracy gate.
+
+    Exits 1 when the accuracy gate fails (after writing the report)."""
+    from optkit.measure import GateFailed
+    from optkit.measure.report import build_report, write_report
+
+    report = build_report(ladder_dir, results_dir)
+    written = write_report(report, output or ladder_dir / "report")
+    from optkit.cli.render import report_summary, show
+
+    show(report_summary(report))
+    for path in written:
+        click.echo(f"wrote {path}")
+    if report.gate.failures:
+        raise GateFailed(report.gate.failures)
+    if record:
+        from optkit.catalog.paths import project_root
+        from optkit.measure.record import write_record
+
+        click.echo(f"recorded {write_record(report, catalog_root or project_root())}")
+
+
+@click.group("measure")
+def measure_group():
+    """What run-ladder.sh records on the NPU host (host facts, the accuracy prompts)."""
+
+
+@measure_group.command("host")
+@click.option("--tree", "tree_dir", required=True, type=click.Path(path_type=Path),
+              help="The vllm-ascend tree the server imports.")
+@click.option("--python", "python", default="python3", show_default=True,
+              help="The Python that serves (its vllm, vllm_ascend, torch, torch_npu versions are recorded).")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="host.json")
+def host_command(tree_dir, python, output):
+    """Record the NPU, driver, CANN, package versions and the tree's pristine digest as JSON."""
+    from optkit.catalog.paths import project_root
+    from optkit.measure.host import host_facts
+    from optkit.resolve.profile_catalog import load_targets
+    from optkit.resolve.report import dump_json
+
+    targets = load_targets(project_root() / "targets")
+    output.write_text(dump_json(host_facts(tree_dir, python, targets)), encoding="utf-8")
+
+
+@measure_group.command("accuracy")
+@click.option("--url", required=True, help="The server's base URL, e.g. http://127.0.0.1:8000.")
+@click.option("--served-name", required=True, help="The served model name.")
+@click.option("--prompts", "prompts_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The ladder's accuracy/prompts.json.")
+@click.option("--min-tokens", is_flag=True, help="Set min_tokens = max_tokens, as the plan's clients do.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="accuracy.json")
+def accuracy_command(url, served_name, prompts_file, min_tokens, output):
+    """Send the accuracy prompts at temperature 0 (one at a time) and save the token ids."""
+    from optkit.measure.accuracy import load_prompt_set, run_prompts
+    from optkit.resolve.report import dump_json
+
+    data = run_prompts(url, served_name, load_prompt_set(prompts_file), min_tokens=min_tokens)
+    output.write_text(dump_json(data), encoding="utf-8")
+
+
+COMMANDS = [ladder_command, report_command, measure_group]

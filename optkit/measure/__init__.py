@@ -1,0 +1,27 @@
+"""Stage 6, measure: the single-variable ladder, its results, the report, verified-on records.
+
+Owns turning a plan into ladder steps (``steps``) and a ladder bundle of complete step bundles with
+one ``run-ladder.sh`` (``ladder``; ``k8s``: the ladder as an Indexed Job), what the NPU host records while it runs (``host``: NPU, driver,
+CANN, packages, tree digest; ``accuracy``: the fixed prompt set at temperature 0 through the OpenAI
+endpoint), reading ``vllm bench serve``'s own result JSON (``results``), the statistics and the
+per-recipe attribution (``analysis``), the accuracy gate (``gate``), the report files
+(``report``; charts in ``charts``, the only module that imports matplotlib) and writing a
+verified-on record from a report (``record``; the record format is ``optkit.catalog.records``).
+
+May import: ``optkit.errors``, ``optkit.catalog``, ``optkit.tree``, ``optkit.versions``,
+``optkit.resolve``, ``optkit.bundle``.
+"""
+
+from optkit.errors import OptkitError
+
+
+class MeasureError(OptkitError):
+    """A ladder that cannot be written, results that cannot be read, a record that cannot be made."""
+
+
+class GateFailed(OptkitError):
+    """The accuracy gate failed: outputs changed where a recipe claims they do not, or beyond a margin."""
+
+    def __init__(self, failures: list[str]):
+        self.failures = failures
+        super().__init__("the accuracy gate failed:\n" + "\n".join(f"  - {f}" for f in failures))

@@ -1,0 +1,102 @@
+"""The report's charts as PNG bytes: the waterfall (like the article's c1 waterfall) and per-concurrency
+bars. The only module of optkit that imports matplotlib, and only when a report is written.
+
+Deterministic: the Agg canvas on a ``Figure`` of fixed size and dpi (no pyplot state), matplotlib's
+bundled DejaVu font, and no "Software" metadata in the PNG, so the same report gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import io
+
+COLORS = {"gain": "#2e7d32", "regression": "#c62828", "no-measurable-effect": "#9e9e9e",
+          "unavailable": "#e0e0e0", "level": "#455a64", "final": "#1565c0"}
+DPI = 100
+
+
+def _figure(width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width, height), dpi=DPI)
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _png(figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _short(name: str, limit: int = 28) -> str:
+    return name if len(name) <= limit else name[:limit - 1] + "…"
+
+
+def waterfall(title: str, start: tuple[str, float], steps: list[tuple[str, float | None, str]],
+              end_label: str) -> bytes:
+    """Bars from ``start`` (label, level) through each step (label, delta or None, verdict) to the end level."""
+    figure = _figure(max(6.0, 1.0 + 0.9 * (len(steps) + 2)), 4.8)
+    axes = figure.add_subplot(1, 1, 1)
+    labels, level = [start[0]], start[1]
+    axes.bar(0, level, color=COLORS["level"])
+    axes.annotate(f"{level:.2f}", (0, level), ha="center", va="bottom", fontsize=8)
+    for x, (label, change, verdict) in enumerate(steps, start=1):
+        labels.append(_short(label))
+        if change is None:
+            axes.bar(x, level, color=COLORS["unavailable"], hatch="//", edgecolor="#bdbdbd")
+            axes.annotate("no data", (x, level), ha="center", va="bottom", fontsize=7)
+            continue
+        axes.bar(x, abs(change), bottom=min(level, level + change), color=COLORS[verdict])
+        axes.annotate(f"{change:+.2f}", (x, max(level, level + change)), ha="center", va="bottom", fontsize=8)
+        level += change
+    labels.append(end_label)
+    axes.bar(len(steps) + 1, level, color=COLORS["final"])
+    axes.annotate(f"{level:.2f}", (len(steps) + 1, level), ha="center", va="bottom", fontsize=8)
+    axes.set_xticks(range(len(labels)))
+    axes.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+    axes.set_ylabel("mean TPOT (ms)")
+    axes.set_title(title, fontsize=10)
+    axes.margins(y=0.12)
+    figure.tight_layout()
+    return _png(figure)
+
+
+def contributions(title: str, rows: list[tuple[str, float | None, float | None, str]]) -> bytes:
+    """Horizontal bars of each recipe's delta (label, delta, noise, verdict): the leave-one-out chart."""
+    figure = _figure(7.5, max(2.5, 0.5 + 0.4 * len(rows)))
+    axes = figure.add_subplot(1, 1, 1)
+    for y, (label, change, noise, verdict) in enumerate(rows):
+        axes.barh(y, change or 0.0, xerr=noise if change is not None else None,
+                  color=COLORS[verdict if change is not None else "unavailable"], capsize=3)
+    axes.set_yticks(range(len(rows)))
+    axes.set_yticklabels([_short(r[0], 40) for r in rows], fontsize=8)
+    axes.invert_yaxis()
+    axes.axvline(0, color="#616161", linewidth=0.8)
+    axes.set_xlabel("Δ mean TPOT with the recipe (ms; negative = faster)")
+    axes.set_title(title, fontsize=10)
+    figure.tight_layout()
+    return _png(figure)
+
+
+def per_concurrency(title: str, steps: list[str], series: dict[int, list[tuple[float | None, float]]]) -> bytes:
+    """Grouped bars: each step's mean TPOT at each concurrency, ± its noise (``series[c][i]``)."""
+    figure = _figure(max(6.0, 1.0 + 0.75 * len(steps) * max(len(series), 1) ** 0.5), 4.6)
+    axes = figure.add_subplot(1, 1, 1)
+    width = 0.8 / max(len(series), 1)
+    palette = ["#1565c0", "#ef6c00", "#6a1b9a", "#00838f", "#ad1457", "#558b2f"]
+    for k, (c, values) in enumerate(sorted(series.items())):
+        xs = [i - 0.4 + width * (k + 0.5) for i in range(len(steps))]
+        heights = [v if v is not None else 0.0 for v, _ in values]
+        axes.bar(xs, heights, width, yerr=[e if v is not None else 0.0 for v, e in values], capsize=2,
+                 color=palette[k % len(palette)], label=f"c{c}")
+    axes.set_xticks(range(len(steps)))
+    axes.set_xticklabels([_short(s) for s in steps], rotation=30, ha="right", fontsize=8)
+    axes.set_ylabel("mean TPOT (ms)")
+    axes.set_title(title, fontsize=10)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    return _png(figure)
+
+
+__all__ = ["waterfall", "contributions", "per_concurrency"]

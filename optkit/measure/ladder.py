@@ -1,0 +1,177 @@
+"""A ladder bundle: every step as a complete launch bundle, one ``run-ladder.sh``, and ``ladder.json``.
+
+``ladder_files(plan, workspace, ladder, repeat=…, k8s=…)`` renders every file (pure, like
+``optkit.bundle.writer.bundle_files``, which writes each step)::
+
+    ladder.json              the ladder as data: steps, recipes, keys, cost, workload, estimates
+    run-ladder.sh            drives the steps on the NPU host (templates/ladder/run-ladder.sh.j2)
+    README.md                how to run it and what each step is
+    accuracy/prompts.json    the accuracy gate's fixed prompt set
+    steps/<id>/…             one bundle per step (lock, env.sh, serve.sh, bench.sh, patches/, …)
+    k8s/ladder-job.yaml      with --k8s: an Indexed Job, one index per step
+
+A step's patch key is the sha256 of its patch series (names and sha256), its kernel key the sha256
+of its kernel specs and the patches that touch ``csrc/``: ``run-ladder.sh`` re-patches the tree only
+when the patch key changes and rebuilds the custom ops only when the kernel key changes.
+``write_ladder`` writes the files all at once and refuses a directory that holds results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from optkit import __version__
+from optkit.bundle.lock import catalog_sha256, profiles_sha256
+from optkit.bundle.render import plain, render
+from optkit.bundle.scripts import num_prompts
+from optkit.bundle.writer import bundle_files, check_replaceable, write_files
+from optkit.measure import MeasureError
+from optkit.measure.accuracy import PromptSet, load_prompt_set, prompt_set_bytes
+from optkit.measure.steps import NONE, Ladder, Step, run_cost
+from optkit.resolve.plan import Plan, Workspace, restrict
+from optkit.resolve.report import dump_json
+from optkit.tree.patchset import LOCK_NAME
+
+LADDER_VERSION = 1
+LADDER_NAME = "ladder.json"
+PROMPTS_FILE = "accuracy/prompts.json"
+HEALTH_TIMEOUT_S = 1800
+"""How long run-ladder.sh waits for /health by default: static-kernel compiles take tens of minutes."""
+
+
+def step_reason(step: Step) -> str:
+    """Why the selected recipes outside a step are left out (the step bundle's decisions say it)."""
+    return f"not in ladder step {step.id}: the single-variable ladder measures it in another step"
+
+
+def ladder_files(plan: Plan, workspace: Workspace, ladder: Ladder, *, repeat: int = 1, k8s: bool = False,
+                 prompts: PromptSet | None = None) -> dict[str, bytes]:
+    """Every file of the ladder bundle, by relative path (see the module docstring)."""
+    prompts = prompts or load_prompt_set()
+    files: dict[str, bytes] = {}
+    steps = []
+    for step in ladder.steps:
+        bundle = bundle_files(restrict(plan, list(step.recipes), workspace, step_reason(step)), workspace)
+        files.update({f"steps/{step.id}/{rel}": data for rel, data in bundle.items()})
+        steps.append(_step_data(step, json.loads(bundle[LOCK_NAME])))
+    data = ladder_data(plan, workspace, ladder, steps, repeat, prompts)
+    files[LADDER_NAME] = dump_json(data).encode("utf-8")
+    files[PROMPTS_FILE] = prompt_set_bytes(prompts)
+    files["run-ladder.sh"] = render("ladder/run-ladder.sh.j2", **_script_data(plan, data)).encode("utf-8")
+    files["README.md"] = render("ladder/README.md.j2", **_readme_data(data)).encode("utf-8")
+    if k8s:
+        from optkit.measure.k8s import ladder_job_data
+
+        files["k8s/ladder-job.yaml"] = render("ladder/ladder-job.yaml.j2", **ladder_job_data(plan, data)).encode("utf-8")
+    return dict(sorted(files.items()))
+
+
+def _key(parts: list[str]) -> str:
+    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:16] if parts else NONE
+
+
+def _step_data(step: Step, lock: dict) -> dict[str, Any]:
+    patches = [f"{p['name']}:{p['sha256']}" for p in lock["patches"]]
+    csrc = [f"{p['name']}:{p['sha256']}" for p in lock["patches"] if any(t.startswith("csrc/") for t in p["targets"])]
+    kernels = [k["spec"] for k in lock["kernels"]]
+    return {"index": step.index, "id": step.id, "kind": step.kind, "recipes": list(step.recipes),
+            "changes": list(step.changes), "together": dict(step.together), "reference": step.reference,
+            "patches": [p["name"] for p in lock["patches"]], "kernels": kernels,
+            "pending_patches": [f"{p['recipe']}/{p['file']}" for p in lock["pending_patches"]],
+            "patch_key": _key(patches), "kernel_key": _key(kernels + csrc)}
+
+
+def ladder_data(plan: Plan, workspace: Workspace, ladder: Ladder, steps: list[dict], repeat: int,
+                prompts: PromptSet) -> dict[str, Any]:
+    """ladder.json: everything the report needs besides the results (it never reads the catalog)."""
+    request, facts = plan.request, plan.facts
+    involved = [rid for rid in plan.selected if any(rid in s["recipes"] for s in steps)]
+    root = workspace.catalog.root
+    return {
+        "ladder_version": LADDER_VERSION,
+        "optkit": {"version": __version__, "catalog_sha256": catalog_sha256(root),
+                   "profiles_sha256": profiles_sha256(root)},
+        "request": request.dump(mode="json", by_alias=True),
+        "model": plan.model.id, "served_name": plan.model.id, "target": plan.target.id,
+        "versions": {"vllm_ascend": str(facts["versions.vllm_ascend"]), "vllm": str(facts["versions.vllm"])},
+        "mode": ladder.mode, "order": ladder.order, "repeat": repeat,
+        "workload": {"concurrency": list(request.concurrency), "input_len": request.input_len,
+                     "output_len": request.output_len, "mtp": request.mtp, "num_speculative_tokens": request.k,
+                     "sampling": request.sampling, "min_tokens": request.min_tokens, "dataset": "random",
+                     "num_prompts": {str(c): num_prompts(c) for c in request.concurrency}},
+        "steps": steps,
+        "inert": dict(ladder.inert),
+        "recipes": {rid: _recipe_data(plan, workspace, rid) for rid in involved},
+        "cost": run_cost([(s["patch_key"], s["kernel_key"]) for s in steps], repeat),
+        "accuracy": {"prompts": PROMPTS_FILE, "sha256": hashlib.sha256(prompt_set_bytes(prompts)).hexdigest(),
+                     "max_tokens": prompts.max_tokens, "min_tokens": request.min_tokens,
+                     "questions": sum(p.answer is not None for p in prompts.prompts), "prompts_count": len(prompts.prompts)},
+        "estimate": [{"concurrency": e.concurrency, "baseline_tpot_ms": e.baseline_ms, "saving_ms": round(e.saved_ms, 4),
+                      "basis": e.basis} for e in plan.estimates],
+    }
+
+
+def _recipe_data(plan: Plan, workspace: Workspace, rid: str) -> dict[str, Any]:
+    from optkit.catalog.records import patch_hashes
+
+    recipe, decision = workspace.catalog[rid], plan.resolution.decisions[rid]
+    gain = decision.benefit
+    return {
+        "title": recipe.title, "kind": recipe.kind.value,
+        "accuracy": recipe.accuracy.dump(mode="json") if recipe.accuracy else None,
+        "patches": patch_hashes(workspace.catalog, rid),
+        "estimate_saving_ms": {str(c): (None if v is None else round(v, 4)) for c, v in
+                               sorted((gain.per_concurrency if gain else {}).items())},
+        "estimate_basis": {str(c): b for c, b in sorted((gain.basis if gain else {}).items())},
+        "article": [_article_gain(g) for g in recipe.gains if g.metric == "tpot"],
+    }
+
+
+def _article_gain(gain) -> dict[str, Any]:
+    values = f"{gain.before:g} → {gain.after:g} {gain.unit}" if gain.delta is None else f"{gain.delta:+g} {gain.unit}"
+    return {"concurrency": gain.concurrency, "mtp": gain.mtp, "change": round(gain.change, 6), "unit": gain.unit,
+            "text": values, "quote": gain.quote, "scope": gain.scope}
+
+
+def _script_data(plan: Plan, data: dict) -> dict[str, Any]:
+    steps = data["steps"]
+    return {"version": __version__, "model_id": plan.model.id, "target_id": plan.target.id,
+            "model_default": plan.model.hf_id if plain(plan.model.hf_id) else "",
+            "served_name": data["served_name"], "steps": [s["id"] for s in steps],
+            "patch_keys": [s["patch_key"] for s in steps], "kernel_keys": [s["kernel_key"] for s in steps],
+            "pending": [s["id"] for s in steps if s["pending_patches"]],
+            "repeat": data["repeat"], "cost": data["cost"], "health_timeout": HEALTH_TIMEOUT_S,
+            "soc_default": plan.target.default_soc_version, "max_tokens": data["accuracy"]["max_tokens"],
+            "min_tokens": data["accuracy"]["min_tokens"], "concurrency": data["workload"]["concurrency"]}
+
+
+def _readme_data(data: dict) -> dict[str, Any]:
+    return {"version": __version__, "data": data}
+
+
+def write_ladder(plan: Plan, workspace: Workspace, ladder: Ladder, out_dir: Path, *, repeat: int = 1,
+                 k8s: bool = False) -> list[Path]:
+    """Write the ladder bundle to ``out_dir`` all at once; return the files written.
+
+    ``out_dir`` must be absent, empty, or a previous ladder without results (``results/`` holds
+    finished steps, which a rewritten ladder would no longer match)."""
+    files = ladder_files(plan, workspace, ladder, repeat=repeat, k8s=k8s)
+    out_dir = Path(out_dir).absolute()
+    _check_target(out_dir)
+    return write_files(files, out_dir)
+
+
+def _check_target(out_dir: Path) -> None:
+    results = out_dir / "results"
+    if results.is_dir() and any(results.iterdir()):
+        raise MeasureError(f"{out_dir} holds the results of a ladder run ({results}); rewriting the ladder "
+                           "would leave them without the ladder they were measured with: move results/ "
+                           "away (or `optkit report` it first) or write the new ladder elsewhere")
+    check_replaceable(out_dir, LADDER_NAME, {LADDER_NAME, "run-ladder.sh", "README.md", "accuracy", "steps", "k8s",
+                                             "results", "report"}, "ladder", MeasureError)
+
+
+__all__ = ["ladder_files", "write_ladder", "ladder_data", "LADDER_NAME", "PROMPTS_FILE"]

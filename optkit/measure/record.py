@@ -1,0 +1,77 @@
+"""``optkit report LADDER --record``: a report's measurements as a verified-on record in ``verified/``.
+
+Only a run that can vouch for itself is recorded: the accuracy gate passed (every comparison
+checked), the host had an Ascend NPU of the plan's target, and the tree digest is known. Each
+attribution with a measured delta becomes the entry of the recipe its step is for (the recipes that
+moved with it are named in ``together_with``), with the sha256 of the recipe's patches then; a
+recipe whose patches in the catalog are not the ones the ladder was written with is refused, since
+the measurement would not be of it. The record format, its digest-derived name and the checks
+applied when it is loaded are ``optkit.catalog.records``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from optkit.catalog.loader import load_catalog
+from optkit.catalog.records import RECORDS_DIR, Record, entry_problem, record_file
+from optkit.measure import MeasureError
+
+
+def record_of(report, catalog) -> Record:
+    """The record of ``report``, checked against ``catalog`` (``MeasureError`` says why it cannot be made)."""
+    ladder, host = report.ladder, report.host
+    if report.gate.failures or not report.gate.passed:
+        raise MeasureError("the accuracy gate did not pass (see the report); a record would vouch for recipes whose "
+                           "outputs were not shown to be right")
+    if host is None or host.get("npu") is None:
+        raise MeasureError("the runs have no Ascend NPU in their host facts (host.json: npu is null): only "
+                           "measurements from an NPU host can be recorded")
+    if host.get("target") != ladder["target"]:
+        raise MeasureError(f"the host's NPU {host['npu']!r} is not a {ladder['target']}, the plan's target")
+    recipes = {}
+    for a in report.attributions:
+        measured = {c: d for c, d in a.deltas.items() if d.value is not None}
+        if not measured:
+            continue
+        subject = a.recipes[0]
+        entry = {"step": a.step, "together_with": a.recipes[1:], "patches": ladder["recipes"][subject]["patches"],
+                 "tpot_delta_ms": {c: round(d.value, 4) for c, d in measured.items()},
+                 "noise_ms": {c: round(d.noise, 4) for c, d in measured.items()},
+                 "verdict": {c: d.verdict for c, d in measured.items()},
+                 "reference_tpot_ms": {c: round(d.reference_tpot, 4) for c, d in measured.items()},
+                 "repeats": min(len(report.cells[(s, c)].repeats) for c in measured for s in (a.after, a.before))}
+        recipes[subject] = entry
+    if not recipes:
+        raise MeasureError("no recipe has a measured delta; nothing to record")
+    record = Record.model_validate({
+        "record_version": 1, "target": ladder["target"], "model": ladder["model"], "release": ladder["versions"],
+        "tree_digest": report.digest,
+        "host": {"npu": host["npu"], "target": host["target"], "driver": host.get("driver"), "cann": host.get("cann"),
+                 "packages": {k: v for k, v in sorted(host.get("packages", {}).items()) if v}},
+        "workload": {k: ladder["workload"][k] for k in ("concurrency", "input_len", "output_len", "mtp",
+                                                         "num_speculative_tokens", "sampling", "min_tokens", "dataset")},
+        "ladder": ladder["mode"], "accuracy_gate": "passed", "recipes": recipes,
+        "results": {rel: sha for runs in report.runs.values() for run in runs for rel, sha in sorted(run.files.items())
+                    if rel.rsplit("/", 1)[-1].startswith("c")},
+    })
+    for rid, measurement in record.recipes.items():
+        why = entry_problem(catalog, rid, measurement)
+        if why:
+            raise MeasureError(f"cannot record {rid}: {why} (the ladder was written from another catalog than the "
+                               "one recorded into)")
+    return record
+
+
+def write_record(report, root: Path) -> Path:
+    """Write the record of ``report`` into ``root/verified/`` and return its path."""
+    record = record_of(report, load_catalog(root))
+    name, text = record_file(record)
+    folder = Path(root) / RECORDS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+__all__ = ["record_of", "write_record"]

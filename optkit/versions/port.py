@@ -1,0 +1,696 @@
+"""``optkit port``: carry a recipe's patches from the release they were written for to another one.
+
+For every patch of the recipe's patch set on ``--from`` (default 0.23.0), file by file, a three-way
+merge with ``git merge-file`` (``optkit.versions.compat.merge_file``): base = the pristine ``--from``
+file, ours = base + the patch, theirs = the ``--to`` file. Each file is one of
+
+- ``exact`` / ``offset``: its hunks apply without fuzz (GNU ``patch -F0``), at their own or at moved
+  lines, and the merge agrees; ``created``: the patch creates it and the release has no such file;
+- ``merged``: the hunks do not apply, but the merge is clean: only their context moved;
+- ``conflict``: the merge is not clean: the code the patch changes was changed (the diff3 regions
+  go to a worksheet for a person to finish);
+- ``moved``: the file is not in the release, and its hunks' code was found in another file
+  (``optkit.versions.moved``); the merge against that file says whether the change still fits;
+- ``missing``: not in the release, and its code was not found; ``upstream``: the release already
+  has this file's change (it reverse-applies).
+
+A patch's outcome is the worst of its files (exact < offset < merged < conflict < moved < missing),
+unless the recipe's release entry on ``--to``, found by its probes, is ``upstream``, ``superseded``,
+``broken`` or ``absent`` (nothing to port: that is the outcome), or the whole patch reverse-applies
+(``upstream``). When every file carries over, the refreshed patch is the diff from the ``--to``
+files to the merged ones, with the DEP-3 header of the old patch (``Last-Update`` from ``date``).
+
+Per recipe, the action: ``up-to-date`` (the release's entry already carries a patch set that
+applies exactly), ``write`` (the refreshed patch set goes to a new release entry: the releases of
+the entry covering ``--to`` on which the refreshed set applies exactly, next to ``--to``; see
+``optkit.versions.recipe_edit``), ``needs-hand`` (a patch does not carry over, or the catalog lacks
+what a write needs), ``left-out`` (the entry's status leaves nothing to port). Computing the port
+never writes anything; ``write_port`` does, for ``write`` actions and worksheets.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import textwrap
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from packaging.version import Version
+
+from optkit.catalog.loader import Catalog
+from optkit.catalog.patchfile import Hunk, Section, patch_paths, split_patch
+from optkit.catalog.schema import Recipe, ReleaseRange
+from optkit.errors import InternalError, OptkitError, UnknownName
+from optkit.tree.gitops import git_apply
+from optkit.versions.compat import PATCH_TIMEOUT, Base, gnu_patch, merge_file, patched_base
+from optkit.versions.moved import find_move
+from optkit.versions.probes import declared_entry, in_range, recipe_on_tree
+from optkit.versions.ranges import covered, split
+
+LEFT_OUT = ("upstream", "superseded", "broken", "absent")
+FILE_ORDER = ("exact", "offset", "merged", "conflict", "moved", "missing")
+"""Worst last; a file outcome not listed here counts as the one it maps to in ``_RANK``."""
+_RANK = {"created": "exact", "upstream": "conflict"}
+CONFLICT_DIR = "port-conflicts"
+
+
+@dataclass(frozen=True)
+class FilePort:
+    """One file of a patch on the ``--to`` release."""
+
+    path: str
+    outcome: str
+    """exact, offset, created, merged, conflict, moved, missing or upstream."""
+    conflicts: int = 0
+    moved_to: str = ""
+    merges_clean: bool = False
+    """For moved: the three-way merge against ``moved_to`` is clean."""
+    why: str = ""
+
+    @property
+    def carries(self) -> bool:
+        """Whether the file's change is known on the release (so a refreshed patch can be written)."""
+        return self.outcome in ("exact", "offset", "created", "merged") or (self.outcome == "moved" and self.merges_clean)
+
+
+@dataclass(frozen=True)
+class PatchPort:
+    """One patch of the recipe on the ``--to`` release."""
+
+    patch: str
+    outcome: str
+    files: tuple[FilePort, ...]
+    why: str = ""
+    refreshed: str = ""
+    """The refreshed patch (DEP-3 header and diff) when every file carries over."""
+    refreshed_hunks: tuple[str, ...] = ()
+    """Hunks of the refreshed patch that are not in the old one (the review diff)."""
+    worksheet: str = ""
+    """The conflict regions and lost hunks, for a person to finish (empty when it carries over)."""
+
+
+@dataclass(frozen=True)
+class NewPatch:
+    """A patch file a write adds, and where its declaration comes from."""
+
+    name: str
+    source: str
+    """The patch it refreshes."""
+    text: str
+    targets: tuple[str, ...]
+    description: str
+
+
+@dataclass(frozen=True)
+class RecipePort:
+    """One recipe ported from ``source`` to ``target``."""
+
+    recipe: str
+    source: str
+    target: str
+    patches: tuple[PatchPort, ...]
+    action: str
+    """up-to-date, write, needs-hand or left-out."""
+    why: str
+    entry_range: str = ""
+    """The release entry that covers ``target`` (the one a write splits)."""
+    new_range: str = ""
+    """Write: the range the refreshed patch set is for."""
+    split: tuple[str | None, str, str | None] | None = None
+    """Write: the entry's range cut into (before, the new range, after)."""
+    keeps_patches: str = ""
+    """Write: which side keeps the entry's own patch set (before, after, or none)."""
+    new_patches: tuple[NewPatch, ...] = ()
+
+
+@dataclass
+class PortReport:
+    source: str
+    target: str
+    date: str
+    """The DEP-3 Last-Update of refreshed patches (ISO date)."""
+    recipes: list[RecipePort] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+    """Files written or removed by ``write_port`` (relative to the catalog root), sorted."""
+
+    def as_data(self) -> dict:
+        return {"from": self.source, "to": self.target, "date": self.date, "recipes": [asdict(r) for r in self.recipes],
+                "written": sorted(self.written)}
+
+
+class Trees:
+    """Pristine trees by release: the ones given, else fetched and cached (``optkit tree fetch``).
+    ``releases`` are the releases a new range may cover (default: every known release)."""
+
+    def __init__(self, given: dict[str, Path] | None = None, releases: list[str] | None = None):
+        self._trees = {str(Version(v)): Path(p) for v, p in (given or {}).items()}
+        if releases is None:
+            from optkit.versions.releases import known_versions
+
+            releases = [str(v) for v in known_versions()]
+        self.releases = sorted((str(Version(v)) for v in releases), key=Version)
+
+    def __getitem__(self, version: str) -> Path:
+        if version not in self._trees:
+            from optkit.tree.fetch import fetch
+
+            self._trees[version] = fetch(version).path
+        return self._trees[version]
+
+
+# --------------------------------------------------------------------------- the port
+
+
+def port(catalog: Catalog, recipe_ids: list[str] | None, source: str, target: str, trees: Trees | None = None,
+         date: _dt.date | None = None) -> PortReport:
+    """Port the patch sets of ``recipe_ids`` (None: every recipe with a patch set on ``source``)
+    from ``source`` to ``target``; nothing is written (see ``write_port``)."""
+    trees = trees or Trees()
+    source, target = _release(source, "--from", trees.releases), _release(target, "--to", trees.releases)
+    if source == target:
+        raise OptkitError(f"--from and --to are both {source}: nothing to port")
+    date = date or _dt.date.today()
+    ids = _recipes(catalog, recipe_ids, source)
+    report = PortReport(source, target, date.isoformat())
+    with tempfile.TemporaryDirectory(prefix="optkit-port-") as scratch:
+        for rid in ids:
+            report.recipes.append(port_recipe(catalog, catalog[rid], source, target, trees, Path(scratch) / rid, date))
+    return report
+
+
+def _release(text: str, flag: str, known: list[str]) -> str:
+    """The release ``text`` names, spelt as optkit knows it (``0.23`` is 0.23.0)."""
+    try:
+        version = Version(text)
+    except ValueError:
+        raise OptkitError(f"{flag} {text!r} is not a release version (e.g. 0.23.0, 0.30.0rc2)") from None
+    return next((k for k in known if Version(k) == version), str(version))
+
+
+def source_patches(recipe: Recipe, source: str) -> list[str]:
+    """The written patches of the recipe's patch set on ``source``."""
+    present = {p.file for p in recipe.patches if p.status == "present"}
+    if recipe.releases:
+        entry = declared_entry(recipe, Version(source))
+        return [f for f in (entry.patches if entry else []) if f in present]
+    return [p.file for p in recipe.patches if p.file in present and in_range(Version(source), recipe.versions.vllm_ascend)]
+
+
+def _recipes(catalog: Catalog, recipe_ids: list[str] | None, source: str) -> list[str]:
+    if recipe_ids is None:
+        return [r.id for r in catalog if source_patches(r, source)]
+    for rid in recipe_ids:
+        if rid not in catalog:
+            raise UnknownName("recipe", rid, sorted(catalog.recipes))
+        if not source_patches(catalog[rid], source):
+            written = sorted({e.versions for e in catalog[rid].releases if e.patches})
+            raise OptkitError(f"recipe {rid} has no written patch set for {source} (its patches are for "
+                              f"{', '.join(written) or 'no release'}); port from one of those with --from")
+    return sorted(dict.fromkeys(recipe_ids))
+
+
+def port_recipe(catalog: Catalog, recipe: Recipe, source: str, target: str, trees: Trees, scratch: Path,
+                date: _dt.date) -> RecipePort:
+    tree = trees[target]
+    on_tree = recipe_on_tree(recipe, tree, Version(target)) if recipe.releases else None
+    probed = on_tree.entry if on_tree else None
+    declared = on_tree.declared if on_tree else None
+    status_entry = probed or declared
+    left_out = status_entry if status_entry is not None and status_entry.status in LEFT_OUT else None
+    patches = []
+    for file in source_patches(recipe, source):
+        base = patched_base(catalog, recipe, file, source, trees[source], scratch / "base")
+        patches.append(port_patch(catalog, recipe, file, base, tree, (target, source), left_out, date,
+                                  scratch / "work" / file))
+    port = RecipePort(recipe.id, source, target, tuple(patches), "", "", declared.versions if declared else "")
+    return _decide(catalog, recipe, port, declared, probed, trees, scratch / "check")
+
+
+def port_patch(catalog: Catalog, recipe: Recipe, file: str, base: Base, tree: Path, releases: tuple[str, str],
+               left_out: ReleaseRange | None, date: _dt.date, scratch: Path) -> PatchPort:
+    """One patch of ``recipe`` on the tree ``tree`` of ``releases[0]``, written for ``releases[1]``;
+    ``left_out`` is the release entry that leaves nothing to port, if any (see the module docstring)."""
+    target, source = releases
+    data = catalog.patch_path(recipe.id, file).read_bytes()
+    preamble, sections = split_patch(data.decode("utf-8", "surrogateescape"))
+    results = [_port_file(s, base, tree, (target, source, f"{source}+patch"), scratch) for s in sections]
+    files = tuple(r.file for r in results)
+    outcome, why = _patch_outcome(files, tree, data, left_out, target)
+    refreshed, fresh_hunks, worksheet = "", (), ""
+    body = "".join(r.diff for r in results)
+    if outcome not in LEFT_OUT and all(f.carries for f in files) and not body:
+        outcome, why = "upstream", "the three-way merge leaves the release as it is: it already has the change"
+    elif outcome not in LEFT_OUT and all(f.carries for f in files):
+        fresh_hunks = _new_hunks(body, sections, results)
+        refreshed = _with_date(preamble, date) + body
+    elif outcome not in LEFT_OUT:
+        worksheet = "".join(r.worksheet for r in results)
+    return PatchPort(file, outcome, files, why, refreshed, fresh_hunks, worksheet)
+
+
+def _patch_outcome(files: tuple[FilePort, ...], tree: Path, data: bytes, left_out: ReleaseRange | None,
+                   target: str) -> tuple[str, str]:
+    if left_out is not None:
+        return left_out.status, f"{target}: {left_out.msg}"
+    if gnu_patch(tree, data, fuzz=0, reverse=True).returncode == 0:
+        return "upstream", "the patch reverse-applies: the release already has it"
+    worst = max(files, key=lambda f: FILE_ORDER.index(_RANK.get(f.outcome, f.outcome)))
+    outcome = _RANK.get(worst.outcome, worst.outcome)
+    return outcome, "; ".join(f"{f.path}: {f.why}" for f in files if f.why)
+
+
+# --------------------------------------------------------------------------- one file
+
+
+@dataclass(frozen=True)
+class _FileResult:
+    file: FilePort
+    diff: str = ""
+    worksheet: str = ""
+
+
+def _port_file(section: Section, base: Base, tree: Path, labels: tuple[str, str, str], scratch: Path) -> _FileResult:
+    rel = section.path
+    if section.old_path is None:
+        return _created(section, base, tree, labels[0])
+    if not (tree / rel).is_file():
+        return _moved(section, base, tree, labels, scratch)
+    patch = section.text().encode("utf-8", "surrogateescape")
+    exact = gnu_patch(tree, patch, fuzz=0)
+    if exact.returncode and gnu_patch(tree, patch, fuzz=0, reverse=True).returncode == 0:
+        return _FileResult(FilePort(rel, "upstream", why="the release already has this file's change"))
+    before, after, eol = _merge_inputs(section, base, tree / rel, scratch)
+    conflicts, merged = merge_file(tree / rel, before, after, labels)
+    if conflicts:
+        why = (f"{conflicts} conflict(s) in the three-way merge" +
+               (" although the hunks apply: the code next to them changed" if exact.returncode == 0 else "") + eol)
+        return _FileResult(FilePort(rel, "conflict", conflicts, why=why),
+                           worksheet=_regions(rel, merged, labels, section))
+    if exact.returncode == 0:
+        offsets = re.findall(r"Hunk #\d+ succeeded at \d+ \(offset (-?\d+) lines?\)", exact.stdout)
+        outcome, why = ("offset", f"{len(offsets)} hunk(s) at moved lines") if offsets else ("exact", "")
+    else:
+        outcome, why = "merged", "the hunks need their context refreshed; the three-way merge is clean" + eol
+    diff = unified_diff(rel, (tree / rel).read_bytes(), merged if section.new_path else None, section.head)
+    return _FileResult(FilePort(rel, outcome, why=why), diff)
+
+
+def _merge_inputs(section: Section, base: Base, theirs: Path, scratch: Path) -> tuple[Path, Path, str]:
+    """(base file, patched base file, words) for the merge onto ``theirs``. When the release changed
+    the file's line ends (CRLF ↔ LF), both are converted to the release's first, so the merge sees
+    the code, not the line ends."""
+    rel = section.path
+    before = base.before / rel
+    after = base.after / rel if section.new_path else _empty(scratch)
+    old_crlf, new_crlf = _crlf(before.read_bytes()), _crlf(theirs.read_bytes())
+    if old_crlf == new_crlf:
+        return before, after, ""
+    converted = []
+    for name, path in (("before", before), ("after", after)):
+        data = path.read_bytes().replace(b"\r\n", b"\n")
+        out = scratch / "eol" / name / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(data.replace(b"\n", b"\r\n") if new_crlf else data)
+        converted.append(out)
+    words = "CRLF to LF" if old_crlf else "LF to CRLF"
+    return converted[0], converted[1], f" (the release changed the file's line ends from {words}; merged on its line ends)"
+
+
+def _crlf(data: bytes) -> bool:
+    return data.count(b"\r\n") * 2 > data.count(b"\n")
+
+
+def _created(section: Section, base: Base, tree: Path, target: str) -> _FileResult:
+    rel = section.path
+    content = (base.after / rel).read_bytes()
+    if (tree / rel).is_file():
+        if (tree / rel).read_bytes() == content:
+            return _FileResult(FilePort(rel, "upstream", why=f"{target} already has this file, as the patch creates it"))
+        return _FileResult(FilePort(rel, "conflict", 1, why=f"the patch creates it, but {target} has a file of that name"),
+                           worksheet=f"=== {rel}: the patch creates this file, but {target} has one of that name\n")
+    return _FileResult(FilePort(rel, "created"), unified_diff(rel, None, content, section.head))
+
+
+def _moved(section: Section, base: Base, tree: Path, labels: tuple[str, str, str], scratch: Path) -> _FileResult:
+    rel = section.path
+    base_text = (base.before / rel).read_text(encoding="utf-8", errors="replace")
+    move = find_move(rel, base_text, list(section.hunks), tree)
+    lost = _hunks_text(section)
+    if not move.destination:
+        why = f"not in {labels[0]}, and the code its hunks change was not found there"
+        return _FileResult(FilePort(rel, "missing", why=why),
+                           worksheet=f"=== {rel}: not in {labels[0]}; its hunks, as written for {labels[1]}:\n{lost}")
+    dest = move.destination
+    before, after, _ = _merge_inputs(section, base, tree / dest, scratch)
+    conflicts, merged = merge_file(tree / dest, before, after, labels)
+    merge_words = "the three-way merge against it is clean" if not conflicts else f"merging into it: {conflicts} conflict(s)"
+    why = f"not in {labels[0]}; moved to {dest} (by what the hunks touch: {move.words()}); {merge_words}"
+    result = FilePort(rel, "moved", conflicts, dest, not conflicts, why)
+    if conflicts:
+        return _FileResult(result, worksheet=(f"=== {rel}: not in {labels[0]}; its code moved to {dest}\n"
+                                              f"# {move.words()}\n# its hunks, as written for {labels[1]}:\n{lost}"))
+    head = (f"diff --git a/{dest} b/{dest}",)
+    return _FileResult(result, unified_diff(dest, (tree / dest).read_bytes(), merged, head))
+
+
+def _empty(scratch: Path) -> Path:
+    scratch.mkdir(parents=True, exist_ok=True)
+    path = scratch / "empty"
+    path.write_bytes(b"")
+    return path
+
+
+MAX_REGION = 200
+"""A conflict region longer than this (lines) means the file was rewritten around the change: the
+worksheet then gives the old hunks instead of the region."""
+
+
+def _regions(rel: str, merged: bytes, labels: tuple[str, str, str], section: Section, context: int = 3) -> str:
+    """The diff3 conflict regions of a merged file, with ``context`` lines around each."""
+    lines = merged.decode("utf-8", "surrogateescape").splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("<<<<<<< ")]
+    out = [f"=== {rel}: {len(starts)} conflict region(s); <<<<<<< {labels[0]} | ||||||| {labels[1]} | "
+           f"======= | >>>>>>> {labels[2]}\n"]
+    for start in starts:
+        end = next(i for i in range(start, len(lines)) if lines[i].startswith(">>>>>>> "))
+        first, last = max(start - context, 0), min(end + context, len(lines) - 1)
+        if end - start > MAX_REGION:
+            out.append(f"@@ merged lines {start + 1}-{end + 1}: one region of {end - start + 1} lines, the file was "
+                       f"rewritten around the change; its hunks, as written for {labels[1]}: @@\n" + _hunks_text(section))
+            continue
+        out.append(f"@@ merged lines {first + 1}-{last + 1} @@\n")
+        out += [f"{line}\n" for line in lines[first:last + 1]]
+    return "".join(out)
+
+
+def _hunks_text(section: Section) -> str:
+    return "".join(f"{h.header}\n" + "".join(f"{line}\n" for line in h.lines) for h in section.hunks)
+
+
+# --------------------------------------------------------------------------- the refreshed patch
+
+
+_GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "LC_ALL": "C"}
+
+
+def unified_diff(rel: str, old: bytes | None, new: bytes | None, head: tuple[str, ...]) -> str:
+    """The section of a patch that turns ``old`` into ``new`` (None: no file), as git writes it
+    (default diff algorithm, 3 lines of context, function names in hunk headers), with the
+    ``diff --git`` and mode lines of ``head``; independent of the user's git configuration."""
+    if old == new:
+        return ""
+    with tempfile.TemporaryDirectory(prefix="optkit-diff-") as tmp:
+        sides = []
+        for side, content in (("a", old), ("b", new)):
+            if content is None:
+                sides.append(os.devnull)
+                continue
+            path = Path(tmp) / side / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+            sides.append(f"{side}/{rel}")
+        cmd = ["git", "-c", "core.attributesFile=" + os.devnull, "-c", "diff.noprefix=false", "diff", "--no-index",
+               "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--diff-algorithm=myers",
+               "--indent-heuristic", "--inter-hunk-context=0", "-U3", "--no-prefix", *sides]
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "XDG_"))}, **_GIT_ENV, "HOME": tmp}
+        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, timeout=PATCH_TIMEOUT, env=env)
+    if proc.returncode not in (0, 1):
+        raise InternalError(f"git diff --no-index failed: {proc.stderr.decode(errors='replace').strip()}")
+    out = proc.stdout.decode("utf-8", "surrogateescape")
+    hunks = out[out.index("\n@@ ") + 1:] if "\n@@ " in out else ""
+    modes = [line for line in head[1:] if line.startswith(("new file mode", "deleted file mode"))]
+    lines = [f"diff --git a/{rel} b/{rel}", *modes,
+             f"--- {'a/' + rel if old is not None else '/dev/null'}", f"+++ {'b/' + rel if new is not None else '/dev/null'}"]
+    return "\n".join(lines) + "\n" + hunks
+
+
+def _hunk_key(path: str, hunk: Hunk) -> tuple:
+    return path, hunk.lines
+
+
+def _new_hunks(body: str, sections: list[Section], results: list[_FileResult]) -> tuple[str, ...]:
+    """Hunks of the refreshed ``body`` whose lines are not a hunk of the old patch (for the file
+    itself, or the file it moved from)."""
+    old = {_hunk_key(r.file.moved_to or s.path, h) for s, r in zip(sections, results) for h in s.hunks}
+    fresh = []
+    for section in split_patch(body)[1]:
+        fresh += [f"{section.path} {h.header}\n" + "".join(f"{line}\n" for line in h.lines)
+                  for h in section.hunks if _hunk_key(section.path, h) not in old]
+    return tuple(fresh)
+
+
+def _with_date(preamble: str, date: _dt.date) -> str:
+    """The DEP-3 header with ``Last-Update`` set to ``date`` (added before ``---`` when absent)."""
+    stamp = f"Last-Update: {date.isoformat()}"
+    if re.search(r"^Last-Update:.*$", preamble, re.M):
+        return re.sub(r"^Last-Update:.*$", stamp, preamble, count=1, flags=re.M)
+    if re.search(r"^---$", preamble, re.M):
+        return re.sub(r"^---$", stamp + "\n---", preamble, count=1, flags=re.M)
+    return preamble
+
+
+# --------------------------------------------------------------------------- the action
+
+
+def _decide(catalog: Catalog, recipe: Recipe, port: RecipePort, declared: ReleaseRange | None,
+            probed: ReleaseRange | None, trees: Trees, scratch: Path) -> RecipePort:
+    target, patches = port.target, port.patches
+    probe_note = "" if probed is None or probed is declared else \
+        f" (its probes on the {target} tree match the entry {probed.versions}, not {declared.versions if declared else 'none'})"
+    status_entry = probed or declared
+    if status_entry is not None and status_entry.status in LEFT_OUT:
+        return _replace(port, "left-out", f"the entry {status_entry.versions} is {status_entry.status}: "
+                                          "nothing to port" + probe_note)
+    if not recipe.releases and in_range(Version(target), recipe.versions.vllm_ascend) and \
+            all(p.outcome in ("exact", "offset") for p in patches):
+        return _replace(port, "up-to-date", f"the patches apply exactly to {target}, in the recipe's range "
+                                            f"{recipe.versions.vllm_ascend}")
+    if declared is None:
+        return _replace(port, "needs-hand", f"no release entry of {recipe.id} covers {target}: add one (status, msg, "
+                                            "probes), then port again")
+    entry_f = declared_entry(recipe, Version(port.source)) if recipe.releases else None
+    if declared is not entry_f and declared.patches:
+        return _already_ported(catalog, recipe, port, declared, trees[target])
+    if all(p.outcome == "upstream" for p in patches):
+        return _replace(port, "needs-hand", f"every patch reverse-applies on {target}: upstream has the change; record "
+                                            "an upstream entry for it (status, msg, probes)")
+    if declared is entry_f and all(p.outcome in ("exact", "offset") for p in patches):
+        return _replace(port, "up-to-date", f"the {port.source} patch set covers {target} ({declared.versions}) and "
+                                            "applies exactly" + probe_note)
+    stuck = [p for p in patches if not p.refreshed]
+    if stuck:
+        return _replace(port, "needs-hand", "; ".join(f"{p.patch} is {p.outcome}" for p in stuck)
+                        + ": finish it by hand (worksheet with --write), then add its release entry")
+    return _write_plan(catalog, recipe, port, declared, entry_f, trees, scratch)
+
+
+def _replace(port: RecipePort, action: str, why: str, **more) -> RecipePort:
+    from dataclasses import replace
+
+    return replace(port, action=action, why=why, **more)
+
+
+def _already_ported(catalog: Catalog, recipe: Recipe, port: RecipePort, declared: ReleaseRange, tree: Path) -> RecipePort:
+    failing = [f for f in declared.patches
+               if gnu_patch(tree, catalog.patch_path(recipe.id, f).read_bytes(), fuzz=0).returncode]
+    if failing:
+        return _replace(port, "needs-hand", f"the entry {declared.versions} carries {', '.join(failing)}, which does not "
+                                            f"apply exactly to {port.target}: fix it")
+    theirs = sorted(_diff_part(catalog.patch_path(recipe.id, f).read_text(encoding="utf-8", errors="surrogateescape"))
+                    for f in declared.patches)
+    ours = sorted(_diff_part(p.refreshed) for p in port.patches if p.refreshed)
+    comparison = ("this port's refresh is identical to it" if ours == theirs and len(ours) == len(port.patches)
+                  else "this port's refresh differs from it (written by hand, or from other context)")
+    return _replace(port, "up-to-date", f"the entry {declared.versions} already carries {', '.join(declared.patches)}, "
+                                        f"which applies exactly; {comparison}")
+
+
+def _diff_part(text: str) -> str:
+    """A patch without its DEP-3 header."""
+    preamble, sections = split_patch(text)
+    return "".join(s.text() for s in sections)
+
+
+def _write_plan(catalog: Catalog, recipe: Recipe, port: RecipePort, declared: ReleaseRange, entry_f: ReleaseRange | None,
+                trees: Trees, scratch: Path) -> RecipePort:
+    inside = covered(declared.versions, trees.releases)
+    if port.target not in inside:
+        return _replace(port, "needs-hand", f"{port.target} is not a release optkit knows; a write needs one")
+    texts = [p.refreshed.encode("utf-8", "surrogateescape") for p in port.patches]
+    fits = {port.target: _applies(trees[port.target], texts, scratch)}
+    if not fits[port.target]:
+        raise InternalError(f"port: the refreshed patches of {recipe.id} do not apply to {port.target} itself")
+    # the source release keeps its own patch set: a run never takes it over
+    run = _run(inside, port.target, lambda v: v != port.source and fits.setdefault(v, _applies(trees[v], texts, scratch)))
+    cut = split(declared.versions, trees.releases, run)
+    keeps = "before" if declared.patches and cut.before and in_range(Version(port.source), cut.before) else \
+        "after" if declared.patches and cut.after and in_range(Version(port.source), cut.after) else "none"
+    taken = {p.file for p in recipe.patches} | {p.name for p in catalog.folders[recipe.id].glob("*.patch")}
+    new = []
+    for p in port.patches:
+        name = patch_name(p.patch, port.source, port.target, taken)
+        if name is None:
+            return _replace(port, "needs-hand", f"no free name for the refresh of {p.patch} in recipes/{recipe.id}/: "
+                                                "rename or remove the stray patch file")
+        taken.add(name)
+        decl = next(d for d in recipe.patches if d.file == p.patch)
+        targets = tuple(patch_paths(p.refreshed))
+        description = f"{decl.description} {_refresh_words(p, port, cut.run)}"
+        text = _with_description(p.refreshed, description)
+        new.append(NewPatch(name, p.patch, text, targets, description))
+    kept = " and ".join(spec for spec in (cut.before, cut.after) if spec)
+    words = (f"{', '.join(n.name for n in new)} for {cut.run}"
+             + (f" (applies exactly to {', '.join(run)})" if run != [port.target] else "")
+             + (f", cut from the entry {declared.versions}, which keeps {kept}" if kept
+                else f", the patch set of the entry {declared.versions}"))
+    return _replace(port, "write", words, new_range=cut.run, split=(cut.before, cut.run, cut.after),
+                    keeps_patches=keeps, new_patches=tuple(new))
+
+
+def _applies(tree: Path, patches: list[bytes], scratch: Path) -> bool:
+    """Whether the patches apply in order, without fuzz, to a scratch copy of their targets."""
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    scratch.mkdir(parents=True)
+    for rel in {r for p in patches for r in patch_paths(p.decode("utf-8", "surrogateescape"))}:
+        if (tree / rel).is_file():
+            (scratch / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(tree / rel, scratch / rel)
+    return all(git_apply(scratch, p) is None for p in patches)
+
+
+def _run(inside: list[str], target: str, fits) -> list[str]:
+    """The consecutive releases of ``inside`` around ``target`` that ``fits``."""
+    at = inside.index(target)
+    low = at
+    while low > 0 and fits(inside[low - 1]):
+        low -= 1
+    high = at
+    while high + 1 < len(inside) and fits(inside[high + 1]):
+        high += 1
+    return inside[low:high + 1]
+
+
+_LABEL = re.compile(r"-\d+\.\d+(?:\.\d+)?(?:(?:a|b|rc)\d+)?(?:\.post\d+)?$")
+
+
+def patch_name(file: str, source: str, target: str, taken: set[str]) -> str | None:
+    """``0001-x.patch`` → ``0001-x-0.30.patch`` (the target's series) or, within the source's series,
+    ``0001-x-0.23.0.post1.patch``; a label the old name already carries is replaced. None when
+    both names are taken."""
+    stem = _LABEL.sub("", file.removesuffix(".patch"))
+    src, dst = Version(source), Version(target)
+    label = str(dst) if (src.major, src.minor) == (dst.major, dst.minor) else f"{dst.major}.{dst.minor}"
+    return next((c for c in (f"{stem}-{label}.patch", f"{stem}-{dst}.patch") if c not in taken), None)
+
+
+def _refresh_words(patch: PatchPort, port: RecipePort, run: str) -> str:
+    how = {"exact": f"re-issued unchanged (the {port.source} patch applies exactly to {port.target})",
+           "offset": f"re-issued at {port.target}'s line numbers (the {port.source} patch applies at moved lines)",
+           "merged": (f"refreshed by a clean three-way merge of the {port.source} patch onto {port.target} "
+                      f"({len(patch.refreshed_hunks)} hunk(s) with new context)"),
+           "moved": (f"carried by a clean three-way merge into "
+                     f"{', '.join(f.moved_to for f in patch.files if f.moved_to)}, where {port.target} moved the code")}
+    return f"Ported to {run} by optkit port: {how.get(patch.outcome, patch.outcome)}."
+
+
+def _with_description(text: str, description: str) -> str:
+    """The patch with its DEP-3 ``Description`` replaced (continuation lines indented by one space)."""
+    wrapped = textwrap.wrap(f"Description: {description}", width=99, subsequent_indent=" ",
+                            break_long_words=False, break_on_hyphens=False)
+    preamble, sections = split_patch(text)
+    lines = preamble.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("Description:")), None)
+    if start is None:
+        return text
+    end = start + 1
+    while end < len(lines) and lines[end][:1] in (" ", "\t"):
+        end += 1
+    lines[start:end] = wrapped
+    return "\n".join(lines) + "\n" + "".join(s.text() for s in sections)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def write_port(catalog: Catalog, report: PortReport) -> PortReport:
+    """Write the report into the catalog: each ``write`` action's new patch files and its recipe.yaml
+    edit (checked: a recipe that fails to load or lint afterwards is put back), the worksheets of
+    the patches of ``needs-hand`` recipes, and the removal of worksheets for ``--to`` that no
+    longer apply. ``report.written`` lists what changed."""
+    date = _dt.date.fromisoformat(report.date)
+    for rp in report.recipes:
+        folder = catalog.folders[rp.recipe]
+        if rp.action == "write":
+            report.written += [_shown(catalog, rp.recipe, p) for p in _write_recipe(catalog, rp, date)]
+        report.written += [_shown(catalog, rp.recipe, p) for p in _worksheets(folder, rp)]
+    report.written.sort()
+    return report
+
+
+def _shown(catalog: Catalog, recipe_id: str, path: Path) -> str:
+    root = catalog.origins.get(recipe_id, catalog.root / "recipes")
+    prefix = "recipes/" if recipe_id not in catalog.origins else f"{root}/"
+    return prefix + path.relative_to(root).as_posix()
+
+
+def _write_recipe(catalog: Catalog, rp: RecipePort, date: _dt.date) -> list[Path]:
+    from optkit.catalog.lint import lint
+    from optkit.catalog.loader import RECIPE_FILE, load_recipe
+    from optkit.versions.recipe_edit import Declaration, Piece, edited_text, write_checked
+
+    recipe, folder = catalog[rp.recipe], catalog.folders[rp.recipe]
+    declared = declared_entry(recipe, Version(rp.target))
+    entry_f = declared_entry(recipe, Version(rp.source))
+    index = next(i for i, e in enumerate(recipe.releases) if e is declared)
+    before, run, after = rp.split
+
+    def side(spec: str, name: str) -> Piece:
+        drop = declared.patches and rp.keeps_patches != name
+        return Piece(spec, [] if drop else None, [] if drop else None)
+
+    pieces = ([side(before, "before")] if before else []) + \
+        [Piece(run, [n.name for n in rp.new_patches], list(entry_f.adds))] + ([side(after, "after")] if after else [])
+    declarations = [Declaration(n.source, n.name, n.description, date, list(n.targets)) for n in rp.new_patches]
+    origin = catalog.origins.get(recipe.id)
+    display = f"{origin}/{recipe.id}/{RECIPE_FILE}" if origin else f"recipes/{recipe.id}/{RECIPE_FILE}"
+    text = edited_text((folder / RECIPE_FILE).read_text(encoding="utf-8"), display, index, pieces, declarations)
+    lint_root = origin if origin else catalog.root
+    known = {str(p) for p in lint(lint_root)}
+
+    def check() -> list:
+        load_recipe(folder, display)
+        return [p for p in lint(lint_root) if str(p) not in known]
+
+    return write_checked(folder, text, {n.name: n.text for n in rp.new_patches}, check)
+
+
+def worksheet_path(folder: Path, patch: str, target: str) -> Path:
+    """Where the worksheet of ``patch`` ported to ``target`` goes: beside the recipe."""
+    return folder / CONFLICT_DIR / f"{patch.removesuffix('.patch')}-{target}.conflict"
+
+
+def _worksheets(folder: Path, rp: RecipePort) -> list[Path]:
+    changed = []
+    for p in rp.patches:
+        path = worksheet_path(folder, p.patch, rp.target)
+        if rp.action == "needs-hand" and p.worksheet:
+            body = (f"# optkit port: {p.patch} of recipe {rp.recipe}, from {rp.source} onto {rp.target}: {p.outcome}.\n"
+                    f"# Finish it by hand (docs/port.md): make the change in a copy of the {rp.target} tree "
+                    f"(`optkit tree fetch {rp.target} DEST`),\n# write the patch for its release range, declare it, "
+                    "and run `optkit port` again. The regions below come from the three-way merge.\n" + p.worksheet)
+            if not path.is_file() or path.read_text(encoding="utf-8", errors="surrogateescape") != body:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(body, encoding="utf-8", errors="surrogateescape")
+                changed.append(path)
+        elif path.is_file():
+            path.unlink()
+            changed.append(path)
+            if not any(path.parent.iterdir()):
+                path.parent.rmdir()
+    return changed

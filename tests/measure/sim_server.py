@@ -1,0 +1,240 @@
+"""A simulated OpenAI-compatible vLLM server for the ladder tests (tests only; stdlib only).
+
+Started by the test's stand-in ``vllm`` executable with the argv a step's real ``serve.sh`` gave
+``vllm serve``: ``python sim_server.py MODEL --served-model-name S --port N --additional-config …``.
+The profile (JSON, path in ``$SIM_PROFILE``, read at every start) says how each simulated recipe
+shows itself and what it does:
+
+    {"base_ms": {"1": 20, "4": 26}, "ttft_ms": 25, "noise_ms": 0.4, "startup_s": 0.3,
+     "tree": TREE, "kernels_file": FILE, "log": FILE, "seed": 7,
+     "recipes": {ID: {"env": {NAME: VALUE}, "config": ["additional_config.a.b"], "tree": [[PATH, MARKER]],
+                      "kernels": [SPEC], "delta_ms": {"1": -2.0, "4": 1.5}}},
+     "diverge": {"recipe": ID, "prompt": TEXT, "token": N}, "wrong": {"recipe": ID, "prompts": [TEXT]},
+     "crash": ID}
+
+A recipe is active when every sign it declares is there: the environment variables serve.sh
+exported (env.sh), the keys its JSON flags carry, the marker strings its patches put in the real
+tree, the kernel specs the (stubbed) build last built. Streaming completions emit ``max_tokens``
+tokens; each token interval is the base delay of the current number of streaming requests (the
+largest profile concurrency not above it) plus the active recipes' deltas plus per-request Gaussian
+noise, on absolute deadlines so sleep overshoot does not add up. Non-streaming completions (the
+accuracy prompts) answer at once: arithmetic questions correctly, other prompts with deterministic
+filler; ``diverge`` changes one token while its recipe is active, ``wrong`` answers the questions
+containing one of its texts wrongly. Each start appends ``{"argv", "active"}`` to the log as one JSON line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+QUESTION = re.compile(r"What is (\d+) (plus|minus|times) (\d+)\?")
+
+
+def parse_argv(argv: list[str]) -> dict:
+    """The parts of a ``vllm serve`` argv the simulation reads (model, name, port, JSON configs)."""
+    out = {"model": argv[0], "served": argv[0], "port": 8000, "configs": {}}
+    i = 1
+    while i < len(argv):
+        flag = argv[i]
+        value = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else None
+        if flag == "--served-model-name":
+            out["served"] = value
+        elif flag == "--port":
+            out["port"] = int(value)
+        elif flag.endswith("-config") and value is not None:
+            out["configs"][flag[2:].replace("-", "_")] = json.loads(value)
+        i += 2 if value is not None else 1
+    return out
+
+
+def _config_value(configs: dict, dotted: str):
+    node = configs
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def active_recipes(profile: dict, args: dict, env: dict) -> list[str]:
+    """The simulated recipes whose every sign is present for this start."""
+    built = set()
+    kernels_file = Path(profile.get("kernels_file", "/nonexistent"))
+    if kernels_file.is_file():
+        built = set(kernels_file.read_text().split())
+    tree = Path(profile["tree"])
+    active = []
+    for rid, signs in sorted(profile["recipes"].items()):
+        ok = all(env.get(k) == v for k, v in signs.get("env", {}).items())
+        ok = ok and all(_config_value(args["configs"], key) not in (None, False) for key in signs.get("config", []))
+        ok = ok and all((tree / rel).is_file() and marker in (tree / rel).read_text(errors="replace")
+                        for rel, marker in signs.get("tree", []))
+        ok = ok and set(signs.get("kernels", [])) <= built
+        if ok:
+            active.append(rid)
+    return active
+
+
+class Simulation:
+    def __init__(self, profile: dict, args: dict, active: list[str]):
+        self.profile, self.args, self.active = profile, args, active
+        self.rng = random.Random(profile.get("seed", 0) * 1_000_003 + os.getpid())
+        self.lock = threading.Lock()
+        self.streaming = 0
+        self.ready_at = time.monotonic() + profile.get("startup_s", 0.3)
+        self.levels = sorted(int(c) for c in profile["base_ms"])
+
+    def delay_s(self, noise: float) -> float:
+        """The next token interval at the current number of streaming requests."""
+        with self.lock:
+            n = max(self.streaming, 1)
+        level = str(max([c for c in self.levels if c <= n] or self.levels[:1]))
+        ms = self.profile["base_ms"][level] + noise
+        ms += sum(self.profile["recipes"][rid].get("delta_ms", {}).get(level, 0.0) for rid in self.active)
+        return max(ms, 0.1) / 1000.0
+
+    def completion(self, prompt: str, max_tokens: int) -> tuple[str, list[int]]:
+        """Deterministic greedy output: the answer of an arithmetic question, then filler tokens."""
+        words, ids = [], []
+        question = QUESTION.search(prompt)
+        if question:
+            a, op, b = int(question.group(1)), question.group(2), int(question.group(3))
+            answer = {"plus": a + b, "minus": a - b, "times": a * b}[op]
+            wrong = self.profile.get("wrong")
+            if wrong and wrong["recipe"] in self.active and any(p in prompt for p in wrong["prompts"]):
+                answer += 1
+            words.append(f" {answer}")
+            ids.append(1000 + answer)
+        seed = hashlib.sha256(prompt.encode()).digest()
+        while len(ids) < max_tokens:
+            token = seed[len(ids) % len(seed)] + 3
+            words.append(f" w{token}")
+            ids.append(token)
+        diverge = self.profile.get("diverge")
+        if diverge and diverge["recipe"] in self.active and diverge["prompt"] in prompt:
+            t = diverge["token"]
+            ids[t] += 1
+            words[t] = f" w{ids[t]}"
+        return "".join(words[:max_tokens]), ids[:max_tokens]
+
+
+def make_handler(sim: Simulation):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def setup(self):
+            super().setup()
+            # Each token is one small write: without TCP_NODELAY, Nagle's algorithm holds it back
+            # until the previous one is acknowledged (delayed ACKs: tens of ms), as vLLM's server does not.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def _send(self, code: int, body: dict | None = None) -> None:
+            data = json.dumps(body).encode() if body is not None else b""
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            if self.path == "/health":
+                self._send(200 if time.monotonic() >= sim.ready_at else 503)
+            elif self.path == "/v1/models":
+                self._send(200, {"object": "list", "data": [{"id": sim.args["served"], "object": "model",
+                                                              "root": sim.args["model"], "owned_by": "sim"}]})
+            else:
+                self._send(404, {"error": "not found"})
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            if self.path != "/v1/completions":
+                return self._send(404, {"error": "not found"})
+            if body.get("model") != sim.args["served"]:
+                return self._send(404, {"error": f"model {body.get('model')!r} is not served"})
+            prompt = body["prompt"] if isinstance(body["prompt"], str) else str(body["prompt"])
+            n = int(body.get("max_tokens") or 16)
+            if not body.get("stream"):
+                text, ids = sim.completion(prompt, n)
+                choice = {"index": 0, "text": text, "finish_reason": "length", "logprobs": None}
+                if body.get("return_token_ids"):
+                    choice["token_ids"] = ids
+                return self._send(200, {"id": "cmpl-sim", "object": "text_completion", "model": sim.args["served"],
+                                        "choices": [choice], "usage": {"prompt_tokens": len(prompt.split()),
+                                                                       "completion_tokens": n}})
+            self._stream(prompt, n)
+
+        def _chunk(self, data: dict | str) -> None:
+            text = "data: " + (data if isinstance(data, str) else json.dumps(data)) + "\n\n"
+            raw = text.encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(raw), raw))
+            self.wfile.flush()
+
+        def _stream(self, prompt: str, n: int) -> None:
+            with sim.lock:
+                sim.streaming += 1
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                noise = sim.rng.gauss(0.0, sim.profile.get("noise_ms", 0.0))
+                deadline = time.perf_counter() + sim.profile.get("ttft_ms", 20.0) / 1000.0
+                for i in range(n):
+                    pause = deadline - time.perf_counter()
+                    if pause > 0:
+                        time.sleep(pause)
+                    self._chunk({"id": "cmpl-sim", "object": "text_completion", "model": sim.args["served"],
+                                 "choices": [{"index": 0, "text": f" w{i % 500}", "logprobs": None,
+                                              "finish_reason": "length" if i == n - 1 else None}]})
+                    deadline += sim.delay_s(noise)
+                self._chunk({"id": "cmpl-sim", "object": "text_completion", "model": sim.args["served"], "choices": [],
+                             "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": n,
+                                       "total_tokens": len(prompt.split()) + n}})
+                self._chunk("[DONE]")
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            finally:
+                with sim.lock:
+                    sim.streaming -= 1
+
+    return Handler
+
+
+def main(argv: list[str]) -> int:
+    profile = json.loads(Path(os.environ["SIM_PROFILE"]).read_text())
+    args = parse_argv(argv)
+    active = active_recipes(profile, args, dict(os.environ))
+    with open(profile["log"], "a", encoding="utf-8") as log:
+        log.write(json.dumps({"argv": argv, "active": active}) + "\n")
+    if profile.get("crash") in active:
+        print(f"sim: {profile['crash']} makes the server crash at start (injected)", file=sys.stderr)
+        return 1
+    server = ThreadingHTTPServer(("127.0.0.1", args["port"]), make_handler(Simulation(profile, args, active)))
+    server.daemon_threads = True
+
+    def stop(signum, frame):
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(f"sim: serving {args['served']} on port {args['port']} with {active}", flush=True)
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

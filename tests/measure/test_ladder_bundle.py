@@ -1,0 +1,157 @@
+"""The ladder bundle (optkit.measure.ladder, `optkit ladder`): deterministic files, complete step
+bundles, a run-ladder.sh that shellcheck accepts and that refuses bad use, the Indexed Job against the
+real Kubernetes schema, and a failing step that leaves the tree clean."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for compat_support and k8s_support
+
+from k8s_support import KUBERNETES_VERSION, schema_problems  # noqa: E402
+from optkit.cli.main import cli  # noqa: E402
+from optkit.measure import MeasureError  # noqa: E402
+from optkit.measure.ladder import ladder_files, write_ladder  # noqa: E402
+from optkit.measure.steps import ladder_steps  # noqa: E402
+from optkit.resolve.plan import load_workspace, plan  # noqa: E402
+from optkit.resolve.request import Request  # noqa: E402
+from optkit.tree.patchset import from_bundle  # noqa: E402
+
+WS = load_workspace()
+REQUEST = {"model": "qwen3.5-35b", "target": "910c", "concurrency": [1, 4], "input_len": 32, "output_len": 8}
+ONLY = ["sampler-greedy-bf16-fastpath", "waterfall-hccl-aiv"]
+
+
+def files(request=REQUEST, **options) -> dict[str, bytes]:
+    full = plan(Request(**request), WS)
+    return ladder_files(full, WS, ladder_steps(full, WS.catalog, only=options.pop("only", ONLY)), **options)
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("ladder") / "ladder"
+    full = plan(Request(**REQUEST), WS)
+    write_ladder(full, WS, ladder_steps(full, WS.catalog, only=ONLY), out, repeat=2, k8s=True)
+    return out
+
+
+def test_the_same_request_gives_the_same_bytes():
+    assert files() == files()
+
+
+def test_no_machine_paths_or_host_name_in_any_file():
+    host = socket.gethostname()
+    for name, data in files(k8s=True).items():
+        text = data.decode("utf-8", "replace")
+        assert str(Path.home()) not in text and "/tmp/" not in text, name
+        assert host not in text or len(host) < 4, name
+
+
+def test_each_step_is_a_complete_bundle(written):
+    data = json.loads((written / "ladder.json").read_text())
+    assert [s["id"] for s in data["steps"]] == ["00-baseline", "01-sampler-greedy-bf16-fastpath", "02-waterfall-hccl-aiv"]
+    for step in data["steps"]:
+        folder = written / "steps" / step["id"]
+        lock = json.loads((folder / "optkit.lock.json").read_text())
+        assert lock["selected"] == step["recipes"]
+        assert [p.name for p in from_bundle(folder)] == step["patches"]
+        for name in ("serve.sh", "env.sh", "bench.sh", "preflight.sh", "apply.sh", "README.md"):
+            assert (folder / name).is_file(), (step["id"], name)
+    hccl = (written / "steps" / "02-waterfall-hccl-aiv" / "env.sh").read_text()
+    assert "HCCL_OP_EXPANSION_MODE=AIV" in hccl
+    assert "HCCL_OP_EXPANSION_MODE" not in (written / "steps" / "01-sampler-greedy-bf16-fastpath" / "env.sh").read_text()
+    readme = (written / "steps" / "00-baseline" / "README.md").read_text()
+    assert ("**A ladder step.** Only the recipes below are applied; the plan's other selected recipes are left out "
+            "(not in ladder step 00-baseline: the single-variable ladder measures it in another step)") in readme
+
+
+def test_a_step_bundle_is_reproduced_from_its_lock(written, tmp_path):
+    step = written / "steps" / "01-sampler-greedy-bf16-fastpath"
+    result = CliRunner().invoke(cli, ["plan", "--from-lock", str(step / "optkit.lock.json"), "-o", str(tmp_path / "again")])
+    assert result.exit_code == 0, result.output
+    again = {p.relative_to(tmp_path / "again").as_posix(): p.read_bytes() for p in (tmp_path / "again").rglob("*") if p.is_file()}
+    assert again == {p.relative_to(step).as_posix(): p.read_bytes() for p in step.rglob("*") if p.is_file()}
+
+
+def test_the_ladder_states_what_it_costs(written):
+    data = json.loads((written / "ladder.json").read_text())
+    assert data["cost"] == {"steps": 3, "server_starts": 6, "tree_applies": 1, "tree_reverts": 1, "kernel_rebuilds": 0}
+    script = (written / "run-ladder.sh").read_text()
+    assert "# This ladder: 3 steps x 2 repeat(s) = 6 server starts, 1 tree applies, 0 kernel rebuilds." in script
+    assert data["recipes"]["sampler-greedy-bf16-fastpath"]["accuracy"]["check"] == "greedy-identical"
+    assert data["recipes"]["waterfall-hccl-aiv"]["article"][0]["quote"] == "HCCL AIV-6.6%"
+
+
+def test_run_ladder_passes_bash_n_and_shellcheck(written):
+    subprocess.run(["bash", "-n", str(written / "run-ladder.sh")], check=True)
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck is not installed (apt-get install shellcheck)")
+    proc = subprocess.run(["shellcheck", "-x", str(written / "run-ladder.sh")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+
+
+@pytest.mark.parametrize("args, code, words", [
+    pytest.param([], 2, "--tree TREE is required", id="no-tree"),
+    pytest.param(["--tree", "t", "--port", "80x"], 2, "--port must be a number", id="bad-port"),
+    pytest.param(["--tree", "t", "--bogus"], 2, "unknown option: --bogus", id="unknown-option"),
+    pytest.param(["--tree", "t", "--only", "9"], 2, "--only 9 is neither a step index (0-2) nor a step id", id="bad-only"),
+])
+def test_run_ladder_refuses_bad_use(written, tmp_path, args, code, words):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("optkit", "curl"):
+        (bin_dir / tool).write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / tool).chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "MODEL": "m"}
+    proc = subprocess.run(["bash", str(written / "run-ladder.sh"), *args], capture_output=True, text=True, env=env,
+                          cwd=tmp_path)
+    assert proc.returncode == code and words in proc.stderr, proc.stderr
+
+
+def test_the_indexed_job_is_valid_kubernetes(written):
+    text = (written / "k8s" / "ladder-job.yaml").read_text()
+    assert schema_problems(text) == [], f"against Kubernetes {KUBERNETES_VERSION}"
+    import yaml
+
+    job = yaml.safe_load(text)
+    assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["completions"] == 3
+    spec = job["spec"]["template"]["spec"]
+    assert spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == \
+        "kubernetes.io/hostname"
+    assert spec["containers"][0]["resources"]["limits"] == {"huawei.com/Ascend910": 2}  # the default device plugin (optkit.bundle.k8s)
+
+
+def test_the_schema_check_catches_a_misspelt_field(written):
+    text = (written / "k8s" / "ladder-job.yaml").read_text().replace("completionMode", "completionMod")
+    assert schema_problems(text) == ["document 0 (Job): spec: Additional properties are not allowed "
+                                     "('completionMod' was unexpected)"]
+
+
+@pytest.mark.parametrize("occupant, words", [
+    pytest.param("results/00-baseline/r1/c1.json", "holds the results of a ladder run", id="results"),
+    pytest.param("notes.txt", "also holds notes.txt", id="foreign-file"),
+])
+def test_write_refuses_a_directory_it_would_clobber(written, tmp_path, occupant, words):
+    out = tmp_path / "ladder"
+    shutil.copytree(written, out)
+    (out / occupant).parent.mkdir(parents=True, exist_ok=True)
+    (out / occupant).write_text("{}")
+    full = plan(Request(**REQUEST), WS)
+    with pytest.raises(MeasureError, match=words):
+        write_ladder(full, WS, ladder_steps(full, WS.catalog, only=ONLY), out)
+
+
+def test_the_cli_writes_and_summarises_a_ladder(tmp_path):
+    result = CliRunner().invoke(cli, ["ladder", "qwen3.5-35b", "--mtp", "--order", "article", "--leave-one-out",
+                                      "-o", str(tmp_path / "l")])
+    assert result.exit_code == 0, result.output
+    assert "01-full" in result.output and "not a step: waterfall-version-upgrade" in result.output
+    assert "server starts" in result.output and (tmp_path / "l" / "run-ladder.sh").is_file()

@@ -18,13 +18,24 @@ from optkit.catalog.schema import RECORDS as RECIPE_RECORDS, Recipe
 from optkit.catalog.yamlio import load_yaml
 from optkit.errors import InternalError, UnknownName
 from optkit.resolve.profiles import RECORDS as PROFILE_RECORDS, ModelProfile, Target
+from optkit.catalog.record_schema import Record as VerifiedRecord
 from optkit.resolve.request import RECORDS as REQUEST_RECORDS, Request
+from optkit.versions.schema import RECORDS as RELEASE_RECORDS, KnobMoves, ReleaseData
 
 ROOT = project_root()
 TOP = {Recipe: RECIPE_RECORDS, KernelSpec: KERNEL_RECORDS, ModelProfile: PROFILE_RECORDS, Target: PROFILE_RECORDS,
-       Request: REQUEST_RECORDS}
+       Request: REQUEST_RECORDS, ReleaseData: RELEASE_RECORDS, KnobMoves: RELEASE_RECORDS, VerifiedRecord: {}}
 FILES = {Recipe: "recipes/*/recipe.yaml", KernelSpec: "kernels/*/kernel.yaml", ModelProfile: "models/*.yaml",
-         Target: "targets/*.yaml"}
+         Target: "targets/*.yaml", ReleaseData: "versions/[0-9]*.yaml", KnobMoves: "versions/moves.yaml"}
+MEASUREMENT = {"step": "01-x", "patches": {"0001-x.patch": "ab" * 32}, "tpot_delta_ms": {1: -1.2},
+               "noise_ms": {1: 0.05}, "verdict": {1: "gain"}, "reference_tpot_ms": {1: 20.0}, "repeats": 2}
+VERIFIED = {  # verified/ ships no record: one as `optkit report --record` writes it
+    "record_version": 1, "target": "910c", "model": "qwen3.5-35b-a3b", "release": {"vllm_ascend": "0.23.0", "vllm": "0.23.0"},
+    "tree_digest": "cd" * 32, "host": {"npu": "910C", "target": "910c", "cann": "9.0.1", "packages": {"vllm": "0.23.0"}},
+    "workload": {"concurrency": [1], "input_len": 32, "output_len": 8, "mtp": False, "num_speculative_tokens": 0,
+                 "sampling": "greedy", "min_tokens": True},
+    "ladder": "incremental", "accuracy_gate": "passed", "recipes": {"a-recipe": MEASUREMENT},
+    "results": {"00-baseline/r1/c1.json": "ef" * 32}}
 DUMPS = [dict(mode=mode, by_alias=alias, exclude_none=none)
          for mode in ("python", "json") for alias in (False, True) for none in (False, True)]
 
@@ -56,7 +67,7 @@ def _validated() -> list[BaseModel]:
     out: list[BaseModel] = []
     for model, pattern in FILES.items():
         out += [parse_model(model, *load_yaml(path)) for path in sorted(ROOT.glob(pattern))]
-    return out + _requests()
+    return out + _requests() + [VerifiedRecord.model_validate(VERIFIED)]
 
 
 VALIDATED = _validated()
@@ -93,7 +104,7 @@ def test_every_run_time_model_is_covered_by_the_shipped_data():
     assert sorted(m.__name__ for m in RUN_TIME_MODELS - seen) == []
 
 
-@pytest.mark.parametrize("model", VALIDATED, ids=lambda m: f"{type(m).__name__}-{getattr(m, 'id', None) or m.model}")
+@pytest.mark.parametrize("model", VALIDATED, ids=lambda m: f"{type(m).__name__}-{getattr(m, 'id', None) or getattr(m, 'version', None) or getattr(m, 'model', None)}")
 def test_a_record_has_the_models_fields_and_dumps(model):
     record = _frozen(model)
     for inner, frozen in _pairs(model, record):
@@ -118,6 +129,8 @@ def test_the_json_dump_is_the_models_byte_for_byte():
     pytest.param(Target, lambda t: (t.names(), t.facts(), t.facts(t.variants[0].id if t.variants else None)),
                  id="target-names-facts"),
     pytest.param(Recipe, lambda r: [g.change for g in r.gains], id="gain-change"),
+    pytest.param(Recipe, lambda r: r.changes_launch, id="recipe-changes-launch"),
+    pytest.param(Recipe, lambda r: {p.file: r.patch_versions(p.file) for p in r.patches}, id="recipe-patch-versions"),
     pytest.param(Request, lambda r: r.k, id="request-k"),
 ])
 def test_behaviour_is_the_same_on_the_model_and_its_record(model, expression):

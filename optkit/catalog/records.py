@@ -6,8 +6,9 @@ recipe the TPOT change its ladder step made at each concurrency (with the noise 
 verdict and the sha256 of the recipe's patches then), plus the sha256 of every raw ``vllm bench
 serve`` result file. A record's file name is the first 16 hex digits of the sha256 of its content
 (``record_digest``), so an edited record no longer matches its name. It is written as indented JSON
-(which is YAML: the ``.yaml`` files read either way), because JSON parses fast enough for every
-``optkit plan`` to check every record.
+(which is YAML: the ``.yaml`` files read either way), because JSON parses fast. The schema is
+``optkit.catalog.record_schema`` (pydantic, imported to validate a file); what the files hold is
+kept frozen in the catalog cache, so a plan reads the records without pydantic.
 
 ``load_records`` checks each record against the catalog: a record that fails its schema or its
 digest is refused whole; an entry for a recipe the catalog does not have, or whose patches are not

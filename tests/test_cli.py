@@ -43,7 +43,8 @@ def run(*args):
     (["versions", "list"], 0, "| 0.30.0rc2 | 2026-10-13 | 0.30.0 |"),
     (["explain", "moe-fused-mc2-enable", "qwen3.5-35b", "--mtp", "--vllm-ascend-version", "0.30.0rc2"], 0,
      "on this release: env var VLLM_ASCEND_ENABLE_FUSED_MC2 is replaced by additional_config key enable_fused_mc2"),
-    (["plan", "qwen3.5-35b", "--mtp", "--vllm-ascend-version", "0.30.0rc2"], 0, "no patch for 0.30.0rc2 (written for 0.23.x)"),
+    (["plan", "qwen3.5-35b", "--mtp", "--vllm-ascend-version", "0.30.0rc2"], 0,
+     "vllm-ascend 0.30.0rc2: vllm-ascend no longer overrides the Qwen3.5 decoder layer's"),
     pytest.param(["compat", "--releases", "0.23.0.post1"], 0, "patches × releases", marks=pytest.mark.tree),
     pytest.param(["tree", "inspect", "/nonexistent-tree"], 1, "no such directory: /nonexistent-tree"),
     # explain with --model-config: one id, several ids, a typo (item 3)

@@ -14,7 +14,8 @@ import pytest
 from optkit.catalog.loader import load_catalog
 from optkit.catalog.patchfile import split_patch
 from optkit.errors import Location, OptkitError, Problem, ValidationFailed
-from optkit.versions.port import Trees, patch_name, port, worksheet_path, write_port
+from optkit.versions.port import Trees, patch_name, port
+from optkit.versions.port_write import worksheet_path, write_port
 from optkit.versions.ranges import split
 from optkit.versions.recipe_edit import Declaration, Piece, edited_text, write_checked
 

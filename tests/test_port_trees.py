@@ -16,7 +16,8 @@ from compat_support import CATALOG, pristine
 from optkit.catalog.loader import load_catalog
 from optkit.catalog.paths import project_root
 from optkit.tree.gitops import git_apply
-from optkit.versions.port import LEFT_OUT, port, write_port
+from optkit.versions.port import LEFT_OUT, port
+from optkit.versions.port_write import write_port
 from optkit.versions.probes import declared_entry
 
 pytestmark = [pytest.mark.tree]

@@ -126,7 +126,7 @@ def _schema(root, name):
 
 @pytest.mark.parametrize("tamper, recipe, reason", [
     pytest.param(_edit_number, None, "its content has digest", id="edited-number"),
-    pytest.param(_schema, None, "not a valid record: line {verdict}: recipes.sampler-greedy-bf16-fastpath.verdict[1]: "
+    pytest.param(_schema, None, "not a valid record: line {line}: recipes.sampler-greedy-bf16-fastpath.verdict[1]: "
                  "Input should be 'gain', 'no-measurable-effect' or 'regression'", id="schema"),
     pytest.param(_unknown_recipe, "no-such-recipe", "unknown recipe 'no-such-recipe'", id="unknown-recipe"),
     pytest.param(_patch_changed, MEASURED, "the recipe changed since, so the measurement is not of it", id="patch-hash"),
@@ -134,9 +134,8 @@ def _schema(root, name):
 def test_a_record_that_does_not_match_is_refused_with_the_reason(root, tamper, recipe, reason):
     name = write(root, record_data(load_catalog(root)))
     name = tamper(root, name) or name
-    lines = (root / "verified" / name).read_text().splitlines()  # the tampered verdict: the line of its mapping
-    faster = next((i for i, line in enumerate(lines) if "faster" in line), len(lines))
-    reason = reason.format(verdict=max((i + 1 for i, line in enumerate(lines[:faster]) if "verdict:" in line), default=0))
+    text = (root / "verified" / name).read_text().splitlines()
+    reason = reason.replace("{line}", str(next((i for i, t in enumerate(text, 1) if "faster" in t), 0)))
     records = load_records(root, load_catalog(root))
     refusal = next(r for r in records.refused if r.recipe == recipe)
     assert reason in refusal.reason

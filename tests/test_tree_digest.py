@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from compat_support import CATALOG, scratch_tree
+from compat_support import scratch_tree, specs
 from optkit.errors import TreeError
 from optkit.tree.apply import apply, revert
 from optkit.tree.digest import pristine_digest
-from optkit.tree.patchset import catalog_specs
 
 pytestmark = pytest.mark.tree
 
@@ -22,13 +21,13 @@ def tree(tmp_path):
 
 def test_patches_and_build_outputs_do_not_change_the_digest(tree):
     clean = pristine_digest(tree)
-    apply(tree, catalog_specs(CATALOG, PATCHED))
+    apply(tree, specs(PATCHED, "0.23.0"))
     (tree / "build").mkdir()
     (tree / "build" / "x.o").write_bytes(b"\0")
     (tree / "vllm_ascend" / "vllm_ascend_C.so").write_bytes(b"\0")
     patched = pristine_digest(tree)
     assert patched.digest == clean.digest
-    assert patched.applied == [s.name for s in catalog_specs(CATALOG, PATCHED)] and clean.applied == []
+    assert patched.applied == [s.name for s in specs(PATCHED, "0.23.0")] and clean.applied == []
     revert(tree)
     assert pristine_digest(tree).digest == clean.digest
 

@@ -26,6 +26,10 @@ class LineMap:
         while path:
             if path in self.lines:
                 return self.lines[path]
+            # a mapping's keys are kept as text: pydantic names a YAML key 1 (an int) as 1, not '1'
+            as_key = (*path[:-1], str(path[-1]))
+            if isinstance(path[-1], int) and as_key in self.lines:
+                return self.lines[as_key]
             path = path[:-1]
         return self.lines.get(())
 

@@ -148,7 +148,7 @@ class Section:
     new_path: str | None
     """The file after (None: the patch deletes it)."""
     head: tuple[str, ...]
-    """The ``diff --git`` line and git's extended header lines (modes), without ---/+++."""
+    """The ``diff --git`` line and git's extended header lines (modes, index), without ---/+++."""
     hunks: tuple[Hunk, ...]
 
     @property
@@ -199,7 +199,7 @@ def split_patch(text: str) -> tuple[str, list[Section]]:
         elif plain:
             old, new = _side(line[4:]), _side(lines[i + 1][4:])
             i += 1
-        elif not line.startswith("index ") and not hunks:
+        elif not hunks:
             head.append(line)
         i += 1
     close()

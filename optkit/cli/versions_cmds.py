@@ -85,7 +85,8 @@ def port_command(recipes, target, source, every, write, date, as_json, catalogs)
     """Port RECIPES' patches from --from to --to by three-way merge: exact, offset, merged, conflict, moved, upstream,
     superseded; --write adds the refreshed patch for the new release range."""
     from optkit.catalog.loader import load_catalog
-    from optkit.versions.port import port, write_port
+    from optkit.versions.port import port
+    from optkit.versions.port_write import write_port
 
     if every == bool(recipes):
         raise click.UsageError("name the recipes to port, or --all (not both)")

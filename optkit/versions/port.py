@@ -25,16 +25,14 @@ applies exactly), ``write`` (the refreshed patch set goes to a new release entry
 the entry covering ``--to`` on which the refreshed set applies exactly, next to ``--to``; see
 ``optkit.versions.recipe_edit``), ``needs-hand`` (a patch does not carry over, or the catalog lacks
 what a write needs), ``left-out`` (the entry's status leaves nothing to port). Computing the port
-never writes anything; ``write_port`` does, for ``write`` actions and worksheets.
+never writes anything; ``optkit.versions.port_write.write_port`` does, for ``write`` actions and worksheets.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import re
 import shutil
-import subprocess
 import tempfile
 import textwrap
 from dataclasses import asdict, dataclass, field
@@ -43,12 +41,12 @@ from pathlib import Path
 from packaging.version import Version
 
 from optkit.catalog.loader import Catalog
-from optkit.catalog.patchfile import Hunk, Section, patch_paths, split_patch
+from optkit.catalog.patchfile import patch_paths, split_patch
 from optkit.catalog.schema import Recipe, ReleaseRange
 from optkit.errors import InternalError, OptkitError, UnknownName
 from optkit.tree.gitops import git_apply
-from optkit.versions.compat import PATCH_TIMEOUT, Base, gnu_patch, merge_file, patched_base
-from optkit.versions.moved import find_move
+from optkit.versions.compat import Base, gnu_patch, patched_base
+from optkit.versions.port_file import FilePort, new_hunks, port_file
 from optkit.versions.probes import declared_entry, in_range, recipe_on_tree
 from optkit.versions.ranges import covered, split
 
@@ -56,26 +54,6 @@ LEFT_OUT = ("upstream", "superseded", "broken", "absent")
 FILE_ORDER = ("exact", "offset", "merged", "conflict", "moved", "missing")
 """Worst last; a file outcome not listed here counts as the one it maps to in ``_RANK``."""
 _RANK = {"created": "exact", "upstream": "conflict"}
-CONFLICT_DIR = "port-conflicts"
-
-
-@dataclass(frozen=True)
-class FilePort:
-    """One file of a patch on the ``--to`` release."""
-
-    path: str
-    outcome: str
-    """exact, offset, created, merged, conflict, moved, missing or upstream."""
-    conflicts: int = 0
-    moved_to: str = ""
-    merges_clean: bool = False
-    """For moved: the three-way merge against ``moved_to`` is clean."""
-    why: str = ""
-
-    @property
-    def carries(self) -> bool:
-        """Whether the file's change is known on the release (so a refreshed patch can be written)."""
-        return self.outcome in ("exact", "offset", "created", "merged") or (self.outcome == "moved" and self.merges_clean)
 
 
 @dataclass(frozen=True)
@@ -238,7 +216,7 @@ def port_patch(catalog: Catalog, recipe: Recipe, file: str, base: Base, tree: Pa
     target, source = releases
     data = catalog.patch_path(recipe.id, file).read_bytes()
     preamble, sections = split_patch(data.decode("utf-8", "surrogateescape"))
-    results = [_port_file(s, base, tree, (target, source, f"{source}+patch"), scratch) for s in sections]
+    results = [port_file(s, base, tree, (target, source, f"{source}+patch"), scratch) for s in sections]
     files = tuple(r.file for r in results)
     outcome, why = _patch_outcome(files, tree, data, left_out, target)
     refreshed, fresh_hunks, worksheet = "", (), ""
@@ -246,7 +224,7 @@ def port_patch(catalog: Catalog, recipe: Recipe, file: str, base: Base, tree: Pa
     if outcome not in LEFT_OUT and all(f.carries for f in files) and not body:
         outcome, why = "upstream", "the three-way merge leaves the release as it is: it already has the change"
     elif outcome not in LEFT_OUT and all(f.carries for f in files):
-        fresh_hunks = _new_hunks(body, sections, results)
+        fresh_hunks = new_hunks(body, sections, results)
         refreshed = _with_date(preamble, date) + body
     elif outcome not in LEFT_OUT:
         worksheet = "".join(r.worksheet for r in results)
@@ -262,186 +240,6 @@ def _patch_outcome(files: tuple[FilePort, ...], tree: Path, data: bytes, left_ou
     worst = max(files, key=lambda f: FILE_ORDER.index(_RANK.get(f.outcome, f.outcome)))
     outcome = _RANK.get(worst.outcome, worst.outcome)
     return outcome, "; ".join(f"{f.path}: {f.why}" for f in files if f.why)
-
-
-# --------------------------------------------------------------------------- one file
-
-
-@dataclass(frozen=True)
-class _FileResult:
-    file: FilePort
-    diff: str = ""
-    worksheet: str = ""
-
-
-def _port_file(section: Section, base: Base, tree: Path, labels: tuple[str, str, str], scratch: Path) -> _FileResult:
-    rel = section.path
-    if section.old_path is None:
-        return _created(section, base, tree, labels[0])
-    if not (tree / rel).is_file():
-        return _moved(section, base, tree, labels, scratch)
-    patch = section.text().encode("utf-8", "surrogateescape")
-    exact = gnu_patch(tree, patch, fuzz=0)
-    if exact.returncode and gnu_patch(tree, patch, fuzz=0, reverse=True).returncode == 0:
-        return _FileResult(FilePort(rel, "upstream", why="the release already has this file's change"))
-    before, after, eol = _merge_inputs(section, base, tree / rel, scratch)
-    conflicts, merged = merge_file(tree / rel, before, after, labels)
-    if conflicts:
-        why = (f"{conflicts} conflict(s) in the three-way merge" +
-               (" although the hunks apply: the code next to them changed" if exact.returncode == 0 else "") + eol)
-        return _FileResult(FilePort(rel, "conflict", conflicts, why=why),
-                           worksheet=_regions(rel, merged, labels, section))
-    if exact.returncode == 0:
-        offsets = re.findall(r"Hunk #\d+ succeeded at \d+ \(offset (-?\d+) lines?\)", exact.stdout)
-        outcome, why = ("offset", f"{len(offsets)} hunk(s) at moved lines") if offsets else ("exact", "")
-    else:
-        outcome, why = "merged", "the hunks need their context refreshed; the three-way merge is clean" + eol
-    diff = unified_diff(rel, (tree / rel).read_bytes(), merged if section.new_path else None, section.head)
-    return _FileResult(FilePort(rel, outcome, why=why), diff)
-
-
-def _merge_inputs(section: Section, base: Base, theirs: Path, scratch: Path) -> tuple[Path, Path, str]:
-    """(base file, patched base file, words) for the merge onto ``theirs``. When the release changed
-    the file's line ends (CRLF ↔ LF), both are converted to the release's first, so the merge sees
-    the code, not the line ends."""
-    rel = section.path
-    before = base.before / rel
-    after = base.after / rel if section.new_path else _empty(scratch)
-    old_crlf, new_crlf = _crlf(before.read_bytes()), _crlf(theirs.read_bytes())
-    if old_crlf == new_crlf:
-        return before, after, ""
-    converted = []
-    for name, path in (("before", before), ("after", after)):
-        data = path.read_bytes().replace(b"\r\n", b"\n")
-        out = scratch / "eol" / name / rel
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(data.replace(b"\n", b"\r\n") if new_crlf else data)
-        converted.append(out)
-    words = "CRLF to LF" if old_crlf else "LF to CRLF"
-    return converted[0], converted[1], f" (the release changed the file's line ends from {words}; merged on its line ends)"
-
-
-def _crlf(data: bytes) -> bool:
-    return data.count(b"\r\n") * 2 > data.count(b"\n")
-
-
-def _created(section: Section, base: Base, tree: Path, target: str) -> _FileResult:
-    rel = section.path
-    content = (base.after / rel).read_bytes()
-    if (tree / rel).is_file():
-        if (tree / rel).read_bytes() == content:
-            return _FileResult(FilePort(rel, "upstream", why=f"{target} already has this file, as the patch creates it"))
-        return _FileResult(FilePort(rel, "conflict", 1, why=f"the patch creates it, but {target} has a file of that name"),
-                           worksheet=f"=== {rel}: the patch creates this file, but {target} has one of that name\n")
-    return _FileResult(FilePort(rel, "created"), unified_diff(rel, None, content, section.head))
-
-
-def _moved(section: Section, base: Base, tree: Path, labels: tuple[str, str, str], scratch: Path) -> _FileResult:
-    rel = section.path
-    base_text = (base.before / rel).read_text(encoding="utf-8", errors="replace")
-    move = find_move(rel, base_text, list(section.hunks), tree)
-    lost = _hunks_text(section)
-    if not move.destination:
-        why = f"not in {labels[0]}, and the code its hunks change was not found there"
-        return _FileResult(FilePort(rel, "missing", why=why),
-                           worksheet=f"=== {rel}: not in {labels[0]}; its hunks, as written for {labels[1]}:\n{lost}")
-    dest = move.destination
-    before, after, _ = _merge_inputs(section, base, tree / dest, scratch)
-    conflicts, merged = merge_file(tree / dest, before, after, labels)
-    merge_words = "the three-way merge against it is clean" if not conflicts else f"merging into it: {conflicts} conflict(s)"
-    why = f"not in {labels[0]}; moved to {dest} (by what the hunks touch: {move.words()}); {merge_words}"
-    result = FilePort(rel, "moved", conflicts, dest, not conflicts, why)
-    if conflicts:
-        return _FileResult(result, worksheet=(f"=== {rel}: not in {labels[0]}; its code moved to {dest}\n"
-                                              f"# {move.words()}\n# its hunks, as written for {labels[1]}:\n{lost}"))
-    head = (f"diff --git a/{dest} b/{dest}",)
-    return _FileResult(result, unified_diff(dest, (tree / dest).read_bytes(), merged, head))
-
-
-def _empty(scratch: Path) -> Path:
-    scratch.mkdir(parents=True, exist_ok=True)
-    path = scratch / "empty"
-    path.write_bytes(b"")
-    return path
-
-
-MAX_REGION = 200
-"""A conflict region longer than this (lines) means the file was rewritten around the change: the
-worksheet then gives the old hunks instead of the region."""
-
-
-def _regions(rel: str, merged: bytes, labels: tuple[str, str, str], section: Section, context: int = 3) -> str:
-    """The diff3 conflict regions of a merged file, with ``context`` lines around each."""
-    lines = merged.decode("utf-8", "surrogateescape").splitlines()
-    starts = [i for i, line in enumerate(lines) if line.startswith("<<<<<<< ")]
-    out = [f"=== {rel}: {len(starts)} conflict region(s); <<<<<<< {labels[0]} | ||||||| {labels[1]} | "
-           f"======= | >>>>>>> {labels[2]}\n"]
-    for start in starts:
-        end = next(i for i in range(start, len(lines)) if lines[i].startswith(">>>>>>> "))
-        first, last = max(start - context, 0), min(end + context, len(lines) - 1)
-        if end - start > MAX_REGION:
-            out.append(f"@@ merged lines {start + 1}-{end + 1}: one region of {end - start + 1} lines, the file was "
-                       f"rewritten around the change; its hunks, as written for {labels[1]}: @@\n" + _hunks_text(section))
-            continue
-        out.append(f"@@ merged lines {first + 1}-{last + 1} @@\n")
-        out += [f"{line}\n" for line in lines[first:last + 1]]
-    return "".join(out)
-
-
-def _hunks_text(section: Section) -> str:
-    return "".join(f"{h.header}\n" + "".join(f"{line}\n" for line in h.lines) for h in section.hunks)
-
-
-# --------------------------------------------------------------------------- the refreshed patch
-
-
-_GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "LC_ALL": "C"}
-
-
-def unified_diff(rel: str, old: bytes | None, new: bytes | None, head: tuple[str, ...]) -> str:
-    """The section of a patch that turns ``old`` into ``new`` (None: no file), as git writes it
-    (default diff algorithm, 3 lines of context, function names in hunk headers), with the
-    ``diff --git`` and mode lines of ``head``; independent of the user's git configuration."""
-    if old == new:
-        return ""
-    with tempfile.TemporaryDirectory(prefix="optkit-diff-") as tmp:
-        sides = []
-        for side, content in (("a", old), ("b", new)):
-            if content is None:
-                sides.append(os.devnull)
-                continue
-            path = Path(tmp) / side / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(content)
-            sides.append(f"{side}/{rel}")
-        cmd = ["git", "-c", "core.attributesFile=" + os.devnull, "-c", "diff.noprefix=false", "diff", "--no-index",
-               "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--diff-algorithm=myers",
-               "--indent-heuristic", "--inter-hunk-context=0", "-U3", "--no-prefix", *sides]
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "XDG_"))}, **_GIT_ENV, "HOME": tmp}
-        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, timeout=PATCH_TIMEOUT, env=env)
-    if proc.returncode not in (0, 1):
-        raise InternalError(f"git diff --no-index failed: {proc.stderr.decode(errors='replace').strip()}")
-    out = proc.stdout.decode("utf-8", "surrogateescape")
-    hunks = out[out.index("\n@@ ") + 1:] if "\n@@ " in out else ""
-    modes = [line for line in head[1:] if line.startswith(("new file mode", "deleted file mode"))]
-    lines = [f"diff --git a/{rel} b/{rel}", *modes,
-             f"--- {'a/' + rel if old is not None else '/dev/null'}", f"+++ {'b/' + rel if new is not None else '/dev/null'}"]
-    return "\n".join(lines) + "\n" + hunks
-
-
-def _hunk_key(path: str, hunk: Hunk) -> tuple:
-    return path, hunk.lines
-
-
-def _new_hunks(body: str, sections: list[Section], results: list[_FileResult]) -> tuple[str, ...]:
-    """Hunks of the refreshed ``body`` whose lines are not a hunk of the old patch (for the file
-    itself, or the file it moved from)."""
-    old = {_hunk_key(r.file.moved_to or s.path, h) for s, r in zip(sections, results) for h in s.hunks}
-    fresh = []
-    for section in split_patch(body)[1]:
-        fresh += [f"{section.path} {h.header}\n" + "".join(f"{line}\n" for line in h.lines)
-                  for h in section.hunks if _hunk_key(section.path, h) not in old]
-    return tuple(fresh)
 
 
 def _with_date(preamble: str, date: _dt.date) -> str:
@@ -511,9 +309,9 @@ def _already_ported(catalog: Catalog, recipe: Recipe, port: RecipePort, declared
 
 
 def _diff_part(text: str) -> str:
-    """A patch without its DEP-3 header."""
+    """A patch without its DEP-3 header and git's ``index`` lines (blob hashes say nothing of the change)."""
     preamble, sections = split_patch(text)
-    return "".join(s.text() for s in sections)
+    return "".join(line for s in sections for line in s.text().splitlines(True) if not line.startswith("index "))
 
 
 def _write_plan(catalog: Catalog, recipe: Recipe, port: RecipePort, declared: ReleaseRange, entry_f: ReleaseRange | None,
@@ -615,82 +413,3 @@ def _with_description(text: str, description: str) -> str:
     return "\n".join(lines) + "\n" + "".join(s.text() for s in sections)
 
 
-# --------------------------------------------------------------------------- writing
-
-
-def write_port(catalog: Catalog, report: PortReport) -> PortReport:
-    """Write the report into the catalog: each ``write`` action's new patch files and its recipe.yaml
-    edit (checked: a recipe that fails to load or lint afterwards is put back), the worksheets of
-    the patches of ``needs-hand`` recipes, and the removal of worksheets for ``--to`` that no
-    longer apply. ``report.written`` lists what changed."""
-    date = _dt.date.fromisoformat(report.date)
-    for rp in report.recipes:
-        folder = catalog.folders[rp.recipe]
-        if rp.action == "write":
-            report.written += [_shown(catalog, rp.recipe, p) for p in _write_recipe(catalog, rp, date)]
-        report.written += [_shown(catalog, rp.recipe, p) for p in _worksheets(folder, rp)]
-    report.written.sort()
-    return report
-
-
-def _shown(catalog: Catalog, recipe_id: str, path: Path) -> str:
-    root = catalog.origins.get(recipe_id, catalog.root / "recipes")
-    prefix = "recipes/" if recipe_id not in catalog.origins else f"{root}/"
-    return prefix + path.relative_to(root).as_posix()
-
-
-def _write_recipe(catalog: Catalog, rp: RecipePort, date: _dt.date) -> list[Path]:
-    from optkit.catalog.lint import lint
-    from optkit.catalog.loader import RECIPE_FILE, load_recipe
-    from optkit.versions.recipe_edit import Declaration, Piece, edited_text, write_checked
-
-    recipe, folder = catalog[rp.recipe], catalog.folders[rp.recipe]
-    declared = declared_entry(recipe, Version(rp.target))
-    entry_f = declared_entry(recipe, Version(rp.source))
-    index = next(i for i, e in enumerate(recipe.releases) if e is declared)
-    before, run, after = rp.split
-
-    def side(spec: str, name: str) -> Piece:
-        drop = declared.patches and rp.keeps_patches != name
-        return Piece(spec, [] if drop else None, [] if drop else None)
-
-    pieces = ([side(before, "before")] if before else []) + \
-        [Piece(run, [n.name for n in rp.new_patches], list(entry_f.adds))] + ([side(after, "after")] if after else [])
-    declarations = [Declaration(n.source, n.name, n.description, date, list(n.targets)) for n in rp.new_patches]
-    origin = catalog.origins.get(recipe.id)
-    display = f"{origin}/{recipe.id}/{RECIPE_FILE}" if origin else f"recipes/{recipe.id}/{RECIPE_FILE}"
-    text = edited_text((folder / RECIPE_FILE).read_text(encoding="utf-8"), display, index, pieces, declarations)
-    lint_root = origin if origin else catalog.root
-    known = {str(p) for p in lint(lint_root)}
-
-    def check() -> list:
-        load_recipe(folder, display)
-        return [p for p in lint(lint_root) if str(p) not in known]
-
-    return write_checked(folder, text, {n.name: n.text for n in rp.new_patches}, check)
-
-
-def worksheet_path(folder: Path, patch: str, target: str) -> Path:
-    """Where the worksheet of ``patch`` ported to ``target`` goes: beside the recipe."""
-    return folder / CONFLICT_DIR / f"{patch.removesuffix('.patch')}-{target}.conflict"
-
-
-def _worksheets(folder: Path, rp: RecipePort) -> list[Path]:
-    changed = []
-    for p in rp.patches:
-        path = worksheet_path(folder, p.patch, rp.target)
-        if rp.action == "needs-hand" and p.worksheet:
-            body = (f"# optkit port: {p.patch} of recipe {rp.recipe}, from {rp.source} onto {rp.target}: {p.outcome}.\n"
-                    f"# Finish it by hand (docs/port.md): make the change in a copy of the {rp.target} tree "
-                    f"(`optkit tree fetch {rp.target} DEST`),\n# write the patch for its release range, declare it, "
-                    "and run `optkit port` again. The regions below come from the three-way merge.\n" + p.worksheet)
-            if not path.is_file() or path.read_text(encoding="utf-8", errors="surrogateescape") != body:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(body, encoding="utf-8", errors="surrogateescape")
-                changed.append(path)
-        elif path.is_file():
-            path.unlink()
-            changed.append(path)
-            if not any(path.parent.iterdir()):
-                path.parent.rmdir()
-    return changed

@@ -3,7 +3,7 @@
 The patched modules mostly import torch_npu and vLLM internals, so they cannot be imported here.
 A helper module a patch adds (torch/stdlib only) is loaded whole with ``load_module``; single
 classes or functions of a module that cannot be imported are executed among fakes with
-``load_defs``.
+``load_defs``, single methods of a class with ``load_method``.
 """
 
 from __future__ import annotations
@@ -52,3 +52,16 @@ def load_defs(path: Path, names: list[str], namespace: dict) -> dict:
                    flags=__future__.annotations.compiler_flag, dont_inherit=True)
     exec(code, namespace)
     return namespace
+
+
+def load_method(path: Path, class_name: str, method: str, namespace: dict):
+    """The method ``class_name.method`` of ``path`` as a plain function (decorators dropped), run in ``namespace``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name)
+    func = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == method)
+    func.decorator_list = []
+    namespace = dict(namespace)
+    code = compile(ast.Module(body=[func], type_ignores=[]), str(path), "exec",
+                   flags=__future__.annotations.compiler_flag, dont_inherit=True)
+    exec(code, namespace)
+    return namespace[method]

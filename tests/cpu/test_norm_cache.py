@@ -1,9 +1,11 @@
 """norm-gemma-weight-plus-one-cache on CPU: the cached 1 + weight of the patched tree.
 
-Loads ``vllm_ascend/ops/weight_plus_one.py`` and the ``AscendGemmaRMSNorm`` class of the patched
-``ops/layernorm.py`` (on a two-line port of vLLM's ``GemmaRMSNorm.__init__`` and of
-``default_weight_loader``, weight_utils.py:1384-1398) and checks the cache against the uncached
-``1.0 + weight`` after every kind of weight write a running server sees.
+On each release the recipe has a patch for (0.23.0 and 0.30.0rc2; 0.23.0.post1's files are 0.23.0's),
+loads ``vllm_ascend/ops/weight_plus_one.py`` and the ``AscendGemmaRMSNorm`` class of the patched
+``ops/layernorm.py`` (on a two-line port of vLLM's ``GemmaRMSNorm.__init__``, the same in vLLM 0.23.0
+and 0.30.0, and on ``default_weight_loader`` taken from the paired vLLM sdist) and checks the cache
+against the uncached ``1.0 + weight`` after every kind of weight write a running server sees, and that
+the Qwen3.5 attention patch passes the cached sums.
 
 Graph capture: a captured ACL graph reads the cached tensor by address and replays without Python,
 so a refresh must write into the same storage; the tests check ``data_ptr`` is unchanged wherever
@@ -16,6 +18,7 @@ from __future__ import annotations
 import gc
 import weakref
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -24,18 +27,24 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from torch import nn  # noqa: E402
 
-from patched_tree import load_defs, load_module, patched_tree  # noqa: E402
+from patched_tree import load_defs, load_method, load_module, patched_tree  # noqa: E402  (puts tests/ on sys.path)
+
+from optkit.tree.fetch import fetch  # noqa: E402
+from optkit.versions.releases import load_release  # noqa: E402
 
 pytestmark = [pytest.mark.tree]
 
 RECIPE = "norm-gemma-weight-plus-one-cache"
 HELPER = "vllm_ascend/ops/weight_plus_one.py"
 LAYERNORM = "vllm_ascend/ops/layernorm.py"
+PATCH_QWEN3_5 = "vllm_ascend/patch/worker/patch_qwen3_5.py"
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+VERSIONS = ["0.23.0", "0.30.0rc2"]
 
 
 class GemmaRMSNormPort(nn.Module):
-    """vLLM 0.23.0 GemmaRMSNorm.__init__ (layers/layernorm.py:147-154), without CustomOp dispatch."""
+    """vLLM GemmaRMSNorm.__init__ (0.23.0 layers/layernorm.py:147-154, 0.30.0 :142-149), without CustomOp
+    dispatch."""
 
     def __init__(self, hidden_size: int, eps: float = 1e-6) -> None:
         super().__init__()
@@ -43,15 +52,23 @@ class GemmaRMSNormPort(nn.Module):
         self.variance_epsilon = eps
 
 
-def default_weight_loader_port(param: torch.Tensor, loaded_weight: torch.Tensor) -> None:
-    """vLLM 0.23.0 default_weight_loader: a copy through param.data, which leaves _version alone."""
-    assert param.size() == loaded_weight.size()
-    param.data.copy_(loaded_weight)
+@pytest.fixture(scope="module", params=VERSIONS)
+def version(request) -> str:
+    return request.param
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory) -> Path:
-    return patched_tree(tmp_path_factory.mktemp("norm-cache"), [RECIPE])
+def tree(tmp_path_factory, version) -> Path:
+    return patched_tree(tmp_path_factory.mktemp("norm-cache"), [RECIPE], version)
+
+
+@pytest.fixture(scope="module")
+def default_weight_loader(version):
+    """vLLM's default_weight_loader from the sdist ``version`` pairs with: a copy through param.data,
+    which leaves _version alone (0.23.0 model_loader/weight_utils.py:1384-1398, 0.30.0 :1244-1258)."""
+    vllm = fetch(load_release(version).vllm.value, package="vllm").path
+    return load_defs(vllm / "vllm/model_executor/model_loader/weight_utils.py", ["default_weight_loader"],
+                     {"torch": torch})["default_weight_loader"]
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +77,8 @@ def cache(tree):
 
 
 @pytest.fixture(scope="module")
-def norm_cls(tree, cache):
-    fakes = {"torch": torch, "GemmaRMSNorm": GemmaRMSNormPort, "default_weight_loader": default_weight_loader_port,
+def norm_cls(tree, cache, default_weight_loader):
+    fakes = {"torch": torch, "GemmaRMSNorm": GemmaRMSNormPort, "default_weight_loader": default_weight_loader,
              "get_weight_plus_one": cache.get_weight_plus_one, "refresh_weight_plus_one": cache.refresh_weight_plus_one}
     return load_defs(tree / LAYERNORM, ["AscendGemmaRMSNorm"], fakes)["AscendGemmaRMSNorm"]
 
@@ -225,3 +242,37 @@ def test_dynamo_tracing_bypasses_the_cache(norm_cls, monkeypatch):
 def test_norm_weight_carries_the_refreshing_loader(norm_cls):
     norm = norm_cls(4)
     assert norm.weight.weight_loader == norm._weight_loader
+
+
+class _Reached(Exception):
+    """Raised by the fused q/k norm + rope stand-in: the test has what it needs."""
+
+
+def test_qwen3_5_attention_passes_the_cached_sums(tree, norm_cls):
+    """The patched AscendQwen3NextAttention.forward hands triton_split_qkv_rmsnorm_mrope the norms' cached
+    1 + weight (the same tensors, not fresh sums) on its multimodal-rope branch."""
+    seen = {}
+
+    def fused(**kwargs):
+        seen.update(kwargs)
+        raise _Reached
+
+    fake_torch = SimpleNamespace(ops=SimpleNamespace(vllm=SimpleNamespace(triton_split_qkv_rmsnorm_mrope=fused)))
+    namespace = {"torch": fake_torch}
+    source = (tree / PATCH_QWEN3_5).read_text(encoding="utf-8")
+    if "def _uses_multimodal_rope" in source:  # 0.30: the branch is taken for Qwen3.5 with mrope_section
+        namespace |= load_defs(tree / PATCH_QWEN3_5, ["_uses_multimodal_rope"], namespace)
+    forward = load_method(tree / PATCH_QWEN3_5, "AscendQwen3NextAttention", "forward", namespace)
+    q_norm, k_norm = (make_norm(norm_cls, torch.randn(8, generator=torch.Generator().manual_seed(s))) for s in (1, 2))
+    qkv = torch.zeros(3, 8)
+    attention = SimpleNamespace(
+        qkv_proj=lambda hidden: (qkv, None), config=SimpleNamespace(model_type="qwen3_5_moe", rms_norm_eps=1e-6),
+        rotary_emb=SimpleNamespace(cos_sin_cache=torch.zeros(16, 8), mrope_section=[2, 1, 1], mrope_interleaved=True,
+                                   rotary_dim=8),
+        q_norm=q_norm, k_norm=k_norm, num_heads=1, num_kv_heads=1, head_dim=8, attn_output_gate=True)
+    positions = torch.zeros(3, 3, dtype=torch.int64)
+    with pytest.raises(_Reached):
+        forward(attention, positions=positions, hidden_states=qkv, output=torch.empty(3, 8))
+    for name, norm in (("q_weight", q_norm), ("k_weight", k_norm)):
+        assert torch.equal(seen[name], 1.0 + norm.weight.detach()), name
+        assert seen[name] is plus_one(norm), f"{name} is not the cached tensor"

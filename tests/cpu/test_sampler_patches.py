@@ -29,7 +29,6 @@ proposer glue, ACL graph capture.
 
 from __future__ import annotations
 
-import ast
 import enum
 import itertools
 import logging
@@ -46,7 +45,7 @@ np = pytest.importorskip("numpy")
 from hypothesis import event, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from patched_tree import load_defs, load_module, patched_tree  # noqa: E402  (puts tests/ on sys.path)
+from patched_tree import load_defs, load_method, load_module, patched_tree  # noqa: E402  (puts tests/ on sys.path)
 
 from compat_support import pristine  # noqa: E402
 from optkit.tree.fetch import fetch  # noqa: E402
@@ -94,17 +93,6 @@ def up(version):
 
 # ---------------------------------------------------------------------------------------------
 # vLLM's and the pristine tree's own code, loaded among fakes
-
-
-def load_method(path: Path, class_name: str, method: str, namespace: dict):
-    """One method of a class in ``path`` as a plain function (decorators dropped)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name)
-    func = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == method)
-    func.decorator_list = []
-    namespace = dict(namespace)
-    exec(compile(ast.Module(body=[func], type_ignores=[]), str(path), "exec"), namespace)
-    return namespace[method]
 
 
 class PluggableLayer(torch.nn.Module):

@@ -47,7 +47,7 @@ from optkit.cli.main import cli
 from optkit.errors import InternalError
 from optkit.tree.patchset import from_bundle
 from optkit.resolve.plan import load_workspace, plan
-from optkit.resolve.request import Request
+from optkit.resolve.request_record import parse_request
 
 ROOT = project_root()
 FLAGSHIP = {"model": "qwen3.5-35b", "target": "910c", "mtp": True}
@@ -61,7 +61,7 @@ CI = os.environ.get("CI") == "true"
 
 def write(dest: Path, root: Path | None = None, k8s=False, **fields) -> Path:
     workspace = load_workspace(root)
-    write_bundle(plan(Request(**{**FLAGSHIP, **fields}), workspace), workspace, dest, k8s=k8s)
+    write_bundle(plan(parse_request({**FLAGSHIP, **fields}), workspace), workspace, dest, k8s=k8s)
     return dest
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -128,18 +129,22 @@ def test_internal_error_asks_for_a_report(monkeypatch):
 
 
 HEAVY = ["torch", "vllm", "vllm_ascend", "networkx", "numpy"]
-LATER_STAGES = ["optkit.resolve", "optkit.bundle", "optkit.tree", "rich", "pydantic.main", "yaml"]
+LATER_STAGES = ["optkit.resolve", "optkit.bundle", "optkit.tree", "rich", "pydantic", "yaml"]
 VALIDATORS = ["optkit.catalog.schema.Recipe", "optkit.catalog.kernels.KernelSpec",
               "optkit.resolve.profiles.ModelProfile", "optkit.resolve.profiles.Target"]
 
 
 @pytest.mark.parametrize("args, unwanted", [
-    pytest.param(["plan", "qwen3.5-35b", "--mtp"], HEAVY + ["optkit.bundle", "optkit.tree"], id="plan"),
+    pytest.param(["plan", "qwen3.5-35b", "--mtp"], HEAVY + ["optkit.bundle", "optkit.tree", "pydantic", "yaml", "rich",
+                                                           "packaging.specifiers", "optkit.resolve.request",
+                                                           "optkit.resolve.profiles", "optkit.cli.catalog_cmds",
+                                                           "optkit.cli.tree_cmds", "optkit.cli.bundle_cmds"],
+                 id="plan"),
     pytest.param(["--help"], HEAVY + LATER_STAGES + ["optkit.catalog", "packaging"], id="help"),
-    pytest.param(["status", "--tree", "{tree}"], HEAVY + ["optkit.resolve", "optkit.bundle", "rich", "pydantic.main",
+    pytest.param(["status", "--tree", "{tree}"], HEAVY + ["optkit.resolve", "optkit.bundle", "rich", "pydantic",
                                                           "yaml", "optkit.catalog.loader"], id="status"),
-    pytest.param(["recipes"], HEAVY + ["optkit.resolve", "optkit.bundle", "optkit.tree", "packaging.specifiers"],
-                 id="recipes"),
+    pytest.param(["recipes"], HEAVY + ["optkit.resolve", "optkit.bundle", "optkit.tree", "packaging.specifiers",
+                                       "pydantic", "yaml", "rich", "optkit.catalog.schema"], id="recipes"),
 ])
 def test_a_command_imports_only_what_it_needs(args, unwanted, tmp_path):
     """Run in a fresh process with a warm catalog cache: nor does it build a catalog validator."""
@@ -163,6 +168,17 @@ def test_a_command_imports_only_what_it_needs(args, unwanted, tmp_path):
     for _ in range(2):  # the first run fills the catalog cache
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
     assert "UNWANTED [] BUILT []" in out
+
+
+def test_every_command_is_registered_with_its_module():
+    """The lazy registry (optkit.cli.main.COMMAND_MODULES) names each command module's COMMANDS, all of them."""
+    from importlib import import_module
+
+    from optkit.cli.main import COMMAND_MODULES
+
+    modules = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "optkit" / "cli").glob("*_cmds.py"))
+    defined = {command.name: module for module in modules for command in import_module(f"optkit.cli.{module}").COMMANDS}
+    assert COMMAND_MODULES == defined
 
 
 @pytest.mark.parametrize("text, expected", [

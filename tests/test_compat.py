@@ -63,11 +63,11 @@ def test_pristine_tree_is_the_real_release():
 def _flagship_bundle(tmp_path_factory):
     from optkit.bundle.writer import write_bundle
     from optkit.resolve.plan import load_workspace, plan
-    from optkit.resolve.request import Request
+    from optkit.resolve.request_record import parse_request
 
     workspace = load_workspace()
     out = tmp_path_factory.mktemp("flagship") / "bundle"
-    write_bundle(plan(Request(model="qwen3.5-35b", target="910c", mtp=True), workspace), workspace, out)
+    write_bundle(plan(parse_request({"model": "qwen3.5-35b", "target": "910c", "mtp": True}), workspace), workspace, out)
     return out
 
 
@@ -146,12 +146,12 @@ def test_every_scenario_plan_applies_as_a_whole(tmp_path, request_fields):
 
     from compat_support import CATALOG
     from optkit.resolve.plan import load_workspace, plan
-    from optkit.resolve.request import Request
+    from optkit.resolve.request_record import parse_request
 
     fields = dict(request_fields)
     if "model_config" in fields:
         fields["model_config"] = str(Path(__file__).resolve().parent.parent / fields["model_config"])
-    result = plan(Request.model_validate(fields), load_workspace())
+    result = plan(parse_request(fields), load_workspace())
     version = str(result.facts["versions.vllm_ascend"])
     if version not in RELEASES:
         pytest.skip(f"the suite applies patches to {', '.join(RELEASES)} only")

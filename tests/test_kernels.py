@@ -13,7 +13,8 @@ import pytest
 from optkit.catalog.loader import load_catalog
 from optkit.catalog.paths import project_root
 from optkit.errors import ValidationFailed
-from optkit.catalog.kernels import kernel_ready, lint_kernels, load_kernel, load_kernels
+from optkit.catalog.kernel_catalog import kernel_ready, load_kernels
+from optkit.catalog.kernels import lint_kernels, load_kernel
 
 ROOT = project_root()
 SHIPPED = load_kernels(ROOT)

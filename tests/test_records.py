@@ -158,3 +158,24 @@ def test_show_and_the_bundle_name_the_measurement(root):
     lock = yaml.safe_load(files["optkit.lock.json"])
     assert lock["recipes"][MEASURED]["verification"] == "hardware-verified"
     assert "**Verification:** hardware-verified (measured on 910C" in files["README.md"].decode()
+
+
+def test_a_warm_plan_reads_the_records_without_pydantic(root, tmp_path):
+    """The records' files are validated once; warm, the cache gives them frozen (and the plan uses them)."""
+    import os
+    import subprocess
+    import sys
+
+    write(root, record_data(load_catalog(root)))
+    code = ("import sys\nfrom pathlib import Path\nfrom optkit.resolve.plan import load_workspace, plan\n"
+            "from optkit.resolve.request_record import parse_request\n"
+            f"ws = load_workspace(Path({str(root)!r}))\n"
+            f"result = plan(parse_request({REQUEST!r}), ws)\n"
+            f"print(result.resolution.decisions[{MEASURED!r}].benefit.per_concurrency[1],\n"
+            "      sorted(m for m in sys.modules if m == 'pydantic' or m.startswith('pydantic.')))")
+    env = dict(os.environ, OPTKIT_CACHE_DIR=str(tmp_path / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+            for _ in range(2)]
+    assert runs[0].startswith("1.2 [") and runs[0] != "1.2 []\n"  # cold: validated with pydantic
+    assert runs[1] == "1.2 []\n"

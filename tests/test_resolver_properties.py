@@ -11,13 +11,14 @@ from optkit.catalog.loader import Catalog
 from optkit.errors import PlanImpossible
 from optkit.resolve.facts import compute_facts
 from optkit.resolve.plan import load_workspace
-from optkit.resolve.request import Request
+from optkit.resolve.request_record import parse_request
 from optkit.versions.onrelease import declared_verdicts
-from optkit.resolve.resolver import _SOFT, Status, _Classifier, _holds, resolve
-from optkit.catalog.schema import Recipe
+from optkit.resolve.resolver import _SOFT, Status, _Classifier, _holds, resolve, version_ranges
+from optkit.catalog.frozen import freeze
+from optkit.catalog.schema import RECORDS, Recipe
 
 WS = load_workspace()
-FACTS = compute_facts(Request(model="qwen3.5-35b", mtp=True), WS.models["qwen3.5-35b-a3b"], WS.targets["910c"])
+FACTS = compute_facts(parse_request({"model": "qwen3.5-35b", "mtp": True}), WS.models["qwen3.5-35b-a3b"], WS.targets["910c"])
 TRUE, FALSE = "parallel.tp == 2", "parallel.tp == 4"
 BASE = {
     "title": "random recipe", "summary": "a random recipe for property tests", "kind": "config",
@@ -25,6 +26,11 @@ BASE = {
                    "upstream": {"status": "new", "evidence": "none"}},
     "verification": {"level": "declared", "needs_npu": True},
 }
+
+
+def recipe(data: dict):
+    """A recipe as the loader gives it: validated, then frozen into a record."""
+    return freeze(Recipe.model_validate(data), RECORDS)
 
 
 UPSTREAM = {"versions": ">=0.23", "status": "upstream", "msg": "already there",
@@ -57,7 +63,7 @@ def catalogs(draw):
             data["implied_by"] = TRUE
         data["requires"] = [l for l in data["requires"] if l["recipe"] != rid]
         data["conflicts"] = [l for l in data["conflicts"] if l["recipe"] != rid]
-        recipes[rid] = Recipe.model_validate(data)
+        recipes[rid] = recipe(data)
     with_ids = draw(st.lists(st.sampled_from(ids), max_size=2, unique=True))
     without_ids = [r for r in draw(st.lists(st.sampled_from(ids), max_size=1, unique=True)) if r not in with_ids]
     return Catalog(Path("."), recipes), with_ids, without_ids
@@ -73,7 +79,7 @@ def brute_force(catalog, with_ids, without_ids):
     for r in catalog:
         if r.implied_by and r.id not in forced and _holds(r.implied_by, FACTS):
             forced[r.id] = "implied"
-    classify = _Classifier(FACTS, set(without_ids), forced, _no_baseline,
+    classify = _Classifier(FACTS, set(without_ids), forced, _no_baseline, version_ranges(catalog, FACTS),
                            verdicts=declared_verdicts(catalog, FACTS["versions.vllm_ascend"]))
     d = {r.id: classify(r) for r in catalog}
     upstream = {rid for rid, x in d.items() if x.status is Status.upstream}
@@ -118,7 +124,7 @@ def test_plan_is_valid_and_optimal(case):
 
 def test_upstream_requirement_is_met_without_selecting():
     base = dict(BASE, versions={"vllm_ascend": ">=0.23"})
-    a = Recipe.model_validate(dict(base, id="a", requires=[{"recipe": "b", "msg": "needs b"}]))
-    b = Recipe.model_validate(dict(base, id="b", releases=[UPSTREAM]))
+    a = recipe(dict(base, id="a", requires=[{"recipe": "b", "msg": "needs b"}]))
+    b = recipe(dict(base, id="b", releases=[UPSTREAM]))
     result = resolve(Catalog(Path("."), {"a": a, "b": b}), FACTS, [], [], _no_baseline)
     assert result.selected == ["a"] and result.upstream == ["b"]

@@ -10,7 +10,7 @@ import yaml
 from optkit.errors import OptkitError
 from optkit.resolve.plan import load_workspace, plan
 from optkit.resolve.report import facts_data
-from optkit.resolve.request import Request
+from optkit.resolve.request_record import RequestRecord, parse_request
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = sorted((ROOT / "tests" / "cases").glob("*.yaml"))
@@ -19,7 +19,7 @@ KNOWN_KEYS = {"facts", "status", "reason_contains", "facts_in_reason", "launch",
               "speculative_config_empty", "error_contains", "notes_contain", "env"}
 
 
-def load_case(path: Path) -> tuple[Request, dict]:
+def load_case(path: Path) -> tuple[dict, dict]:
     case = yaml.safe_load(path.read_text(encoding="utf-8"))
     request = dict(case["request"])
     if "model_config" in request:
@@ -34,11 +34,11 @@ def test_scenario(path):
     request, expect = load_case(path)
     if "error_contains" in expect:
         with pytest.raises(OptkitError) as info:
-            plan(Request.model_validate(request), WORKSPACE)
+            plan(parse_request(request), WORKSPACE)
         for fragment in expect["error_contains"]:
             assert fragment in str(info.value), str(info.value)
         return
-    result = plan(Request.model_validate(request), WORKSPACE)
+    result = plan(parse_request(request), WORKSPACE)
     decisions = result.resolution.decisions
     facts = facts_data(result)
     for name, value in expect.get("facts", {}).items():
@@ -65,7 +65,7 @@ def test_scenario(path):
 
 def _invariants(result) -> None:
     """What holds for every plan: selected recipes' preconditions hold, links are respected."""
-    from optkit.catalog.schema import compiled
+    from optkit.catalog.conditions import compiled
 
     chosen = set(result.selected) | set(result.resolution.upstream)
     for rid in result.selected:
@@ -81,7 +81,7 @@ def _invariants(result) -> None:
 
 
 def test_every_recipe_ends_somewhere_with_a_reason():
-    result = plan(Request(model="qwen3.5-35b", mtp=True), WORKSPACE)
+    result = plan(parse_request({"model": "qwen3.5-35b", "mtp": True}), WORKSPACE)
     assert set(result.resolution.decisions) == set(WORKSPACE.catalog.recipes)
     assert all(d.reason for d in result.resolution.decisions.values())
 
@@ -89,6 +89,7 @@ def test_every_recipe_ends_somewhere_with_a_reason():
 def test_plan_is_deterministic():
     from optkit.resolve.report import plan_data
 
-    first = plan_data(plan(Request(model="qwen3.5-35b", mtp=True), WORKSPACE))
-    second = plan_data(plan(Request(model="qwen3.5-35b", mtp=True), load_workspace()))
+    request: RequestRecord = parse_request({"model": "qwen3.5-35b", "mtp": True})
+    first = plan_data(plan(request, WORKSPACE))
+    second = plan_data(plan(request, load_workspace()))
     assert first == second

@@ -266,7 +266,8 @@ def tree_knobs(root: Path):
     """The knob registry of the tree at ``root`` (``optkit.versions.knobs``, read with ``ast``)."""
     from optkit.versions.scan import registry_data
     from optkit.versions.knobs import scan_knobs
-    from optkit.versions.schema import Knobs
+    from optkit.catalog.frozen import freeze
+    from optkit.versions.schema import RECORDS, Knobs
 
     if not (root / "vllm_ascend" / "envs.py").is_file():
         raise BundleError([f"{root / 'vllm_ascend' / 'envs.py'}: no such file; is this a vllm-ascend tree?"])
@@ -274,7 +275,7 @@ def tree_knobs(root: Path):
         found = scan_knobs(root)
     except (SyntaxError, ValueError) as exc:  # a source file that is not Python (ValueError: a NUL byte)
         raise BundleError([f"{root}: {exc}; a patch or an edit broke the tree's Python"]) from None
-    return Knobs.model_validate(registry_data(found))
+    return freeze(Knobs.model_validate(registry_data(found)), RECORDS)
 
 
 @contextmanager

@@ -16,7 +16,7 @@ import json
 import shlex
 from typing import Any
 
-from optkit.catalog.schema import Recipe
+from optkit.catalog.recipe_records import RecipeRecord
 from optkit.resolve.plan import Plan, Workspace
 
 DEFAULT_PORT = "8000"
@@ -55,7 +55,7 @@ class Launch:
     def __init__(self, plan: Plan, workspace: Workspace):
         self.plan = plan
         self.catalog = workspace.catalog
-        self.recipes: list[Recipe] = [workspace.catalog[rid] for rid in plan.selected]
+        self.recipes: list[RecipeRecord] = [workspace.catalog[rid] for rid in plan.selected]
         self.model_default = plan.model.hf_id
         self.served_name = plan.model.id
         self.speculative, self.speculative_sources = speculative_config(plan)

@@ -14,11 +14,11 @@ from typing import Any
 from optkit import __version__
 from optkit.bundle import BundleWriteError
 from optkit.bundle.launch import Launch
+from optkit.catalog.recipe_records import RecipeRecord
 from optkit.catalog.records import effective_level
-from optkit.catalog.schema import Recipe
 from optkit.resolve.plan import Plan, Workspace
 from optkit.resolve.report import facts_data, plan_data
-from optkit.resolve.request import Request
+from optkit.resolve.request_record import RequestRecord, parse_request
 from optkit.tree.patchset import LOCK_VERSION, checked, lock_json
 from optkit.tree.schema import Lock
 
@@ -69,7 +69,7 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s=None) -> 
         "lock_version": LOCK_VERSION,
         "optkit": {"version": __version__, "catalog_sha256": catalog_sha256(root), "profiles_sha256": profiles_sha256(root),
                    "catalogs": catalogs_data(workspace.catalog)},
-        "request": plan.request.model_dump(by_alias=True, mode="json"),
+        "request": plan.request.dump(mode="json", by_alias=True),
         "facts": facts_data(plan),
         "selected": list(plan.selected),
         "recipes": {r.id: _recipe_entry(r, workspace, plan.verdicts.get(r.id)) for r in launch.recipes},
@@ -94,7 +94,7 @@ def _bundle_options(plan: Plan, k8s) -> dict[str, Any]:
     return options
 
 
-def _recipe_entry(recipe: Recipe, workspace: Workspace, verdict) -> dict[str, Any]:
+def _recipe_entry(recipe: RecipeRecord, workspace: Workspace, verdict) -> dict[str, Any]:
     """The recipe as the lock records it: the catalog it came from, as ``versions.vllm_ascend`` the
     range its patch set was written for (what ``optkit apply`` checks the tree against), its
     effective verification level and the records that measured it."""
@@ -149,7 +149,7 @@ def lock_catalogs(lock_path: Path) -> list[Path]:
     return [Path(entry["path"]) for entry in entries]
 
 
-def request_from_lock(lock_path: Path, workspace: Workspace) -> tuple[Request, dict]:
+def request_from_lock(lock_path: Path, workspace: Workspace) -> tuple[RequestRecord, dict]:
     """The Request a lock was written for, refused if the catalog (shipped, or a ``--catalog``
     folder it names) changed since, else the bundle would differ; also the lock's ``bundle`` options."""
     lock = _read_plan_lock(lock_path)
@@ -163,10 +163,10 @@ def request_from_lock(lock_path: Path, workspace: Workspace) -> tuple[Request, d
                 f"the {what} changed since the lock was written ({key} {then} in the lock, {now} now); "
                 "the same bundle cannot be reproduced: check out the catalog the lock was made with, "
                 "or plan again without --from-lock")
-    from pydantic import ValidationError
+    from pydantic_core import ValidationError
 
     try:
-        request = Request.model_validate(lock["request"])
+        request = parse_request(lock["request"])
     except (KeyError, ValidationError) as exc:
         raise BundleWriteError(f"{lock_path}: request: {exc}") from None
     return request, lock.get("bundle", {})

@@ -12,7 +12,9 @@ from typing import Any
 from optkit import __version__
 from optkit.bundle.launch import Launch
 from optkit.bundle.lock import pending_names
-from optkit.catalog.schema import Recipe, Verification, compiled
+from optkit.catalog.conditions import compiled
+from optkit.catalog.enums import Verification
+from optkit.catalog.recipe_records import RecipeRecord
 from optkit.resolve.plan import Plan, Workspace
 from optkit.resolve.report import plan_data
 
@@ -26,7 +28,7 @@ def _gain_applies(gain, plan: Plan) -> tuple[bool, str]:
 
 
 def _gain_data(gain) -> dict[str, Any]:
-    return gain.model_dump(mode="json", exclude_none=True)
+    return gain.dump(mode="json", exclude_none=True)
 
 
 def expected_data(plan: Plan, workspace: Workspace) -> dict[str, Any]:
@@ -66,7 +68,7 @@ def readme_data(launch: Launch, lock: dict) -> dict[str, Any]:
     }
 
 
-def _recipe_data(plan: Plan, recipe: Recipe, lock: dict) -> dict[str, Any]:
+def _recipe_data(plan: Plan, recipe: RecipeRecord, lock: dict) -> dict[str, Any]:
     decision = plan.resolution.decisions[recipe.id]
     entry = lock["recipes"][recipe.id]
     return {

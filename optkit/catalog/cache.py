@@ -1,19 +1,22 @@
 """The compiled catalog cache: what a loader validated last time, if nothing it depends on changed.
 
 Parsing and validating every YAML file costs more than planning from them, so a loader stores
-its result (validated models and line maps, pickled) in ``cache_dir()/catalog/<name>.pickle``
-and uses it again while its key still matches. The key is a sha256 of the bytes and relative
-path of every file under the loader's folder, of optkit's own validating code, and of the
-versions of Python, pydantic, PyYAML and packaging: an edited, added or removed file, or another
-optkit, never meets an old entry (file times play no part).
+its result (records of what it validated, ``optkit.catalog.frozen``, and line maps, pickled) in
+``cache_dir()/catalog/<name>.pickle`` and uses it again while its key still matches; a warm load
+therefore imports neither pydantic nor YAML. The key is a sha256 of the bytes and relative path
+of every file under the loader's folder, of optkit's own validating code, and of Python's version
+and the installed files of pydantic, pydantic-core, PyYAML and packaging (their names, sizes and
+modification times, read without importing them): an edited, added or removed data file, another
+optkit or another library version never meets an old entry (data file times play no part).
 
 An entry is trusted only if it is whole and was written by optkit with this cache's secret (an
 HMAC-SHA256 over key and payload; the secret is a random file beside the entries, readable by its
-owner only), and it is unpickled by a loader that can build optkit's data classes (pydantic
-models, enums, dataclasses) and dates, nothing else. Whatever is wrong with the cache (missing,
-stale, corrupt, truncated, foreign, unreadable, unwritable) the loader validates the files as if
-there were none: the cache is never needed for correctness, and since only a successful load is
-stored, errors always come from validating the files themselves.
+owner only), and it is unpickled by a loader that can build optkit's records, enums and
+dataclasses, dates, plain containers and the validator functions registered with
+``schema_function``, nothing else. Whatever is wrong with the cache (missing, stale, corrupt,
+truncated, foreign, unreadable, unwritable) the loader validates the files as if there were none:
+the cache is never needed for correctness, and since only a successful load is stored, errors
+always come from validating the files themselves.
 """
 
 from __future__ import annotations
@@ -32,44 +35,59 @@ from typing import Callable, TypeVar
 from optkit.catalog.paths import cache_dir
 
 T = TypeVar("T")
-MAGIC = b"optkit catalog cache 1\n"
+F = TypeVar("F", bound=Callable)
+MAGIC = b"optkit catalog cache 2\n"
 _DIGEST = 32  # bytes of a sha256 key and of its HMAC
 _DATES = {"date", "datetime", "time", "timedelta", "timezone"}
+_CONTAINERS = {"list": list, "dict": dict, "tuple": tuple, "set": set, "frozenset": frozenset}  # default factories
+_LIBRARIES = ("pydantic", "pydantic_core", "yaml", "packaging")  # what validates, besides optkit
 _PACKAGE = Path(__file__).resolve().parent.parent  # optkit/
+_SCHEMA_FUNCTIONS: set = set()
 
 
-def cached(name: str, folder: Path, build: Callable[[], T], code: tuple[str, ...] = ()) -> T:
+def schema_function(function: F) -> F:
+    """Register a validator function (or callable validator class) that a cached pydantic-core
+    schema may refer to (by name)."""
+    _SCHEMA_FUNCTIONS.add(function)
+    return function
+
+
+def cached(name: str, folder: Path | None, build: Callable[[], T], code: tuple[str, ...] = (),
+           inputs: bytes = b"") -> T:
     """``build()``, or the value it returned before for the same files under ``folder``.
 
     ``name`` is the entry (one per loader; a new key replaces the old value). ``code`` names
     further optkit source files (relative to the package) that ``build`` validates with, besides
-    ``optkit/catalog/``. Exceptions of ``build`` propagate, and nothing is stored.
+    ``optkit/catalog/``; ``inputs`` is whatever else ``build`` reads (the key covers its bytes);
+    with no ``folder`` the key is the code and the inputs alone. Exceptions of ``build``
+    propagate, and nothing is stored.
     """
     try:
-        key = folder_key(folder, code)
+        key = folder_key(folder, code, inputs)
     except OSError:  # an unreadable file: validating reports it
         return build()
     found = _read(name, key)
     if found is not None:
         return found
     value = build()
-    if _unchanged(folder, code, key):  # else the value may mix old and new files: do not store it
+    if _unchanged(folder, code, inputs, key):  # else the value may mix old and new files: do not store it
         _write(name, key, value)
     return value
 
 
-def _unchanged(folder: Path, code: tuple[str, ...], key: bytes) -> bool:
+def _unchanged(folder: Path | None, code: tuple[str, ...], inputs: bytes, key: bytes) -> bool:
     try:
-        return folder_key(folder, code) == key
+        return folder_key(folder, code, inputs) == key
     except OSError:
         return False
 
 
-def folder_key(folder: Path, code: tuple[str, ...] = ()) -> bytes:
-    """sha256 of every file under ``folder`` (relative path and bytes; a symlink by its target,
-    since the loaders refuse symlinks) and of the code fingerprint."""
+def folder_key(folder: Path | None, code: tuple[str, ...] = (), inputs: bytes = b"") -> bytes:
+    """sha256 of the code fingerprint, ``inputs``, and every file under ``folder`` (relative path and
+    bytes; a symlink by its target, since the loaders refuse symlinks)."""
     digest = hashlib.sha256(_fingerprint(code))
-    for path in _files(folder):
+    digest.update(hashlib.sha256(inputs).digest())
+    for path in _files(folder) if folder is not None else ():
         rel = path.relative_to(folder).as_posix()
         if path.is_symlink():
             digest.update(f"{rel}\0symlink\0{os.readlink(path)}\0".encode(errors="surrogateescape"))
@@ -94,18 +112,39 @@ def _files(folder: Path) -> list[Path]:
 @lru_cache(maxsize=None)
 def _fingerprint(code: tuple[str, ...]) -> bytes:
     """What, besides the files, decides a loader's result: optkit's validating code and its libraries."""
-    import packaging
-    import pydantic.version
-    import yaml
+    digest = hashlib.sha256(_common_fingerprint())
+    _add_sources(digest, [_PACKAGE / name for name in code])
+    return digest.digest()
 
-    versions = (sys.version, pydantic.version.VERSION, yaml.__version__, yaml.__with_libyaml__,
-                packaging.__version__)
-    digest = hashlib.sha256(repr(versions).encode())
+
+@lru_cache(maxsize=None)
+def _common_fingerprint() -> bytes:
+    """The part every entry shares: the libraries, ``optkit/catalog/``, the package face."""
+    digest = hashlib.sha256(_libraries())
     sources = sorted((_PACKAGE / "catalog").glob("*.py")) + [_PACKAGE / "__init__.py", _PACKAGE / "errors.py"]
-    for path in sources + [_PACKAGE / name for name in code]:
+    _add_sources(digest, sources)
+    return digest.digest()
+
+
+def _add_sources(digest, paths: list[Path]) -> None:
+    for path in paths:
         digest.update(f"{path.relative_to(_PACKAGE).as_posix()}\0".encode())
         digest.update(path.read_bytes())
-    return digest.digest()
+
+
+@lru_cache(maxsize=None)
+def _libraries() -> bytes:
+    """Python's version and the installed files of the libraries that validate (importing none)."""
+    from importlib.util import find_spec
+
+    found = [sys.version]
+    for name in _LIBRARIES:
+        spec = find_spec(name)
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            with os.scandir(folder) as entries:
+                files = sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in entries if e.is_file())
+            found.append((name, files))
+    return repr(found).encode()
 
 
 # --------------------------------------------------------------------------- entries
@@ -175,14 +214,17 @@ def _secret(create: bool) -> bytes | None:
 
 
 class _DataOnly(pickle.Unpickler):
-    """Builds optkit's data classes and dates, and refuses any other global (functions, os, …)."""
+    """Builds optkit's records and data classes, dates, containers and registered validator
+    functions, and refuses any other global (other functions, os, …)."""
 
     def find_class(self, module: str, name: str):
         if module == "datetime" and name in _DATES:
             return getattr(datetime, name)
+        if module == "builtins" and name in _CONTAINERS:
+            return _CONTAINERS[name]
         if module.startswith("optkit.") and module in sys.modules:
             found = getattr(sys.modules[module], name, None)
-            if isinstance(found, type) and _is_data_class(found):
+            if (isinstance(found, type) and _is_data_class(found)) or _is_schema_function(found):
                 return found
         raise pickle.UnpicklingError(f"the catalog cache may not build {module}.{name}")
 
@@ -191,9 +233,16 @@ def _is_data_class(cls: type) -> bool:
     import dataclasses
     import enum
 
-    from pydantic import BaseModel
+    from optkit.catalog.frozen import Record, Shape
 
-    return issubclass(cls, (BaseModel, enum.Enum)) or dataclasses.is_dataclass(cls)
+    return issubclass(cls, (Record, Shape, enum.Enum)) or dataclasses.is_dataclass(cls)
+
+
+def _is_schema_function(found) -> bool:
+    try:
+        return found in _SCHEMA_FUNCTIONS
+    except TypeError:  # unhashable: not a function
+        return False
 
 
 def _unpickle(payload: bytes):

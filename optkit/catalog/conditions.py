@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable, Mapping
 
 from packaging.version import Version
@@ -401,3 +402,9 @@ def compile_condition(text: str, facts: Mapping[str, FactSpec] = FACTS) -> Condi
     if not isinstance(text, str):
         raise ConditionError(repr(text), "a condition must be a string")
     return Condition(text, _Parser(text, facts).parse())
+
+
+@lru_cache(maxsize=None)
+def compiled(text: str) -> Condition:
+    """The compiled form of a condition (cached: recipes share many conditions)."""
+    return compile_condition(text)

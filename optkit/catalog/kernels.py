@@ -3,26 +3,31 @@
 A kernel spec says what a kernel recipe changes in vllm-ascend's ``csrc/`` (op dirs, the
 ``build_aclnn.sh`` op list, ``AddConfig`` lines, the torch binding), how it is built, what a
 rebuild touches, where the op source comes from, and which CPU reference checks its numerics.
-``kernel_ready`` says whether the source is really here; ``lint_kernels`` audits all specs
-against the catalog (the lint pass calls it). Nothing here needs a tree, CANN or an NPU.
+``load_kernel`` validates one file into a record; loading them all (through the catalog cache)
+and ``kernel_ready``, which says whether the source is really here, are in
+``optkit.catalog.kernel_catalog``; ``lint_kernels`` audits all specs against the catalog (the
+lint pass calls it). Nothing here needs a tree, CANN or an NPU.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from optkit.catalog.loader import Catalog, load_entries, parse_model
+from optkit.catalog.enums import VERIFICATION_ORDER, Verification
+from optkit.catalog.frozen import freeze
+from optkit.catalog.kernel_catalog import KERNEL_FILE, Kernels, kernel_ready, load_kernels
+from optkit.catalog.linemap import LineMap
+from optkit.catalog.loader import Catalog, parse_model
 from optkit.catalog.patchfile import parse_dep3, patch_paths
-from optkit.catalog.schema import VERIFICATION_ORDER, RecipeId, Verification
-from optkit.catalog.yamlio import LineMap, load_yaml
-from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
+from optkit.catalog.recipe_records import KernelSpecRecord
+from optkit.catalog.schema import RecipeId
+from optkit.catalog.yamlio import load_yaml
+from optkit.errors import Problem, ValidationFailed, did_you_mean
 
-KERNEL_FILE = "kernel.yaml"
 DEP3_FIELDS = ("Description", "Origin", "Forwarded", "Last-Update", "Recipe")
 
 # Family names as build_aclnn.sh matches them, with the full name to use instead. setup.py's
@@ -57,7 +62,7 @@ RelPath = Annotated[str, AfterValidator(_check_relative)]
 
 
 class _Strict(BaseModel):
-    # defer_build: validators are built on first validation, which a warm catalog cache never needs
+    # defer_build: a model's validator is built when it first validates, so importing is cheap
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
@@ -207,50 +212,21 @@ class KernelSpec(_Strict):
         return status
 
 
+RECORDS = {KernelSpec: KernelSpecRecord}  # what freeze() makes of each model; the others become plain records
+
+
 # --------------------------------------------------------------------------- loading
 
 
-@dataclass
-class Kernels:
-    """All kernel specs, by id (sorted), with the folder and line map each came from."""
-
-    root: Path
-    specs: dict[str, KernelSpec] = field(default_factory=dict)
-    folders: dict[str, Path] = field(default_factory=dict)
-    lines: dict[str, LineMap] = field(default_factory=dict)
-
-    def location(self, kernel_id: str, path: tuple = ()) -> Location:
-        return self.lines[kernel_id].location(path)
-
-
-def load_kernel(folder: Path, display: str | None = None) -> tuple[KernelSpec, LineMap]:
-    """Load one ``kernel.yaml``; its ``id`` must equal its folder name."""
+def load_kernel(folder: Path, display: str | None = None) -> tuple[KernelSpecRecord, LineMap]:
+    """Validate one ``kernel.yaml`` (its ``id`` must equal its folder name); the spec as a record."""
     data, lines = load_yaml(folder / KERNEL_FILE, display or f"kernels/{folder.name}/{KERNEL_FILE}")
-    spec = parse_model(KernelSpec, data, lines)
+    spec = freeze(parse_model(KernelSpec, data, lines), RECORDS)
     if spec.id != folder.name:
         raise ValidationFailed([Problem(lines.location(("id",)),
                                         f"id {spec.id!r} differs from its folder name {folder.name!r}",
                                         "rename one of them")])
     return spec, lines
-
-
-def load_kernels(root: Path) -> Kernels:
-    """Every spec under ``root/kernels``; all problems of all files are reported together."""
-    specs, folders, lines = load_entries(root, "kernels", KERNEL_FILE, load_kernel)
-    return Kernels(root, specs, folders, lines)
-
-
-def kernel_ready(spec: KernelSpec, root: Path) -> tuple[bool, list[str]]:
-    """Whether every source of ``spec`` is present under the project ``root``, and if not, why not."""
-    reasons = []
-    reasons += [f"{path} is not in this repo (the source is external)" for path in spec.source.missing]
-    for name in spec.patches:
-        if not (root / "kernels" / spec.id / name).is_file():
-            reasons.append(f"kernels/{spec.id}/{name} is missing")
-    for path in spec.source.recipe_patches:
-        if not (root / path).is_file():
-            reasons.append(f"{path} is missing (a patch of recipe {spec.recipe})")
-    return not reasons, reasons
 
 
 # --------------------------------------------------------------------------- lint
@@ -288,7 +264,7 @@ def _target_soc_versions(root: Path) -> set[str]:
     return socs
 
 
-def _recipe_link(kernels: Kernels, kid: str, spec: KernelSpec, catalog: Catalog) -> list[Problem]:
+def _recipe_link(kernels: Kernels, kid: str, spec: KernelSpecRecord, catalog: Catalog) -> list[Problem]:
     where = kernels.location(kid, ("recipe",))
     if spec.recipe not in catalog:
         return [Problem(where, f"unknown recipe {spec.recipe!r}", did_you_mean(spec.recipe, catalog.recipes))]
@@ -297,7 +273,7 @@ def _recipe_link(kernels: Kernels, kid: str, spec: KernelSpec, catalog: Catalog)
     return []
 
 
-def _readiness(kernels: Kernels, kid: str, spec: KernelSpec, catalog: Catalog) -> list[Problem]:
+def _readiness(kernels: Kernels, kid: str, spec: KernelSpecRecord, catalog: Catalog) -> list[Problem]:
     ready, reasons = kernel_ready(spec, kernels.root)
     where = kernels.location(kid, ("status",))
     if spec.status == "ready" and not ready:
@@ -312,7 +288,7 @@ def _readiness(kernels: Kernels, kid: str, spec: KernelSpec, catalog: Catalog) -
     return []
 
 
-def _patch_files(kernels: Kernels, kid: str, spec: KernelSpec) -> list[Problem]:
+def _patch_files(kernels: Kernels, kid: str, spec: KernelSpecRecord) -> list[Problem]:
     folder = kernels.folders[kid]
     out = [Problem(kernels.location(kid, ("patches",)), f"{stray} is in the folder but not declared")
            for stray in sorted(p.name for p in folder.glob("*.patch") if p.name not in spec.patches)]
@@ -334,7 +310,7 @@ def _patch_files(kernels: Kernels, kid: str, spec: KernelSpec) -> list[Problem]:
     return out
 
 
-def _declared_targets(spec: KernelSpec) -> tuple[str, ...]:
+def _declared_targets(spec: KernelSpecRecord) -> tuple[str, ...]:
     prefixes = [op.dir.rstrip("/") + "/" for op in spec.csrc_ops]
     if spec.torch_binding:
         binding = spec.torch_binding
@@ -342,7 +318,7 @@ def _declared_targets(spec: KernelSpec) -> tuple[str, ...]:
     return tuple(prefixes)
 
 
-def _references(kernels: Kernels, kid: str, spec: KernelSpec) -> list[Problem]:
+def _references(kernels: Kernels, kid: str, spec: KernelSpecRecord) -> list[Problem]:
     # References live in tests/, which only a source checkout has (an installed wheel ships none).
     if spec.reference is None or not (kernels.root / "tests").is_dir():
         return []

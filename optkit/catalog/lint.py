@@ -15,8 +15,10 @@ from pathlib import Path
 from optkit.catalog.loader import Catalog, load_catalog
 from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
 from optkit.catalog.factspec import FACTS
+from optkit.catalog.conditions import compiled
+from optkit.catalog.enums import VERIFICATION_ORDER, Verification
 from optkit.catalog.patchfile import path_problem, patch_paths
-from optkit.catalog.schema import VERIFICATION_ORDER, Recipe, Verification, compiled
+from optkit.catalog.recipe_records import RecipeRecord
 
 _TEMPLATE = re.compile(r"\$\{([^}]*)\}")
 PROFILE_NAME_FACTS = ("model.id", "model.family")
@@ -84,7 +86,7 @@ def _templates(catalog: Catalog) -> list[Problem]:
     return out
 
 
-def conditions(recipe: Recipe):
+def conditions(recipe: RecipeRecord):
     """``(field path, condition text)`` of every condition in ``recipe``."""
     if recipe.implied_by:
         yield ("implied_by",), recipe.implied_by
@@ -126,7 +128,7 @@ def _patches(catalog: Catalog) -> list[Problem]:
     return out
 
 
-def _touched(catalog: Catalog, recipe: Recipe, index: int) -> list[Problem]:
+def _touched(catalog: Catalog, recipe: RecipeRecord, index: int) -> list[Problem]:
     """The files the diff touches must be the declared targets, each inside the tree."""
     patch = recipe.patches[index]
     text = catalog.patch_path(recipe.id, patch.file).read_bytes().decode("utf-8", "surrogateescape")
@@ -185,7 +187,7 @@ def _flatten(prefix: str, value, out: dict) -> None:
         out[prefix] = value
 
 
-def _settings_of(recipe: Recipe) -> dict:
+def _settings_of(recipe: RecipeRecord) -> dict:
     flat: dict = {}
     for field in ("additional_config", "compilation_config", "speculative_config"):
         _flatten(field, getattr(recipe, field), flat)

@@ -1,8 +1,10 @@
 """Load the recipe catalog: ``recipes/<id>/recipe.yaml`` (+ patches beside it).
 
 The loader is the one place where pydantic's ``ValidationError`` becomes located problems
-(``file:line: field.path: message (did you mean …?)``). Cross-recipe checks (unknown ids,
-cycles, missing patch files) are the lint pass's job (``optkit.catalog.lint``).
+(``file:line: field.path: message (did you mean …?)``). What it validated is frozen into records
+(``optkit.catalog.frozen``) and kept in the catalog cache, so a warm load imports neither pydantic
+nor the schema nor YAML. Cross-recipe checks (unknown ids, cycles, missing patch files) are the
+lint pass's job (``optkit.catalog.lint``).
 """
 
 from __future__ import annotations
@@ -10,15 +12,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from pydantic import BaseModel, ValidationError
+from typing import TYPE_CHECKING, Any
 
 from optkit.catalog.cache import cached
+from optkit.catalog.linemap import LineMap
 from optkit.catalog.paths import project_root
+from optkit.catalog.recipe_records import RecipeRecord
 from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
-from optkit.catalog.schema import Recipe
-from optkit.catalog.yamlio import LineMap, load_yaml
+
+if TYPE_CHECKING:  # validation, on a cache miss only, imports pydantic
+    from pydantic import BaseModel, ValidationError
 
 RECIPE_FILE = "recipe.yaml"
 
@@ -28,13 +31,13 @@ class Catalog:
     """All recipes, by id (sorted), with the folder each came from."""
 
     root: Path
-    recipes: dict[str, Recipe] = field(default_factory=dict)
+    recipes: dict[str, RecipeRecord] = field(default_factory=dict)
     folders: dict[str, Path] = field(default_factory=dict)
     lines: dict[str, LineMap] = field(default_factory=dict)
     origins: dict[str, Path] = field(default_factory=dict)  # recipe id → the --catalog folder it came from
     extra: list[Path] = field(default_factory=list)  # the --catalog folders, in the order given
 
-    def __getitem__(self, recipe_id: str) -> Recipe:
+    def __getitem__(self, recipe_id: str) -> RecipeRecord:
         return self.recipes[recipe_id]
 
     def __contains__(self, recipe_id: str) -> bool:
@@ -89,6 +92,8 @@ def _json_type(value: Any) -> str:
 
 def _field_names(model: type[BaseModel], path: tuple) -> list[str]:
     """Field names of the (nested) model at ``path``, for did-you-mean."""
+    from pydantic import BaseModel
+
     current: Any = model
     for part in path:
         if isinstance(part, int) or not isinstance(current, type) or not issubclass(current, BaseModel):
@@ -103,6 +108,8 @@ def _field_names(model: type[BaseModel], path: tuple) -> list[str]:
 
 
 def _inner_model(annotation: Any) -> Any:
+    from pydantic import BaseModel
+
     for arg in getattr(annotation, "__args__", ()) or ():
         found = _inner_model(arg)
         if isinstance(found, type) and issubclass(found, BaseModel):
@@ -110,20 +117,32 @@ def _inner_model(annotation: Any) -> Any:
     return annotation
 
 
-def parse_model(model: type[BaseModel], data: Any, lines: LineMap) -> BaseModel:
-    """Validate ``data`` as ``model``; problems are located through ``lines``."""
+def expect_mapping(data: Any, lines: LineMap) -> None:
+    """A document's top level must be a mapping of fields; else one problem at its start."""
     if not isinstance(data, dict):
         raise ValidationFailed([Problem(lines.location(()), "expected a mapping of fields at the top level")])
+
+
+def parse_model(model: type[BaseModel], data: Any, lines: LineMap) -> BaseModel:
+    """Validate ``data`` as ``model``; problems are located through ``lines``."""
+    from pydantic import ValidationError
+
+    expect_mapping(data, lines)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise ValidationFailed(validation_problems(exc, lines, model)) from None
 
 
-def load_recipe(folder: Path, display: str) -> tuple[Recipe, LineMap]:
-    """Load one ``recipe.yaml``; its ``id`` must equal its folder name, its patches be files in the folder."""
+def load_recipe(folder: Path, display: str) -> tuple[RecipeRecord, LineMap]:
+    """Validate one ``recipe.yaml`` (its ``id`` must equal its folder name, its patches be files in
+    the folder); the recipe as a record."""
+    from optkit.catalog.frozen import freeze
+    from optkit.catalog.schema import RECORDS, Recipe
+    from optkit.catalog.yamlio import load_yaml
+
     data, lines = load_yaml(folder / RECIPE_FILE, display)
-    recipe = parse_model(Recipe, data, lines)
+    recipe = freeze(parse_model(Recipe, data, lines), RECORDS)
     if recipe.id != folder.name:
         raise ValidationFailed([Problem(lines.location(("id",)),
                                         f"id {recipe.id!r} differs from its folder name {folder.name!r}",

@@ -6,8 +6,9 @@ recipe the TPOT change its ladder step made at each concurrency (with the noise 
 verdict and the sha256 of the recipe's patches then), plus the sha256 of every raw ``vllm bench
 serve`` result file. A record's file name is the first 16 hex digits of the sha256 of its content
 (``record_digest``), so an edited record no longer matches its name. It is written as indented JSON
-(which is YAML: the ``.yaml`` files read either way), because JSON parses fast enough for every
-``optkit plan`` to check every record.
+(which is YAML: the ``.yaml`` files read either way), because JSON parses fast. The schema is
+``optkit.catalog.record_schema`` (pydantic, imported to validate a file); what the files hold is
+kept frozen in the catalog cache, so a plan reads the records without pydantic.
 
 ``load_records`` checks each record against the catalog: a record that fails its schema or its
 digest is refused whole; an entry for a recipe the catalog does not have, or whose patches are not
@@ -23,88 +24,42 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from optkit.catalog.schema import RecipeId, Verification
+from optkit.catalog.cache import cached
+from optkit.catalog.enums import Verification
 
 RECORD_VERSION = 1
 RECORDS_DIR = "verified"
 NAME_DIGITS = 16
-Verdict = Literal["gain", "no-measurable-effect", "regression"]
+_SCHEMA = ("Record", "RecordHost", "RecordRelease", "RecordWorkload", "RecipeMeasurement", "Verdict")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+def __getattr__(name: str) -> Any:
+    """The record schema (``optkit.catalog.record_schema``, pydantic), imported when asked for:
+    planning reads frozen records from the catalog cache."""
+    if name in _SCHEMA:
+        from optkit.catalog import record_schema
+
+        return getattr(record_schema, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class RecordHost(_Strict):
-    npu: str = Field(description="NPU name as `npu-smi info` prints it (e.g. '910C', 'Ascend910').")
-    target: str = Field(description="The optkit target whose npu-smi name pattern matches it (e.g. '910c').")
-    driver: Optional[str] = Field(None, description="NPU driver version (npu-smi / driver version.info).")
-    cann: Optional[str] = Field(None, description="CANN toolkit version (ascend_toolkit_install.info).")
-    packages: dict[str, str] = Field(default_factory=dict, description="Versions of vllm, vllm_ascend, torch and "
-                                     "torch_npu in the Python that served.")
-
-
-class RecordRelease(_Strict):
-    vllm_ascend: str = Field(description="vllm-ascend version of the tree that served.")
-    vllm: str = Field(description="vLLM version the plan was made for.")
-
-
-class RecordWorkload(_Strict):
-    concurrency: list[int] = Field(min_length=1, description="Concurrencies measured (vllm bench serve --max-concurrency).")
-    input_len: int = Field(ge=1, description="Random dataset input length.")
-    output_len: int = Field(ge=1, description="Random dataset output length.")
-    mtp: bool = Field(description="MTP speculative decoding on.")
-    num_speculative_tokens: int = Field(ge=0, description="k (0 without MTP).")
-    sampling: Literal["greedy", "sampled"] = Field(description="Sampling of the benchmark requests.")
-    min_tokens: bool = Field(description="Requests set min_tokens.")
-    dataset: Literal["random"] = Field("random", description="vllm bench serve dataset.")
-
-
-class RecipeMeasurement(_Strict):
-    step: str = Field(description="The ladder step that measured it.")
-    together_with: list[RecipeId] = Field(default_factory=list, description="Recipes the same step added (they "
-                                          "require each other); the change is theirs together.")
-    patches: dict[str, str] = Field(default_factory=dict, description="The recipe's patch files and their sha256 "
-                                    "when measured.")
-    tpot_delta_ms: dict[int, float] = Field(description="Mean TPOT change per concurrency, ms (negative = faster).")
-    noise_ms: dict[int, float] = Field(description="Noise estimate of that change (one standard error), ms.")
-    verdict: dict[int, Verdict] = Field(description="gain, no-measurable-effect or regression, per concurrency.")
-    reference_tpot_ms: dict[int, float] = Field(description="Mean TPOT of the step it was compared with, ms.")
-    repeats: int = Field(ge=1, description="Repeats (server starts) behind each mean.")
-
-
-class Record(_Strict):
-    """One ladder run on an NPU host, as data."""
-
-    record_version: Literal[1] = Field(description="Format version of this record.")
-    target: str = Field(description="Target id of the plan (targets/).")
-    model: str = Field(description="Model id of the plan (models/).")
-    release: RecordRelease = Field(description="Versions that served.")
-    tree_digest: str = Field(pattern=r"^[0-9a-f]{64}$", description="Pristine digest of the vllm-ascend tree.")
-    host: RecordHost = Field(description="The NPU host.")
-    workload: RecordWorkload = Field(description="The benchmark workload.")
-    ladder: Literal["incremental", "leave-one-out"] = Field(description="How the steps were formed.")
-    accuracy_gate: Literal["passed"] = Field(description="The ladder's accuracy gate result (only passed runs are "
-                                             "recorded).")
-    recipes: dict[RecipeId, RecipeMeasurement] = Field(min_length=1, description="Per recipe, what its step changed.")
-    results: dict[str, str] = Field(min_length=1, description="Raw vllm bench serve result files (relative to the "
-                                    "ladder's results/) and their sha256.")
-
-
-def record_digest(record: Record) -> str:
-    """sha256 of the record's canonical JSON: its name is the first NAME_DIGITS hex digits."""
-    text = json.dumps(record.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def record_digest(record) -> str:
+    """sha256 of the record's canonical JSON (a validated ``Record`` or its frozen form): its name
+    is the first NAME_DIGITS hex digits."""
+    text = json.dumps(_dump(record), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def record_file(record: Record) -> tuple[str, str]:
+def _dump(record) -> dict:
+    return record.model_dump(mode="json") if hasattr(record, "model_dump") else record.dump(mode="json")
+
+
+def record_file(record) -> tuple[str, str]:
     """The file name (``<digest>.yaml``) and text of a record: indented JSON, which is YAML too and
     parses fast (see ``_read_fast``); the digest in the name covers the content, so do not edit it."""
-    text = json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    text = json.dumps(_dump(record), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     return f"{record_digest(record)[:NAME_DIGITS]}.yaml", text
 
 
@@ -113,8 +68,8 @@ class Entry:
     """An accepted measurement of one recipe, with the record it comes from."""
 
     name: str
-    record: Record
-    measurement: RecipeMeasurement
+    record: Any  # a frozen record_schema.Record
+    measurement: Any  # its frozen RecipeMeasurement of the recipe
 
     @property
     def label(self) -> str:
@@ -150,13 +105,17 @@ class Records:
 
 
 def load_records(root: Path, catalog) -> Records:
-    """Every ``verified/*.yaml`` under ``root``, checked against ``catalog`` (see the module docstring)."""
+    """Every ``verified/*.yaml`` under ``root``, checked against ``catalog`` (see the module docstring).
+
+    What the files hold (each record validated and frozen, or the reason it is refused) is kept in
+    the catalog cache, keyed by the folder's content; the checks against the catalog run every time.
+    """
     records = Records()
     folder = root / RECORDS_DIR
+    if not (folder.is_dir() and any(folder.glob("*.yaml"))):
+        return records
     hashes: dict[str, dict[str, str]] = {}  # each recipe's patches are hashed once, however many records
-    for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
-        display = f"{RECORDS_DIR}/{path.name}"
-        record, why = _read(path, display)
+    for name, display, record, why in cached(RECORDS_DIR, folder, lambda: _read_all(folder)):
         if record is None:
             records.refused.append(Refusal(display, None, why))
             continue
@@ -165,19 +124,33 @@ def load_records(root: Path, catalog) -> Records:
             if why:
                 records.refused.append(Refusal(display, rid, why))
             else:
-                records.entries.setdefault(rid, []).append(Entry(path.stem, record, measurement))
+                records.entries.setdefault(rid, []).append(Entry(name, record, measurement))
     return records
 
 
-def _read(path: Path, display: str) -> tuple[Record | None, str]:
+def _read_all(folder: Path) -> list[tuple[str, str, Any, str]]:
+    """(name, display path, the record frozen or None, why not) of every record file in ``folder``."""
+    from optkit.catalog.frozen import freeze
+
+    found = []
+    for path in sorted(folder.glob("*.yaml")):
+        display = f"{RECORDS_DIR}/{path.name}"
+        record, why = _read(path, display)
+        found.append((path.stem, display, None if record is None else freeze(record, {}), why))
+    return found
+
+
+def _read(path: Path, display: str) -> tuple[Any, str]:
     record = _read_fast(path)
     return (record, "") if record is not None else _read_located(path, display)
 
 
-def _read_fast(path: Path) -> Record | None:
+def _read_fast(path: Path):
     """A record as ``record_file`` writes it: JSON (which YAML reads too), parsed ~40× faster than
     YAML so that records cost planning little; None when it is anything else, or invalid."""
     from pydantic import ValidationError
+
+    from optkit.catalog.record_schema import Record
 
     try:
         record = Record.model_validate(json.loads(path.read_text(encoding="utf-8")))
@@ -186,9 +159,10 @@ def _read_fast(path: Path) -> Record | None:
     return record if path.stem == record_digest(record)[:NAME_DIGITS] else None
 
 
-def _read_located(path: Path, display: str) -> tuple[Record | None, str]:
+def _read_located(path: Path, display: str) -> tuple[Any, str]:
     """Any other record, as YAML with line numbers: the refusal says where and why."""
     from optkit.catalog.loader import parse_model
+    from optkit.catalog.record_schema import Record
     from optkit.catalog.yamlio import load_yaml
     from optkit.errors import ValidationFailed
 
@@ -207,7 +181,7 @@ def _read_located(path: Path, display: str) -> tuple[Record | None, str]:
     return record, ""
 
 
-def entry_problem(catalog, recipe_id: str, measurement: RecipeMeasurement, cache: dict | None = None) -> str:
+def entry_problem(catalog, recipe_id: str, measurement, cache: dict | None = None) -> str:
     """Why a measurement of ``recipe_id`` does not describe the catalog's recipe (empty: it does);
     ``cache`` keeps the recipes' patch hashes between calls."""
     from optkit.errors import did_you_mean
@@ -241,5 +215,5 @@ def effective_level(recipe, records: Records | None) -> Verification:
     return recipe.verification.level
 
 
-__all__ = ["Record", "Records", "Entry", "Refusal", "load_records", "record_digest", "record_file", "effective_level",
+__all__ = ["Records", "Entry", "Refusal", "load_records", "record_digest", "record_file", "effective_level",
            "entry_problem", "patch_hashes", "RECORDS_DIR", "NAME_DIGITS"]

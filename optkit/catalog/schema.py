@@ -11,21 +11,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from enum import Enum
-from functools import lru_cache
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from optkit.catalog.conditions import Condition, compile_condition
+from optkit.catalog.conditions import compiled
+from optkit.catalog.enums import VERIFICATION_ORDER, Kind, UpstreamStatus, Verification  # noqa: F401 - re-exported
 from optkit.catalog.patchfile import path_problem
+from optkit.catalog.recipe_records import GainBehaviour, GainRecord, RecipeBehaviour, RecipeRecord
 from optkit.errors import ConditionError
-
-
-@lru_cache(maxsize=None)
-def compiled(text: str) -> Condition:
-    """The compiled form of a condition (cached: recipes share many conditions)."""
-    return compile_condition(text)
 
 
 def _check_condition(text: str) -> str:
@@ -70,39 +64,8 @@ _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
 class _Strict(BaseModel):
-    # defer_build: validators are built on first validation, which a warm catalog cache never needs
+    # defer_build: a model's validator is built when it first validates, so importing is cheap
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-
-class Kind(str, Enum):
-    """What a recipe changes."""
-
-    config = "config"  # additional_config / vLLM config keys only
-    env = "env"  # environment variables only
-    source_patch = "source-patch"  # patches to the vllm-ascend tree
-    kernel = "kernel"  # AscendC op changes + op-package rebuild
-    compile = "compile"  # compilation / graph options
-    launch = "launch"  # how vllm serve is launched (version, speculative decoding, …)
-
-
-class UpstreamStatus(str, Enum):
-    new = "new"
-    partly_upstream = "partly-upstream"
-    upstream = "upstream"
-
-
-class Verification(str, Enum):
-    """How far a recipe has been verified, weakest first."""
-
-    declared = "declared"  # catalog entry only
-    config_checked = "config-checked"  # its keys/env vars exist in the real tree
-    applies = "applies"  # its patches apply to the real tree
-    compiles = "compiles"  # patched Python compiles and passes pyflakes
-    cpu_reference = "cpu-reference"  # its logic is tested on CPU against a reference
-    hardware_verified = "hardware-verified"  # measured on an Ascend NPU
-
-
-VERIFICATION_ORDER = list(Verification)
 
 
 class ArticleRef(_Strict):
@@ -209,7 +172,7 @@ Metric = Literal["tpot", "p99_tpot", "ttft", "e2e_latency", "throughput", "host_
                  "compile_success", "capture_success"]
 
 
-class Gain(_Strict):
+class Gain(GainBehaviour, _Strict):
     metric: Metric = Field(description="What was measured.")
     concurrency: Optional[int] = Field(None, ge=1, description="Concurrency of the measurement (absent: any).")
     mtp: Optional[bool] = Field(None, description="Measured with MTP on (true), off (false), or unspecified.")
@@ -229,11 +192,6 @@ class Gain(_Strict):
         if self.delta is None and (self.before is None or self.after is None):
             raise ValueError("give either 'before' and 'after', or 'delta'")
         return self
-
-    @property
-    def change(self) -> float:
-        """after - before (negative = lower)."""
-        return self.delta if self.delta is not None else self.after - self.before
 
 
 class Risk(_Strict):
@@ -277,7 +235,7 @@ class Accuracy(_Strict):
         return self
 
 
-class Recipe(_Strict):
+class Recipe(RecipeBehaviour, _Strict):
     """One optimization as data."""
 
     id: RecipeId = Field(description="Stable kebab-case id; the folder name under recipes/.")
@@ -311,13 +269,6 @@ class Recipe(_Strict):
         False, description="In a catalog given with --catalog: true to replace the shipped recipe of the same id "
         "(without it, reusing a shipped id is an error).")
 
-    @property
-    def changes_launch(self) -> bool:
-        """Whether it changes what the server runs (settings, arguments, patches or kernels); a recipe
-        that does not (e.g. a precondition on the release) has nothing to measure or gate."""
-        return bool(self.env or self.additional_config or self.compilation_config or self.speculative_config
-                    or self.serve_args or self.patches or self.kernels)
-
     @model_validator(mode="after")
     def _unless_only_on_conflicts(self) -> "Recipe":
         for index, link in enumerate(self.requires):
@@ -338,12 +289,6 @@ class Recipe(_Strict):
                 owners[name] = index
         return self
 
-    def patch_versions(self, file: str) -> str:
-        """The releases a patch file was written for (its release entry's range; the recipe's own
-        range when the recipe declares no release entries)."""
-        entry = next((e for e in self.releases if file in e.patches), None)
-        return entry.versions if entry else self.versions.vllm_ascend
-
     @model_validator(mode="after")
     def _kind_matches_content(self) -> "Recipe":
         if self.kind is Kind.source_patch and not self.patches:
@@ -351,3 +296,7 @@ class Recipe(_Strict):
         if self.kind is Kind.kernel and not self.kernels:
             raise ValueError("a kernel recipe needs at least one entry in 'kernels'")
         return self
+
+
+# The record class each model is frozen into (``optkit.catalog.frozen``); the others become plain records.
+RECORDS = {Recipe: RecipeRecord, Gain: GainRecord}

@@ -15,51 +15,14 @@ than ``MAX_INT_DIGITS`` are refused with their lines; a scalar its tag cannot bu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from optkit.catalog.linemap import LineMap, PathKey, dotted
 from optkit.catalog.textfile import MAX_DEPTH, MAX_INT_DIGITS, MAX_VALUES, read_text
 from optkit.errors import Location, Problem, ValidationFailed
-
-PathKey = tuple
-
-
-@dataclass
-class LineMap:
-    """Lines of the values in one YAML document, keyed by their path."""
-
-    file: str
-    lines: dict[PathKey, int] = field(default_factory=dict)
-
-    def line_of(self, path: PathKey) -> int | None:
-        """The line of ``path``, or of its longest known prefix."""
-        path = tuple(path)
-        while path:
-            if path in self.lines:
-                return self.lines[path]
-            # a mapping's keys are kept as text: pydantic names a YAML key 1 (an int) as 1, not '1'
-            as_key = (*path[:-1], str(path[-1]))
-            if isinstance(path[-1], int) and as_key in self.lines:
-                return self.lines[as_key]
-            path = path[:-1]
-        return self.lines.get(())
-
-    def location(self, path: PathKey) -> Location:
-        return Location(self.file, self.line_of(path), dotted(path))
-
-
-def dotted(path: PathKey) -> str:
-    """``('conflicts', 0, 'when')`` → ``conflicts[0].when``."""
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
 
 
 _INT = "tag:yaml.org,2002:int"

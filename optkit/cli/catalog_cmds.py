@@ -27,9 +27,9 @@ def recipes_command(as_json, catalogs):
                  "measured": [e.label for e in records.of(r.id)]} for r in catalog]
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
-    from optkit.cli.render import recipes_table
+    from optkit.cli.render import recipes_table, show
 
-    recipes_table(catalog, records)
+    show(recipes_table(catalog, records))
 
 
 @click.command("show")
@@ -46,7 +46,7 @@ def show_command(recipe_id, as_json, catalogs):
     if recipe_id not in catalog:
         raise UnknownName("recipe", recipe_id, sorted(catalog.recipes))
     if as_json:
-        click.echo(json.dumps(catalog[recipe_id].model_dump(mode="json"), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(catalog[recipe_id].dump(mode="json"), indent=2, ensure_ascii=False))
         return
     click.echo(recipe_markdown(catalog, recipe_id, load_records(catalog.root, catalog)))
 

@@ -82,10 +82,10 @@ REPORT_DIR = f"{LADDER_DIR}/report"
 def _example_bundle_files(root, request=EXAMPLE_REQUEST, k8s=True) -> dict[str, bytes]:
     from optkit.bundle.writer import bundle_files
     from optkit.resolve.plan import load_workspace, plan
-    from optkit.resolve.request import Request
+    from optkit.resolve.request_record import parse_request
 
     workspace = load_workspace(root)
-    return bundle_files(plan(Request(**request), workspace), workspace, k8s=k8s)
+    return bundle_files(plan(parse_request(request), workspace), workspace, k8s=k8s)
 
 
 def _multinode_example(root):

@@ -41,9 +41,9 @@ def ladder_command(model, request_file, output, from_lock, order, leave_one_out,
     ladder = ladder_steps(result, workspace.catalog, order=order, leave_one_out=leave_one_out, only=only,
                           article_order=load_article_order(workspace.root))
     write_ladder(result, workspace, ladder, output, repeat=repeat, k8s=k8s)
-    from optkit.cli.render import ladder_report
+    from optkit.cli.render import ladder_report, show
 
-    ladder_report(json.loads((output / "ladder.json").read_text(encoding="utf-8")))
+    show(ladder_report(json.loads((output / "ladder.json").read_text(encoding="utf-8"))))
     click.echo(f"ladder written to {output}; run {output / 'run-ladder.sh'} --tree TREE on the NPU host")
 
 
@@ -65,9 +65,9 @@ def report_command(ladder_dir, output, results_dir, record, catalog_root):
 
     report = build_report(ladder_dir, results_dir)
     written = write_report(report, output or ladder_dir / "report")
-    from optkit.cli.render import report_summary
+    from optkit.cli.render import report_summary, show
 
-    report_summary(report)
+    show(report_summary(report))
     for path in written:
         click.echo(f"wrote {path}")
     if report.gate.failures:
@@ -94,7 +94,7 @@ def host_command(tree_dir, python, output):
     """Record the NPU, driver, CANN, package versions and the tree's pristine digest as JSON."""
     from optkit.catalog.paths import project_root
     from optkit.measure.host import host_facts
-    from optkit.resolve.profiles import load_targets
+    from optkit.resolve.profile_catalog import load_targets
     from optkit.resolve.report import dump_json
 
     targets = load_targets(project_root() / "targets")

@@ -13,7 +13,7 @@ def _concurrency(ctx, param, value):
     """``1,4,8``: the request file's grammar (``optkit.resolve.request.parse_levels``); ranges are the Request's."""
     if value is None:
         return None
-    from optkit.resolve.request import parse_levels
+    from optkit.resolve.request_record import parse_levels
 
     try:
         return parse_levels(value)
@@ -93,9 +93,9 @@ def request_options(func=None, *, model_argument: bool = True):
 
 def build_request(model: str | None, request_file: Path | None, params: dict):
     """A Request from the file (if any) with the command-line values on top."""
-    from optkit.resolve.request import Request, load_request
+    from optkit.resolve.request_record import load_request, parse_request
 
-    base = load_request(request_file).model_dump(by_alias=True) if request_file else {}
+    base = load_request(request_file).dump(by_alias=True) if request_file else {}
     for _, field, _ in _OPTIONS:
         key = field if field != "with" else "with_"
         value = params.get(key)
@@ -106,10 +106,10 @@ def build_request(model: str | None, request_file: Path | None, params: dict):
         base["model"] = model
     if base.get("model") and base.get("model_config"):
         raise RequestError("give either MODEL or --model-config, not both")
-    from pydantic import ValidationError
+    from pydantic_core import ValidationError
 
     try:
-        return Request.model_validate(base)
+        return parse_request(base)
     except ValidationError as exc:
         first = exc.errors()[0]
         message = first["msg"].removeprefix("Value error, ")

@@ -72,9 +72,9 @@ def plan_command(model, request_file, as_json, verbose, output, k8s, replicas, k
 
         click.echo(dump_json(plan_data(result)), nl=False)
         return
-    from optkit.cli.render import plan_report
+    from optkit.cli.render import plan_report, show
 
-    plan_report(result, workspace.catalog, verbose, workspace.records)
+    show(plan_report(result, workspace.catalog, verbose, workspace.records))
     if output is not None:
         click.echo(f"bundle written to {output}")
 
@@ -99,9 +99,9 @@ def explain_command(words, request_file, as_json, **params):
 
         click.echo(dump_json({rid: decision_data(result.resolution.decisions[rid]) for rid in recipe_ids}), nl=False)
         return
-    from optkit.cli.render import explain_report
+    from optkit.cli.render import explain_report, show
 
-    explain_report(result, workspace.catalog, recipe_ids)
+    show(explain_report(result, workspace.catalog, recipe_ids))
 
 
 def split_explain_words(words: list[str], catalog, model_config: bool) -> tuple[list[str], str | None]:
@@ -128,7 +128,7 @@ def facts_command(model, request_file, as_json, list_names, **params):
         return
     from optkit.resolve.facts import compute_facts
     from optkit.resolve.plan import load_workspace, resolve_model
-    from optkit.resolve.profiles import find_target
+    from optkit.resolve.profile_catalog import find_target
     from optkit.catalog.conditions import format_value
 
     workspace = load_workspace(catalogs=catalog_dirs(params.pop("catalogs", ())))

@@ -44,8 +44,8 @@ def list_command(as_json):
         from optkit.resolve.report import dump_json
         from optkit.versions.releases import known_versions, load_release
 
-        click.echo(dump_json([load_release(v).model_dump(mode="json", by_alias=True, exclude={"knobs"})
-                              for v in known_versions()]), nl=False)
+        releases = [load_release(v).dump(mode="json", by_alias=True) for v in known_versions()]
+        click.echo(dump_json([{k: v for k, v in r.items() if k != "knobs"} for r in releases]), nl=False)
         return
     click.echo("\n".join(releases_table()))
 
@@ -65,9 +65,9 @@ def compat_command(releases, as_json):
 
         click.echo(dump_json(matrix.as_data()), nl=False)
         return
-    from optkit.cli.render import compat_tables
+    from optkit.cli.render import compat_tables, show
 
-    compat_tables(matrix)
+    show(compat_tables(matrix))
 
 
 @click.command("port")

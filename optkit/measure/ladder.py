@@ -94,7 +94,7 @@ def ladder_data(plan: Plan, workspace: Workspace, ladder: Ladder, steps: list[di
         "ladder_version": LADDER_VERSION,
         "optkit": {"version": __version__, "catalog_sha256": catalog_sha256(root),
                    "profiles_sha256": profiles_sha256(root)},
-        "request": request.model_dump(by_alias=True, mode="json"),
+        "request": request.dump(mode="json", by_alias=True),
         "model": plan.model.id, "served_name": plan.model.id, "target": plan.target.id,
         "versions": {"vllm_ascend": str(facts["versions.vllm_ascend"]), "vllm": str(facts["versions.vllm"])},
         "mode": ladder.mode, "order": ladder.order, "repeat": repeat,
@@ -121,7 +121,7 @@ def _recipe_data(plan: Plan, workspace: Workspace, rid: str) -> dict[str, Any]:
     gain = decision.benefit
     return {
         "title": recipe.title, "kind": recipe.kind.value,
-        "accuracy": recipe.accuracy.model_dump(mode="json") if recipe.accuracy else None,
+        "accuracy": recipe.accuracy.dump(mode="json") if recipe.accuracy else None,
         "patches": patch_hashes(workspace.catalog, rid),
         "estimate_saving_ms": {str(c): (None if v is None else round(v, 4)) for c, v in
                                sorted((gain.per_concurrency if gain else {}).items())},

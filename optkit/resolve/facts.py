@@ -17,7 +17,7 @@ from packaging.version import Version
 from optkit.errors import RequestError
 from optkit.catalog.factspec import FACTS
 from optkit.resolve.layout import NodeLayout, node_layout
-from optkit.resolve.request import DEFAULT_VLLM_ASCEND, Request
+from optkit.resolve.request_record import DEFAULT_VLLM_ASCEND, RequestRecord
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def parse_version(text: str, flag: str) -> Version:
         raise RequestError(f"{flag} {text!r} is not a version (e.g. 0.23.0)") from None
 
 
-def ascend_version(request: Request, release=None) -> Version:
+def ascend_version(request: RequestRecord, release=None) -> Version:
     """The vllm-ascend version of a request: the release's (a --tree's), else the flag, else 0.23.0.
     A flag that disagrees with the tree is refused."""
     if release is not None and release.tree is not None:
@@ -72,12 +72,12 @@ def decode_rows(concurrency: int, dp: int, k: int) -> int:
     return ceil(concurrency / dp) * (1 + k)
 
 
-def capture_sizes(request: Request) -> list[int]:
+def capture_sizes(request: RequestRecord) -> list[int]:
     """Graph capture sizes: one per requested concurrency, in decode rows."""
     return sorted({decode_rows(c, request.dp, request.k) for c in request.concurrency})
 
 
-def check_request(request: Request, target) -> NodeLayout:
+def check_request(request: RequestRecord, target) -> NodeLayout:
     """Request-level consistency that no recipe could fix; the request's node layout."""
     if request.num_speculative_tokens is not None and not request.mtp:
         raise RequestError("--num-speculative-tokens needs --mtp (speculative decoding is off)")
@@ -88,7 +88,7 @@ def check_request(request: Request, target) -> NodeLayout:
     return layout
 
 
-def compute_facts(request: Request, model, target, release=None) -> Facts:
+def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
     """Every fact in ``optkit.catalog.factspec.FACTS`` for this request, on ``release`` (an
     ``optkit.versions.onrelease.ReleaseView``; default: the data of the requested version)."""
     layout = check_request(request, target)

@@ -1,9 +1,9 @@
 """A model profile derived from a user's own Hugging Face ``config.json``.
 
 ``profile_from_hf_config`` reads the language-model fields (under ``text_config`` for multimodal
-configs, else the top level) and builds a ``ModelProfile`` of family ``custom``. Every missing,
-mistyped or impossible key becomes one located problem that names the key as the file spells it
-(``text_config.num_hidden_layers``), all reported together.
+configs, else the top level) and validates a ``ModelProfile`` of family ``custom``, returned as a
+record. Every missing, mistyped or impossible key becomes one located problem that names the key
+as the file spells it (``text_config.num_hidden_layers``), all reported together.
 
 The profile carries the architecture facts that recipes key on (model_type, GDN/full-attention
 split, MoE shape, MTP head), never a name, so a checkpoint of a catalog architecture gets the
@@ -19,10 +19,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from optkit.catalog.frozen import freeze
 from optkit.catalog.jsonio import load_json_text
 from optkit.catalog.textfile import read_text
 from optkit.errors import Location, Problem, ValidationFailed
-from optkit.resolve.profiles import ModelProfile
+from optkit.resolve.profile_records import ModelProfileRecord
+from optkit.resolve.profiles import RECORDS, ModelProfile
 
 VLLM_MTP_LAYER_KEYS: dict[str, str] = {
     **dict.fromkeys(("qwen3_5", "qwen3_5_moe"), "mtp_num_hidden_layers"),
@@ -50,7 +52,7 @@ _RANGES = {
 }
 
 
-def profile_from_hf_config(path: Path, model_id: str | None = None) -> ModelProfile:
+def profile_from_hf_config(path: Path, model_id: str | None = None) -> ModelProfileRecord:
     """Derive a ModelProfile (family 'custom') from a Hugging Face ``config.json``.
 
     ``path`` is the file or the checkpoint directory holding it. The model's name comes from
@@ -66,7 +68,7 @@ def profile_from_hf_config(path: Path, model_id: str | None = None) -> ModelProf
     fields.update(id=_profile_id(name), hf_id=name, family="custom", source="config.json")
     fields["sources"] = [f"derived from {path.name} of checkpoint {name}", *reader.notes]
     try:
-        return ModelProfile(**fields)
+        return freeze(ModelProfile(**fields), RECORDS)
     except ValidationError as exc:
         raise ValidationFailed([reader.field_problem(err) for err in exc.errors()]) from None
 

@@ -29,7 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from optkit.catalog.schema import Gain, Recipe
+from optkit.catalog.cache import cached
+from optkit.catalog.recipe_records import GainRecord, RecipeRecord
 
 MS_PER_US = 0.001
 
@@ -71,10 +72,15 @@ class Benefit:
 
 
 def load_baselines(root: Path) -> list[Baseline]:
-    """Read models/reference/article-baselines.yaml (absent file: no baselines)."""
+    """Read models/reference/article-baselines.yaml (absent file: no baselines), through the catalog cache."""
+    folder = root / "models" / "reference"
+    return cached("baselines", folder, lambda: _read_baselines(folder), code=("resolve/objective.py",))
+
+
+def _read_baselines(folder: Path) -> list[Baseline]:
     from optkit.catalog.yamlio import load_yaml
 
-    path = root / "models" / "reference" / "article-baselines.yaml"
+    path = folder / "article-baselines.yaml"
     if not path.is_file():
         return []
     data, _ = load_yaml(path, "models/reference/article-baselines.yaml")
@@ -88,7 +94,7 @@ def find_baseline(baselines: list[Baseline], model: str, target: str, concurrenc
     return None
 
 
-def _matching(gains: list[Gain], metrics: set[str], concurrency: int, mtp: bool) -> tuple[list[Gain], str]:
+def _matching(gains: list[GainRecord], metrics: set[str], concurrency: int, mtp: bool) -> tuple[list[GainRecord], str]:
     """The gains that speak for ``concurrency``, best match first (see the module docstring)."""
     usable = [g for g in gains if g.metric in metrics and g.scope != "whole-stack"]
     modes = [(lambda g: g.mtp in (None, mtp), "")]
@@ -105,7 +111,7 @@ def _matching(gains: list[Gain], metrics: set[str], concurrency: int, mtp: bool)
     return [], "unquantified"
 
 
-def _gain_ms(gain: Gain, baseline: Baseline | None) -> float | None:
+def _gain_ms(gain: GainRecord, baseline: Baseline | None) -> float | None:
     if gain.metric == "host_time":
         return -gain.change * MS_PER_US
     if gain.unit == "ms":
@@ -151,7 +157,7 @@ def measured_lookup(records, model_id: str, target_id: str, facts):
     return measured
 
 
-def benefit(recipe: Recipe, concurrencies: list[int], mtp: bool, baseline_for, measured=None) -> Benefit:
+def benefit(recipe: RecipeRecord, concurrencies: list[int], mtp: bool, baseline_for, measured=None) -> Benefit:
     """Expected benefit of ``recipe`` at each concurrency; ``baseline_for(c)`` gives a Baseline or None,
     ``measured(recipe_id, c)`` a ``Measured`` or None (see ``measured_lookup``)."""
     result = Benefit()

@@ -17,9 +17,10 @@ from optkit.errors import InternalError, OptkitError, RequestError
 from optkit.resolve.facts import Facts, compute_facts
 from optkit.resolve.layout import NodeLayout, layout_of
 from optkit.resolve.objective import Baseline, find_baseline, load_baselines, measured_lookup
-from optkit.resolve.profiles import ModelProfile, Target, find_model, find_target, load_models, load_targets
-from optkit.resolve.request import Request
-from optkit.resolve.resolver import Resolution, Status, resolve
+from optkit.resolve.profile_catalog import find_model, find_target, load_models, load_targets
+from optkit.resolve.profile_records import ModelProfileRecord, TargetRecord
+from optkit.resolve.request_record import RequestRecord, as_request_record
+from optkit.resolve.resolver import Resolution, Status, resolve, version_ranges
 
 _TEMPLATE = re.compile(r"^\$\{([a-z_.]+)\}$")
 
@@ -30,8 +31,8 @@ class Workspace:
 
     root: Path
     catalog: Catalog
-    models: dict[str, ModelProfile]
-    targets: dict[str, Target]
+    models: dict[str, ModelProfileRecord]
+    targets: dict[str, TargetRecord]
     baselines: list[Baseline]
     unavailable: dict[str, str] = field(default_factory=dict)
     records: Records = field(default_factory=Records)
@@ -51,7 +52,7 @@ def unavailable_recipes(catalog: Catalog) -> dict[str, str]:
     (A patch still ``pending`` is not listed: the bundle carries it as pending and ``optkit
     apply`` refuses it unless told otherwise, so the plan can still show what it would do.)
     """
-    from optkit.catalog.kernels import kernel_ready, load_kernels
+    from optkit.catalog.kernel_catalog import kernel_ready, load_kernels
 
     kernels = load_kernels(catalog.root)
     out = {}
@@ -93,9 +94,9 @@ class Estimate:
 
 @dataclass
 class Plan:
-    request: Request
-    model: ModelProfile
-    target: Target
+    request: RequestRecord
+    model: ModelProfileRecord
+    target: TargetRecord
     facts: Facts
     resolution: Resolution
     env: list[Setting] = field(default_factory=list)
@@ -158,7 +159,7 @@ def _record(value: Any, recipe: str, sources: dict[str, str], path: str) -> None
             _record(inner, recipe, sources, f"{path}.{key}")
 
 
-def resolve_model(workspace: Workspace, request: Request) -> ModelProfile:
+def resolve_model(workspace: Workspace, request: RequestRecord) -> ModelProfileRecord:
     if request.model_config_path:
         from optkit.resolve.hf_config import profile_from_hf_config
 
@@ -171,18 +172,21 @@ def resolve_model(workspace: Workspace, request: Request) -> ModelProfile:
     return find_model(workspace.models, request.model)
 
 
-def plan(request: Request, workspace: Workspace | None = None) -> Plan:
+def plan(request: RequestRecord, workspace: Workspace | None = None) -> Plan:
     """Resolve ``request`` against the catalog on its release (or ``--tree``) and collect the launch
-    settings of the result, each knob in the form that release reads."""
+    settings of the result, each knob in the form that release reads. A validated ``Request`` model
+    is frozen into its record first: the run-time holds records."""
     from optkit.resolve.facts import ascend_version
     from optkit.versions.onrelease import release_view, verdict
 
+    request = as_request_record(request)
     ws = workspace or load_workspace()
     model = resolve_model(ws, request)
     target = find_target(ws.targets, request.target)
     tree = Path(request.tree) if request.tree else None
     release = release_view(ascend_version(request), tree, ws.catalog)
     facts = compute_facts(request, model, target, release)
+    version_ranges(ws.catalog, facts)  # packaging's answers, from the cache, for the verdicts and the resolver
     verdicts = {r.id: verdict(r, release) for r in ws.catalog}
     layout = layout_of(request.tp, request.dp, facts["parallel.nodes"])
 

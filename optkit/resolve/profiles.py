@@ -1,19 +1,19 @@
-"""Model and target profiles: the facts a plan is computed from.
+"""Model and target profiles: the facts a plan is computed from (the pydantic schema).
 
 A ``ModelProfile`` describes one checkpoint's architecture (layers, GDN/full-attention split,
 MoE shape, MTP, vision tower); a ``Target`` describes one Ascend NPU generation (SoC names,
 dies per card, devices per node). Both come from the YAML catalogs in ``models/`` and
-``targets/``; a model profile can also be derived from a user's own Hugging Face
-``config.json`` (``optkit.resolve.hf_config``). ``facts()`` turns either into the flat
-``name -> value`` mapping that recipe conditions read.
+``targets/`` (loaded by ``optkit.resolve.profile_catalog``, frozen into the records of
+``optkit.resolve.profile_records``, where ``names()`` and ``facts()`` are); a model profile can
+also be derived from a user's own Hugging Face ``config.json`` (``optkit.resolve.hf_config``).
+``facts()`` turns either into the flat ``name -> value`` mapping that recipe conditions read.
 """
 
 from __future__ import annotations
 
 import re
 import typing
-from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Literal, Optional
 
 from pydantic import (
     BaseModel,
@@ -24,17 +24,13 @@ from pydantic import (
     field_validator,
 )
 
-from optkit.catalog.cache import cached
-from optkit.catalog.loader import parse_model
-from optkit.catalog.yamlio import LineMap, load_yaml
-from optkit.errors import Location, Problem, UnknownName, ValidationFailed
+from optkit.resolve.profile_records import ModelProfileBehaviour, ModelProfileRecord, TargetBehaviour, TargetRecord
 
-_CODE = ("resolve/profiles.py",)  # what validates model and target files, besides optkit/catalog/
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 Name = typing.Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 
 
-class ModelProfile(BaseModel):
+class ModelProfile(ModelProfileBehaviour, BaseModel):
     """Architecture facts of one model checkpoint."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # see catalog.schema._Strict
@@ -105,38 +101,6 @@ class ModelProfile(BaseModel):
             raise ValueError("a shared expert needs is_moe: true")
         return value
 
-    def names(self) -> list[str]:
-        """The id and every alias."""
-        return [self.id, *self.aliases]
-
-    def facts(self) -> dict[str, object]:
-        """The model facts recipe conditions may read, keyed by fact name."""
-        return {
-            "model.id": self.id,
-            "model.family": self.family,
-            "model.hf_model_type": self.hf_model_type,
-            "model.text_model_type": self.text_model_type,
-            "model.architecture": self.architecture,
-            "model.num_layers": self.num_layers,
-            "model.gdn_layers": self.gdn_layers,
-            "model.full_attention_layers": self.full_attention_layers,
-            "model.hidden_size": self.hidden_size,
-            "model.vocab_size": self.vocab_size,
-            "model.is_moe": self.is_moe,
-            "model.num_experts": self.num_experts,
-            "model.moe.shared_experts": self.shared_experts,
-            "model.mtp_head": mtp_head(self.mtp_layers),
-            "model.is_vl": self.is_vl,
-            "model.dtype": self.dtype,
-        }
-
-
-def mtp_head(mtp_layers: int | None) -> str:
-    """The ``model.mtp_head`` fact: 'present', 'absent', or 'unknown' (config.json cannot tell)."""
-    if mtp_layers is None:
-        return "unknown"
-    return "present" if mtp_layers > 0 else "absent"
-
 
 class TargetVariant(BaseModel):
     """One named SKU of a target (same SoC family, different bin or clocks)."""
@@ -147,7 +111,7 @@ class TargetVariant(BaseModel):
     description: str = Field(description="What the variant is and where it is referenced.")
 
 
-class Target(BaseModel):
+class Target(TargetBehaviour, BaseModel):
     """One Ascend NPU generation that plans are made for."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # see catalog.schema._Strict
@@ -190,103 +154,6 @@ class Target(BaseModel):
             raise ValueError("variant ids must be unique")
         return value
 
-    def names(self) -> list[str]:
-        """The id and every alias."""
-        return [self.id, *self.aliases]
 
-    def variant(self, name: str) -> TargetVariant:
-        """The variant called ``name`` (case-insensitive); ``UnknownName`` otherwise."""
-        for variant in self.variants:
-            if variant.id == name.lower():
-                return variant
-        raise UnknownName(f"variant of target {self.id}", name, [v.id for v in self.variants])
-
-    def facts(self, variant: str | None = None) -> dict[str, object]:
-        """The target facts recipe conditions may read; ``target.variant`` is '' if not given."""
-        return {
-            "target.id": self.id,
-            "target.soc_family": self.soc_family,
-            "target.soc_version": self.default_soc_version,
-            "target.generation": self.device_generation,
-            "target.dies_per_card": self.dies_per_card,
-            "target.devices_per_node": self.devices_per_node,
-            "target.variant": self.variant(variant).id if variant else "",
-        }
-
-
-# --- catalogs ------------------------------------------------------------------------------
-
-
-def load_models(directory: Path) -> dict[str, ModelProfile]:
-    """Every ``*.yaml`` in ``directory`` as a ModelProfile, keyed by id."""
-    return _load_catalog(directory, ModelProfile, "model")
-
-
-def load_targets(directory: Path) -> dict[str, Target]:
-    """Every ``*.yaml`` in ``directory`` as a Target, keyed by id."""
-    return _load_catalog(directory, Target, "target")
-
-
-def find_model(models: dict[str, ModelProfile], name: str) -> ModelProfile:
-    """The model whose id or alias is ``name`` (case-insensitive); ``UnknownName`` otherwise."""
-    return _find(models, name, "model")
-
-
-def find_target(targets: dict[str, Target], name: str) -> Target:
-    """The target whose id or alias is ``name`` (case-insensitive); ``UnknownName`` otherwise."""
-    return _find(targets, name, "target")
-
-
-def _find(entries: dict, name: str, kind: str):
-    wanted = name.lower()
-    for entry in entries.values():
-        if wanted in entry.names():
-            return entry
-    raise UnknownName(kind, name, sorted(n for entry in entries.values() for n in entry.names()))
-
-
-def _load_catalog(directory: Path, schema: type[BaseModel], kind: str) -> dict:
-    if not directory.is_dir():
-        raise ValidationFailed([Problem(Location(str(directory)), f"{kind} catalog directory not found")])
-    return cached(f"{kind}s", directory, lambda: _validate_catalog(directory, schema, kind), code=_CODE)
-
-
-def _validate_catalog(directory: Path, schema: type[BaseModel], kind: str) -> dict:
-    entries: dict[str, tuple[BaseModel, LineMap]] = {}
-    problems: list[Problem] = []
-    for path in sorted(directory.glob("*.yaml")):
-        try:
-            entry, lines = _load_entry(path, schema)
-        except ValidationFailed as exc:
-            problems.extend(exc.problems)
-            continue
-        problems.extend(_duplicate_names(entry, lines, entries, kind))
-        entries.setdefault(entry.id, (entry, lines))
-    if problems:
-        raise ValidationFailed(problems)
-    return {entry_id: entry for entry_id, (entry, _) in entries.items()}
-
-
-def _load_entry(path: Path, schema: type[BaseModel]) -> tuple[BaseModel, LineMap]:
-    data, lines = load_yaml(path)
-    return parse_model(schema, data, lines), lines
-
-
-def _duplicate_names(entry: Any, lines: LineMap, seen: dict, kind: str) -> list[Problem]:
-    """Names of ``entry`` already taken by an entry in ``seen`` (or earlier in ``entry`` itself)."""
-    taken = {name: (other, other_lines) for other, other_lines in seen.values() for name in other.names()}
-    problems = []
-    for index, name in enumerate(entry.names()):
-        if name in taken:
-            other, other_lines = taken[name]
-            where = other_lines.location(_name_loc(other, other.names().index(name)))
-            message = f"{kind} name {name!r} is already used by {kind} {other.id!r} in {where.file}:{where.line}"
-            hint = "names must be unique across the catalog"
-            problems.append(Problem(lines.location(_name_loc(entry, index)), message, hint))
-        taken[name] = (entry, lines)
-    return problems
-
-
-def _name_loc(entry: Any, index: int) -> tuple:
-    """Field path of ``entry.names()[index]``: the id, then the aliases."""
-    return ("id",) if index == 0 else ("aliases", index - 1)
+# The record class each model is frozen into (``optkit.catalog.frozen``); TargetVariant becomes a plain record.
+RECORDS = {ModelProfile: ModelProfileRecord, Target: TargetRecord}

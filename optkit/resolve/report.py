@@ -57,7 +57,7 @@ def plan_data(plan: Plan) -> dict[str, Any]:
     """Everything the plan decided, as data."""
     decisions = plan.resolution.decisions
     return {
-        "request": plan.request.model_dump(by_alias=True, mode="json"),
+        "request": plan.request.dump(mode="json", by_alias=True),
         "model": plan.model.id,
         "target": plan.target.id,
         "facts": facts_data(plan),

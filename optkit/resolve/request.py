@@ -1,4 +1,7 @@
-"""A plan request: what the user asks for, from CLI flags or a YAML file.
+"""A plan request: what the user asks for, from CLI flags or a YAML file (the pydantic schema).
+
+The run-time validates requests with this model's own validator, precompiled, and holds them as
+``RequestRecord``s (``optkit.resolve.request_record``, which also reads request files).
 
 Defaults follow the article's setup: Qwen3.5-35B-A3B on one 910C card (TP2, bf16), expert
 parallelism on for MoE models, concurrency 1/4/8, random dataset 1024 in / 512 out, greedy,
@@ -8,37 +11,20 @@ default), MTP with k = 4 when asked.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from optkit.catalog.yamlio import load_yaml
-
-DEFAULT_VLLM_ASCEND = "0.23.0"
-MAX_PARALLEL = 1024
-"""Largest TP or DP size accepted (a 910C SuperPoD has 384 cards, 768 dies)."""
-MAX_CONCURRENCY = 65536
-"""Largest concurrency level accepted (vLLM's max_num_seqs defaults to a few hundred)."""
-MAX_TOKENS = 1 << 20
-"""Longest input or output accepted, in tokens (Qwen3.5 reads 262,144 natively, ~1M with YaRN)."""
+from optkit.resolve.request_record import (
+    MAX_CONCURRENCY, MAX_PARALLEL, MAX_TOKENS, Bounded, RequestBehaviour, RequestRecord, comma_separated, sorted_levels)
 
 
 def _bounded(low: int, high: int) -> Any:
     """An int from ``low`` to ``high``; a bool is none (YAML reads ``true`` as one), nor is ``"4"``."""
-
-    def check(value: Any) -> Any:
-        if isinstance(value, bool) or not isinstance(value, int):
-            shown = str(value).lower() if isinstance(value, bool) else repr(value)
-            raise ValueError(f"expected an integer from {low} to {high}, got {shown}")
-        if not low <= value <= high:
-            raise ValueError(f"{value} is out of range: give an integer from {low} to {high}")
-        return value
-
-    return Annotated[int, Field(ge=low, le=high), BeforeValidator(check)]
+    return Annotated[int, Field(ge=low, le=high), BeforeValidator(Bounded(low, high))]
 
 
-class Request(BaseModel):
+class Request(RequestBehaviour, BaseModel):
     """Everything a plan depends on besides the catalog."""
 
     # strict: a YAML `true` is no TP size and `"4"` no concurrency (lax mode would read them as 1 and 4)
@@ -62,7 +48,8 @@ class Request(BaseModel):
     flashcomm1: bool = Field(False, description=(
         "FlashComm1 on in the deployment (additional_config.enable_flashcomm1 or "
         "VLLM_ASCEND_ENABLE_FLASHCOMM1); judged by recipe rules, not set by the bundle."))
-    concurrency: list[_bounded(1, MAX_CONCURRENCY)] = Field(
+    concurrency: Annotated[list[_bounded(1, MAX_CONCURRENCY)], BeforeValidator(comma_separated),
+                           AfterValidator(sorted_levels)] = Field(
         [1, 4, 8], min_length=1, description="Concurrency levels to optimize for: a list, one level, or '1,4,8'.")
     input_len: _bounded(1, MAX_TOKENS) = Field(1024, description="Input tokens per request.")
     output_len: _bounded(1, MAX_TOKENS) = Field(512, description="Output tokens per request.")
@@ -86,39 +73,5 @@ class Request(BaseModel):
     with_recipes: list[str] = Field([], alias="with", description="Recipe ids to force in.")
     without_recipes: list[str] = Field([], alias="without", description="Recipe ids to leave out.")
 
-    @field_validator("concurrency", mode="before")
-    @classmethod
-    def _comma_separated(cls, value: Any) -> Any:
-        """``1,4,8`` as the command line takes it, or one level alone, besides a list."""
-        if isinstance(value, bool):
-            raise ValueError(f"expected levels such as [1, 4, 8], one level, or '1,4,8', got {str(value).lower()}")
-        if isinstance(value, str):
-            return parse_levels(value)
-        return [value] if isinstance(value, int) else value
 
-    @field_validator("concurrency")
-    @classmethod
-    def _sorted(cls, value: list[int]) -> list[int]:
-        return sorted(set(value))
-
-    @property
-    def k(self) -> int:
-        """Speculative tokens per step (0 without MTP)."""
-        return (self.num_speculative_tokens or 4) if self.mtp else 0
-
-
-def parse_levels(text: str) -> list[int]:
-    """Concurrency levels written ``1,4,8`` (the flag and a request file take the same form)."""
-    parts = [part.strip() for part in text.split(",") if part.strip()]
-    # ASCII digits only (int() would take '١'), and no more than int() converts
-    if not parts or not all(part.isascii() and part.isdigit() and len(part) <= 20 for part in parts):
-        raise ValueError(f"{text!r}: give comma-separated integers, e.g. 1,4,8")
-    return [int(part) for part in parts]
-
-
-def load_request(path: Path) -> Request:
-    """Read a YAML request file (the same fields as the CLI flags)."""
-    from optkit.catalog.loader import parse_model
-
-    data, lines = load_yaml(path)
-    return parse_model(Request, data, lines)
+RECORDS = {Request: RequestRecord}  # what freeze() makes of a validated Request

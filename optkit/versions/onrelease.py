@@ -19,15 +19,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from optkit.catalog.schema import Recipe, ReleaseRange
 from optkit.versions.probes import RecipeOnTree, declared_entry, recipe_on_tree
 from optkit.versions.releases import known_versions, load_moves, load_release
-from optkit.versions.schema import ConfigSection, KnobMove, Knobs, ReleaseData
+
+if TYPE_CHECKING:  # the run-time holds their records (optkit.catalog.frozen)
+    from optkit.catalog.schema import Recipe, ReleaseRange
+    from optkit.versions.schema import ConfigSection, KnobMove, Knobs, ReleaseData
 
 LEFT_OUT = ("superseded", "broken", "absent")
 
@@ -55,7 +56,10 @@ def release_view(version: str | Version, tree: Path | None = None, catalog=None)
         return ReleaseView(load_release(version))
     from optkit.versions.scan import scan_tree
 
-    data = ReleaseData.model_validate(scan_tree(Path(tree)))
+    from optkit.catalog.frozen import freeze
+    from optkit.versions.schema import RECORDS, ReleaseData
+
+    data = freeze(ReleaseData.model_validate(scan_tree(Path(tree))), RECORDS)
     view = ReleaseView(data, Path(tree).resolve())
     if catalog is not None:
         view.probes = {r.id: recipe_on_tree(r, view.tree, view.version) for r in catalog if r.releases}
@@ -246,7 +250,7 @@ def _patch_set(recipe: Recipe, entry: ReleaseRange | None) -> tuple[list[str], s
 
 def _range_words(spec: str) -> str:
     """``>=0.23.0,<0.24`` → ``0.23.x``; anything else as written."""
-    parts = sorted(str(s) for s in SpecifierSet(spec))
+    parts = sorted("".join(part.split()) for part in spec.split(",") if part.strip())  # as SpecifierSet writes them
     if len(parts) == 2 and parts[0].startswith("<") and parts[1].startswith(">="):
         upper, lower = Version(parts[0][1:]), Version(parts[1][2:])
         if upper.release[:2] == (lower.major, lower.minor + 1) and len(upper.release) == 2:

@@ -15,11 +15,15 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.specifiers import SpecifierSet
+from typing import TYPE_CHECKING
+
 from packaging.version import Version
 
 from optkit.catalog.loader import Catalog
-from optkit.catalog.schema import Probe, Recipe, ReleaseRange
+from optkit.catalog.specifiers import contains
+
+if TYPE_CHECKING:  # the run-time holds their records (optkit.catalog.frozen)
+    from optkit.catalog.schema import Probe, Recipe, ReleaseRange
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,7 @@ def run_probe(probe: Probe, files: _Files) -> ProbeResult:
 
 def in_range(version: Version, spec: str) -> bool:
     """Whether ``version`` is in the PEP 440 range ``spec``, pre-releases included."""
-    return version in SpecifierSet(spec, prereleases=True)
+    return contains(spec, version)
 
 
 def declared_entry(recipe: Recipe, version: Version) -> ReleaseRange | None:

@@ -1,5 +1,7 @@
 """The releases optkit knows: ``versions/<version>.yaml`` (generated) and ``versions/moves.yaml``
-(declared). Loading goes through this module only, one release file at a time, cached."""
+(declared). Loading goes through this module only, one release file at a time: validated, frozen
+into records (``optkit.catalog.frozen``) and kept in the catalog cache, keyed by the file's bytes,
+so a plan reads a release without YAML or pydantic."""
 
 from __future__ import annotations
 
@@ -8,11 +10,12 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from optkit.catalog.cache import cached
 from optkit.catalog.paths import project_root
 from optkit.errors import RequestError
-from optkit.versions.schema import KnobMove, KnobMoves, ReleaseData
 
 MOVES_FILE = "moves.yaml"
+_CODE = ("versions/schema.py", "versions/releases.py")  # what validates release files, besides optkit/catalog/
 
 
 class UnknownRelease(RequestError):
@@ -47,7 +50,7 @@ def known_versions(root: Path | None = None) -> list[Version]:
     return list(_known(versions_dir(root)))
 
 
-def load_release(version: str | Version, root: Path | None = None) -> ReleaseData:
+def load_release(version: str | Version, root: Path | None = None):
     """The data of one release; ``UnknownRelease`` when there is no file for it."""
     wanted = Version(str(version))
     known = known_versions(root)
@@ -57,26 +60,40 @@ def load_release(version: str | Version, root: Path | None = None) -> ReleaseDat
 
 
 @lru_cache(maxsize=None)
-def _load(path: Path) -> ReleaseData:
-    from optkit.catalog.loader import parse_model
-    from optkit.catalog.yamlio import load_yaml
-
-    data, lines = load_yaml(path, f"versions/{path.name}")
-    return parse_model(ReleaseData, data, lines)
+def _load(path: Path):
+    """The release data in ``path``, as a record (``optkit.versions.schema.ReleaseData`` validated)."""
+    return _cached_file(path, "ReleaseData")
 
 
 @lru_cache(maxsize=None)
-def _moves(path: Path) -> tuple[KnobMove, ...]:
-    from optkit.catalog.loader import parse_model
-    from optkit.catalog.yamlio import load_yaml
-
+def _moves(path: Path) -> tuple:
     if not path.is_file():
         return ()
+    return tuple(_cached_file(path, "KnobMoves").moves)
+
+
+def _cached_file(path: Path, model: str):
+    """``path`` validated as the schema's ``model`` and frozen, from the catalog cache when the file's
+    bytes are those of last time (an unreadable file is validated, which reports it)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return _validated(path, model)
+    return cached(f"versions-{path.stem}", None, lambda: _validated(path, model), code=_CODE,
+                  inputs=path.name.encode() + b"\0" + data)
+
+
+def _validated(path: Path, model: str):
+    from optkit.catalog.frozen import freeze
+    from optkit.catalog.loader import parse_model
+    from optkit.catalog.yamlio import load_yaml
+    from optkit.versions import schema
+
     data, lines = load_yaml(path, f"versions/{path.name}")
-    return tuple(parse_model(KnobMoves, data, lines).moves)
+    return freeze(parse_model(getattr(schema, model), data, lines), schema.RECORDS)
 
 
-def load_moves(root: Path | None = None) -> list[KnobMove]:
+def load_moves(root: Path | None = None) -> list:
     """The declared knob renames and moves (``versions/moves.yaml``)."""
     return list(_moves(versions_dir(root) / MOVES_FILE))
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Literal, Optional, Union
 
-from packaging.version import Version
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -58,11 +57,6 @@ class ReleaseData(_Strict):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    @property
-    def parsed_version(self) -> Version:
-        return Version(self.version)
-
-
 KnobKind = Literal["env", "additional_config"]
 
 
@@ -85,4 +79,5 @@ class KnobMoves(_Strict):
 
 
 ConfigSection.model_rebuild()
-__all__ = ["ReleaseData", "KnobMove", "KnobMoves", "ConfigSection"]
+RECORDS: dict = {}  # what freeze() makes of these models: plain records (none has behaviour)
+__all__ = ["ReleaseData", "KnobMove", "KnobMoves", "ConfigSection", "RECORDS"]

@@ -21,9 +21,10 @@ from pathlib import Path
 from optkit.catalog.loader import Catalog
 from optkit.resolve.facts import compute_facts
 from optkit.resolve.plan import load_workspace
-from optkit.resolve.request import Request
+from optkit.resolve.request_record import parse_request
 from optkit.resolve.resolver import resolve
-from optkit.catalog.schema import Recipe
+from optkit.catalog.frozen import freeze
+from optkit.catalog.schema import RECORDS, Recipe
 
 CONDITIONS = ["parallel.tp == 2", "spec.mtp", "not spec.async_spec_decode", "workload.decode_rows_max <= 40",
               "model.is_moe", "target.generation == 'A3'", "versions.vllm_ascend < '0.26'", "workload.greedy"]
@@ -61,7 +62,7 @@ def synthetic_catalog(n: int, seed: int = 0) -> Catalog:
     rng = random.Random(seed)
     recipes = {}
     for i in range(n):
-        recipe = Recipe.model_validate(synthetic_recipe(i, n, rng))
+        recipe = freeze(Recipe.model_validate(synthetic_recipe(i, n, rng)), RECORDS)
         recipes[recipe.id] = recipe
     return Catalog(Path("."), recipes)
 
@@ -72,7 +73,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     ws = load_workspace()
-    facts = compute_facts(Request(model="qwen3.5-35b", mtp=True, async_scheduling=False),
+    facts = compute_facts(parse_request({"model": "qwen3.5-35b", "mtp": True, "async_scheduling": False}),
                           ws.models["qwen3.5-35b-a3b"], ws.targets["910c"])
     print(f"{'recipes':>8} {'build s':>9} {'resolve s (median)':>19} {'selected':>9}")
     for n in (int(s) for s in args.sizes.split(",")):

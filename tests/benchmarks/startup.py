@@ -34,9 +34,9 @@ ROOT = Path(__file__).resolve().parents[2]
 FLOOR = ["-c", "import pydantic, click, yaml"]
 PLAN = ["plan", "qwen3.5-35b", "--target", "910c", "--mtp"]
 PLAN_LABEL = "optkit " + " ".join(PLAN)
-# What plan cannot go below while it uses them: the floor's `import pydantic` is lazy, a model is not.
-LIBRARIES = ("import click, yaml; from pydantic import BaseModel, Field; "
-             "import packaging.specifiers, rich.console, rich.table")
+# What a warm plan cannot go below: the libraries it imports (pydantic-core for the request's
+# validator, packaging.version for the versions; no pydantic models, no YAML, no rich).
+LIBRARIES = "import click, pydantic_core, packaging.version"
 
 
 def commands(tree: Path) -> list[tuple[str, list[str], dict]]:

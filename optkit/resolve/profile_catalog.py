@@ -1,0 +1,99 @@
+"""The model and target catalogs (``models/*.yaml``, ``targets/*.yaml``) as records, and lookup.
+
+Each file is validated by its pydantic model (``optkit.resolve.profiles``, imported only when the
+catalog cache misses) and frozen into a record (``optkit.resolve.profile_records``); names (ids
+and aliases) must be unique across a catalog.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from optkit.catalog.cache import cached
+from optkit.catalog.linemap import LineMap
+from optkit.errors import Location, Problem, UnknownName, ValidationFailed
+from optkit.resolve.profile_records import ModelProfileRecord, TargetRecord
+
+# What validates model and target files, besides optkit/catalog/.
+_CODE = ("resolve/profiles.py", "resolve/profile_records.py", "resolve/profile_catalog.py")
+
+
+def load_models(directory: Path) -> dict[str, ModelProfileRecord]:
+    """Every ``*.yaml`` in ``directory`` as a model profile, keyed by id."""
+    return _load_catalog(directory, "ModelProfile", "model")
+
+
+def load_targets(directory: Path) -> dict[str, TargetRecord]:
+    """Every ``*.yaml`` in ``directory`` as a target, keyed by id."""
+    return _load_catalog(directory, "Target", "target")
+
+
+def find_model(models: dict[str, ModelProfileRecord], name: str) -> ModelProfileRecord:
+    """The model whose id or alias is ``name`` (case-insensitive); ``UnknownName`` otherwise."""
+    return _find(models, name, "model")
+
+
+def find_target(targets: dict[str, TargetRecord], name: str) -> TargetRecord:
+    """The target whose id or alias is ``name`` (case-insensitive); ``UnknownName`` otherwise."""
+    return _find(targets, name, "target")
+
+
+def _find(entries: dict, name: str, kind: str):
+    wanted = name.lower()
+    for entry in entries.values():
+        if wanted in entry.names():
+            return entry
+    raise UnknownName(kind, name, sorted(n for entry in entries.values() for n in entry.names()))
+
+
+def _load_catalog(directory: Path, schema: str, kind: str) -> dict:
+    if not directory.is_dir():
+        raise ValidationFailed([Problem(Location(str(directory)), f"{kind} catalog directory not found")])
+    return cached(f"{kind}s", directory, lambda: _validate_catalog(directory, schema, kind), code=_CODE)
+
+
+def _validate_catalog(directory: Path, schema: str, kind: str) -> dict:
+    entries: dict[str, tuple[Any, LineMap]] = {}
+    problems: list[Problem] = []
+    for path in sorted(directory.glob("*.yaml")):
+        try:
+            entry, lines = _load_entry(path, schema)
+        except ValidationFailed as exc:
+            problems.extend(exc.problems)
+            continue
+        problems.extend(_duplicate_names(entry, lines, entries, kind))
+        entries.setdefault(entry.id, (entry, lines))
+    if problems:
+        raise ValidationFailed(problems)
+    return {entry_id: entry for entry_id, (entry, _) in entries.items()}
+
+
+def _load_entry(path: Path, schema: str) -> tuple[Any, LineMap]:
+    from optkit.catalog.frozen import freeze
+    from optkit.catalog.loader import parse_model
+    from optkit.catalog.yamlio import load_yaml
+    from optkit.resolve import profiles
+
+    data, lines = load_yaml(path)
+    return freeze(parse_model(getattr(profiles, schema), data, lines), profiles.RECORDS), lines
+
+
+def _duplicate_names(entry: Any, lines: LineMap, seen: dict, kind: str) -> list[Problem]:
+    """Names of ``entry`` already taken by an entry in ``seen`` (or earlier in ``entry`` itself)."""
+    taken = {name: (other, other_lines) for other, other_lines in seen.values() for name in other.names()}
+    problems = []
+    for index, name in enumerate(entry.names()):
+        if name in taken:
+            other, other_lines = taken[name]
+            where = other_lines.location(_name_loc(other, other.names().index(name)))
+            message = f"{kind} name {name!r} is already used by {kind} {other.id!r} in {where.file}:{where.line}"
+            hint = "names must be unique across the catalog"
+            problems.append(Problem(lines.location(_name_loc(entry, index)), message, hint))
+        taken[name] = (entry, lines)
+    return problems
+
+
+def _name_loc(entry: Any, index: int) -> tuple:
+    """Field path of ``entry.names()[index]``: the id, then the aliases."""
+    return ("id",) if index == 0 else ("aliases", index - 1)

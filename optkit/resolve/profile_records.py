@@ -1,0 +1,90 @@
+"""The record classes of model and target profiles, and the behaviour they share with the models.
+
+``optkit.resolve.profiles`` validates (pydantic); ``freeze`` (``optkit.catalog.frozen``) turns a
+validated profile into one of these. Each behaviour is a mixin that the pydantic model and its
+record class both inherit, so ``names`` and ``facts`` are written once.
+"""
+
+from __future__ import annotations
+
+from optkit.catalog.frozen import Record
+from optkit.errors import UnknownName
+
+
+class ModelProfileBehaviour:
+    """What a model profile answers: its names and the model facts conditions read."""
+
+    __slots__ = ()
+
+    def names(self) -> list[str]:
+        """The id and every alias."""
+        return [self.id, *self.aliases]
+
+    def facts(self) -> dict[str, object]:
+        """The model facts recipe conditions may read, keyed by fact name."""
+        return {
+            "model.id": self.id,
+            "model.family": self.family,
+            "model.hf_model_type": self.hf_model_type,
+            "model.text_model_type": self.text_model_type,
+            "model.architecture": self.architecture,
+            "model.num_layers": self.num_layers,
+            "model.gdn_layers": self.gdn_layers,
+            "model.full_attention_layers": self.full_attention_layers,
+            "model.hidden_size": self.hidden_size,
+            "model.vocab_size": self.vocab_size,
+            "model.is_moe": self.is_moe,
+            "model.num_experts": self.num_experts,
+            "model.moe.shared_experts": self.shared_experts,
+            "model.mtp_head": mtp_head(self.mtp_layers),
+            "model.is_vl": self.is_vl,
+            "model.dtype": self.dtype,
+        }
+
+
+def mtp_head(mtp_layers: int | None) -> str:
+    """The ``model.mtp_head`` fact: 'present', 'absent', or 'unknown' (config.json cannot tell)."""
+    if mtp_layers is None:
+        return "unknown"
+    return "present" if mtp_layers > 0 else "absent"
+
+
+class TargetBehaviour:
+    """What a target answers: its names, its variants and the target facts conditions read."""
+
+    __slots__ = ()
+
+    def names(self) -> list[str]:
+        """The id and every alias."""
+        return [self.id, *self.aliases]
+
+    def variant(self, name: str):
+        """The variant called ``name`` (case-insensitive); ``UnknownName`` otherwise."""
+        for variant in self.variants:
+            if variant.id == name.lower():
+                return variant
+        raise UnknownName(f"variant of target {self.id}", name, [v.id for v in self.variants])
+
+    def facts(self, variant: str | None = None) -> dict[str, object]:
+        """The target facts recipe conditions may read; ``target.variant`` is '' if not given."""
+        return {
+            "target.id": self.id,
+            "target.soc_family": self.soc_family,
+            "target.soc_version": self.default_soc_version,
+            "target.generation": self.device_generation,
+            "target.dies_per_card": self.dies_per_card,
+            "target.devices_per_node": self.devices_per_node,
+            "target.variant": self.variant(variant).id if variant else "",
+        }
+
+
+class ModelProfileRecord(ModelProfileBehaviour, Record):
+    """A validated model profile (``optkit.resolve.profiles.ModelProfile``)."""
+
+    __slots__ = ()
+
+
+class TargetRecord(TargetBehaviour, Record):
+    """A validated target (``optkit.resolve.profiles.Target``)."""
+
+    __slots__ = ()

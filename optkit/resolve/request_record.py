@@ -1,0 +1,178 @@
+"""The request as the run-time holds it: validated on every run by ``Request``'s own validator.
+
+``optkit.resolve.request.Request`` (pydantic) is the schema of request files and flags. Building
+its validator means importing pydantic and generating the schema, which costs more than a plan,
+so the validator's pydantic-core schema (the fields of ``Request.__pydantic_core_schema__``,
+without JSON-schema metadata) is kept in the catalog cache, keyed by the code that defines it,
+and a ``SchemaValidator`` is built from it: the same validator, the same checks, on every input,
+without pydantic. Its output becomes a ``RequestRecord``.
+
+Errors keep pydantic's wording: when the fast validator rejects an input, ``Request.model_validate``
+validates it again and raises its own ``ValidationError`` (a validator that accepted what the
+model rejects, or the reverse, is an ``InternalError``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from optkit.catalog.cache import cached, schema_function
+from optkit.catalog.frozen import Record, Shape
+from optkit.errors import InternalError
+
+DEFAULT_VLLM_ASCEND = "0.23.0"
+MAX_PARALLEL = 1024
+"""Largest TP or DP size accepted (a 910C SuperPoD has 384 cards, 768 dies)."""
+MAX_CONCURRENCY = 65536
+"""Largest concurrency level accepted (vLLM's max_num_seqs defaults to a few hundred)."""
+MAX_TOKENS = 1 << 20
+"""Longest input or output accepted, in tokens (Qwen3.5 reads 262,144 natively, ~1M with YaRN)."""
+_CODE = ("resolve/request.py", "resolve/request_record.py")  # what defines the validator
+
+
+class RequestBehaviour:
+    """What a request derives from its fields."""
+
+    __slots__ = ()
+
+    @property
+    def k(self) -> int:
+        """Speculative tokens per step (0 without MTP)."""
+        return (self.num_speculative_tokens or 4) if self.mtp else 0
+
+
+class RequestRecord(RequestBehaviour, Record):
+    """A validated request (``optkit.resolve.request.Request``)."""
+
+    __slots__ = ()
+
+
+@schema_function
+class Bounded:
+    """The before-validator of an int field from ``low`` to ``high``: a bool is none (YAML reads
+    ``true`` as one), nor is ``"4"``. A class, not a closure, so the cached validator can hold it."""
+
+    __slots__ = ("low", "high")
+
+    def __init__(self, low: int, high: int):
+        self.low, self.high = low, high
+
+    def __reduce__(self):
+        return Bounded, (self.low, self.high)
+
+    def __call__(self, value: Any) -> Any:
+        low, high = self.low, self.high
+        if isinstance(value, bool) or not isinstance(value, int):
+            shown = str(value).lower() if isinstance(value, bool) else repr(value)
+            raise ValueError(f"expected an integer from {low} to {high}, got {shown}")
+        if not low <= value <= high:
+            raise ValueError(f"{value} is out of range: give an integer from {low} to {high}")
+        return value
+
+
+@schema_function
+def comma_separated(value: Any) -> Any:
+    """Concurrency levels: ``1,4,8`` as the command line takes it, or one level alone, besides a list."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected levels such as [1, 4, 8], one level, or '1,4,8', got {str(value).lower()}")
+    if isinstance(value, str):
+        return parse_levels(value)
+    return [value] if isinstance(value, int) else value
+
+
+@schema_function
+def sorted_levels(value: list[int]) -> list[int]:
+    """Concurrency levels, deduplicated and sorted."""
+    return sorted(set(value))
+
+
+def parse_levels(text: str) -> list[int]:
+    """Concurrency levels written ``1,4,8`` (the flag and a request file take the same form)."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    # ASCII digits only (int() would take '١'), and no more than int() converts
+    if not parts or not all(part.isascii() and part.isdigit() and len(part) <= 20 for part in parts):
+        raise ValueError(f"{text!r}: give comma-separated integers, e.g. 1,4,8")
+    return [int(part) for part in parts]
+
+
+def as_request_record(request) -> RequestRecord:
+    """The run-time form of a request: a record as it is, a validated ``Request`` model frozen."""
+    if isinstance(request, RequestRecord):
+        return request
+    from optkit.catalog.frozen import freeze
+    from optkit.resolve.request import RECORDS
+
+    return freeze(request, RECORDS)
+
+
+def parse_request(data: Any) -> RequestRecord:
+    """``data`` (a mapping of request fields, by name or alias) validated as a ``Request``.
+
+    Raises pydantic's ``ValidationError`` (the model's own, with its wording) if it is invalid.
+    """
+    from pydantic_core import ValidationError
+
+    validator, shape = _validator()
+    try:
+        fields, _, _ = validator.validate_python(data)
+    except ValidationError:
+        from optkit.resolve.request import Request
+
+        Request.model_validate(data)  # raises the model's own error, in its words
+        raise InternalError(f"the cached request validator rejects what Request accepts: {data!r}") from None
+    return RequestRecord(shape, {name: fields[name] for name in shape.fields})
+
+
+def load_request(path: Path) -> RequestRecord:
+    """Read a YAML request file (the same fields as the CLI flags); problems are located."""
+    from pydantic_core import ValidationError
+
+    from optkit.catalog.loader import expect_mapping, validation_problems
+    from optkit.catalog.yamlio import load_yaml
+    from optkit.errors import ValidationFailed
+
+    data, lines = load_yaml(path)
+    expect_mapping(data, lines)
+    try:
+        return parse_request(data)
+    except ValidationError as exc:
+        from optkit.resolve.request import Request
+
+        raise ValidationFailed(validation_problems(exc, lines, Request)) from None
+
+
+@lru_cache(maxsize=None)
+def _validator():
+    """The request validator and the record shape (from the cache, else compiled and stored)."""
+    from pydantic_core import SchemaError, SchemaValidator
+
+    schema, config, shape = cached("request", None, _compile, code=_CODE)
+    try:
+        return SchemaValidator(schema, config), shape
+    except SchemaError:  # an entry this pydantic-core cannot build: compile afresh
+        schema, config, shape = _compile()
+        return SchemaValidator(schema, config), shape
+
+
+def _compile() -> tuple[dict, dict, Shape]:
+    """The core schema of ``Request``'s fields, its core config, and its records' shape."""
+    from optkit.catalog.frozen import shape_of
+    from optkit.resolve.request import Request
+
+    model = Request.__pydantic_core_schema__
+    if model.get("type") != "model" or model["schema"].get("type") != "model-fields":
+        raise InternalError(f"Request's core schema is a {model.get('type')!r} of {model['schema'].get('type')!r}, "
+                            "not a model of model-fields: teach optkit.resolve.request_record")
+    return _without_metadata(model["schema"]), dict(model.get("config", {})), shape_of(Request)
+
+
+def _without_metadata(schema: Any) -> Any:
+    """A copy of a core schema without the JSON-schema ``metadata`` of its nodes (validation never reads it)."""
+    if isinstance(schema, dict):
+        node = isinstance(schema.get("type"), str)
+        return {key: _without_metadata(value) for key, value in schema.items() if not (node and key == "metadata")}
+    if isinstance(schema, list):
+        return [_without_metadata(item) for item in schema]
+    return schema

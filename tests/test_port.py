@@ -5,6 +5,7 @@ reads. The real releases are in tests/test_port_trees.py."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
 import textwrap
 from pathlib import Path
@@ -300,6 +301,107 @@ def test_worksheet_written_then_removed_once_the_port_carries(tmp_path):
     assert not sheet.exists() and not sheet.parent.exists()
 
 
+# --------------------------------------------------------------------------- new callers of changed code
+
+
+CLASS_MODULE = '"""A made-up module."""\n\n\nclass Rope:\n    def forward(self, x):\n        y = x\n' \
+    '        out = x * 2\n        y.copy_(out)\n        return y\n\n    def fetch(self, key):\n' \
+    '        value = key + 1\n        return value\n'
+HEAD = "Description: made up\nOrigin: test\nForwarded: no\nLast-Update: 2026-01-01\nRecipe: tiny\n---\n" \
+    "diff --git a/vllm_ascend/m.py b/vllm_ascend/m.py\n--- a/vllm_ascend/m.py\n+++ b/vllm_ascend/m.py\n"
+FORWARD_PATCH = HEAD + "@@ -5,7 +5,5 @@ class Rope:\n     def forward(self, x):\n-        y = x\n         out = x * 2\n" \
+    "-        y.copy_(out)\n-        return y\n+        return out\n \n     def fetch(self, key):\n"
+FETCH_PATCH = HEAD + "@@ -11,3 +11,3 @@ class Rope:\n     def fetch(self, key):\n-        value = key + 1\n" \
+    "+        value = key + 2\n         return value\n"
+USER = "from vllm_ascend.m import compute\n\n\ndef use(v):\n    compute(v)\n    return v\n"
+MODEL = "from vllm_ascend.m import Rope\n\n\nclass Model:\n    def __init__(self):\n        self.rope = Rope()\n\n" \
+    "    def go(self, x):\n        self.rope(x)\n        return x\n"
+LAYERS = "".join(f"class L{i}:\n    def forward(self, x):\n        return x\n\n\n" for i in range(4))
+WRAP = "from vllm_ascend.m import compute\n\n\ndef wrap(x):\n    return compute(x)\n"
+MANY = "from vllm_ascend.m import compute\n\n\n" + "".join(f"def use{i:02}(v):\n    return compute(v) + 1\n\n\n"
+                                                         for i in range(12))
+
+REVIEW_CASES = [
+    # id, module, patch, extra files of 0.23.0, extra files of 0.24.0, action, callers (words), not searched
+    pytest.param(MODULE, PATCH, {}, {"vllm_ascend/user.py": USER}, "needs-review",
+                 ["vllm_ascend/user.py:5 (use; calls compute(), result unused)"], [], id="new-caller"),
+    pytest.param(MODULE, PATCH, {"vllm_ascend/user.py": USER}, {"vllm_ascend/user.py": USER}, "write", [], [],
+                 id="caller-in-both"),
+    pytest.param(MODULE, PATCH, {"vllm_ascend/user.py": USER}, {"vllm_ascend/ops/user.py": USER}, "write", [], [],
+                 id="caller-file-moved"),
+    pytest.param(MODULE, PATCH, {}, {"vllm_ascend/tests/test_user.py": USER}, "write", [], [], id="tests-left-out"),
+    pytest.param(CLASS_MODULE, FETCH_PATCH, {}, {"vllm_ascend/run.py": "def run(c):\n    return c.fetch(1)\n"},
+                 "needs-review", ["vllm_ascend/run.py:2 (run; calls fetch())"], [], id="method-as-attribute"),
+    pytest.param(CLASS_MODULE, FORWARD_PATCH, {}, {"vllm_ascend/model.py": MODEL}, "needs-review",
+                 ["vllm_ascend/model.py:9 (Model.go; calls rope(), result unused)"], [], id="forward-via-instance"),
+    pytest.param(CLASS_MODULE, FORWARD_PATCH, {}, {"vllm_ascend/model.py": MODEL, "vllm_ascend/layers.py": LAYERS},
+                 "needs-review", ["vllm_ascend/model.py:9 (Model.go; calls rope(), result unused)"],
+                 ["Rope.forward: .forward() calls not searched (5 definitions of forward in the release"],
+                 id="common-name-not-searched"),
+    pytest.param(CLASS_MODULE, FORWARD_PATCH, {}, {"vllm_ascend/other.py": MODEL.replace("Rope()", "dict()")},
+                 "write", [], [], id="instance-name-holds-something-else"),
+    pytest.param(MODULE, PATCH, {"vllm_ascend/wrap.py": WRAP},
+                 {"vllm_ascend/wrap.py": WRAP + "\n\ndef late(x):\n    wrap(x)\n"}, "needs-review",
+                 ["vllm_ascend/wrap.py:9 (late via wrap; calls wrap(), result unused)"], [], id="through-a-wrapper"),
+]
+
+
+def _review_port(tmp_path, module, patch, old, new, reviewed=()):
+    catalog = _catalog(tmp_path)
+    (catalog.folders["tiny"] / "0001-tiny.patch").write_text(patch)
+    catalog = load_catalog(catalog.root)
+    trees = Trees({"0.23.0": _tree(tmp_path / "0.23.0", {"vllm_ascend/m.py": module, **old}),
+                   "0.24.0": _tree(tmp_path / "0.24.0", {"vllm_ascend/m.py": module, **new})}, ["0.23.0", "0.24.0"])
+    return catalog, port(catalog, ["tiny"], "0.23.0", "0.24.0", trees, DATE, reviewed=reviewed)
+
+
+@pytest.mark.parametrize("module, patch, old, new, action, callers, skipped", REVIEW_CASES)
+def test_new_callers_hold_the_write_for_review(tmp_path, module, patch, old, new, action, callers, skipped):
+    _, report = _review_port(tmp_path, module, patch, old, new)
+    (result,) = report.recipes
+    review = result.patches[0].review
+    assert (result.patches[0].outcome, result.action) == ("exact", action), result.why
+    assert [c.words() for c in review.callers] == callers
+    assert [w for w in review.not_searched if not any(w.startswith(s) for s in skipped)] == []
+    assert len(review.not_searched) == len(skipped)
+    if callers:
+        assert "--reviewed tiny writes it" in result.why and result.new_patches  # the refresh is still there
+
+
+def test_the_callers_are_capped_and_counted(tmp_path):
+    _, report = _review_port(tmp_path, MODULE, PATCH, {}, {"vllm_ascend/many.py": MANY})
+    review = report.recipes[0].patches[0].review
+    assert [c.enclosing for c in review.callers] == [f"use{i:02}" for i in range(10)] and review.more == 2
+    assert review.words("0.24.0").endswith("; and 2 more") and "12 new caller(s) of compute" in report.recipes[0].why
+
+
+def test_reviewed_writes_and_the_review_worksheet_comes_and_goes(tmp_path):
+    catalog, held = _review_port(tmp_path, MODULE, PATCH, {}, {"vllm_ascend/user.py": USER})
+    write_port(catalog, held)
+    sheet = worksheet_path(catalog.folders["tiny"], "0001-tiny.patch", "0.24.0", "review")
+    assert held.written == ["recipes/tiny/port-conflicts/0001-tiny-0.24.0.review"]
+    text = sheet.read_text()
+    assert "#   vllm_ascend/user.py:5 (use; calls compute(), result unused) → compute\n" in text
+    assert "--write --reviewed tiny" in text and "+    value = third * 4\n" in text
+    assert (catalog.folders["tiny"] / "recipe.yaml").read_text() == RECIPE.replace("{status}", "new")
+    trees = Trees({"0.23.0": tmp_path / "0.23.0", "0.24.0": tmp_path / "0.24.0"}, ["0.23.0", "0.24.0"])
+    consented = write_port(catalog, port(catalog, ["tiny"], "0.23.0", "0.24.0", trees, DATE, reviewed=["tiny"]))
+    assert consented.recipes[0].action == "write" and "were reviewed (--reviewed)" in consented.recipes[0].why
+    assert consented.written == ["recipes/tiny/0001-tiny-0.24.patch", "recipes/tiny/port-conflicts/0001-tiny-0.24.0.review",
+                                 "recipes/tiny/recipe.yaml"]
+    assert not sheet.exists()
+
+
+def test_the_review_is_in_the_json(tmp_path):
+    from optkit.resolve.report import dump_json
+
+    _, report = _review_port(tmp_path, MODULE, PATCH, {}, {"vllm_ascend/user.py": USER})
+    (patch,) = json.loads(dump_json(report.as_data()))["recipes"][0]["patches"]
+    assert patch["review"]["changed"] == ["compute"]
+    assert patch["review"]["callers"] == [{"path": "vllm_ascend/user.py", "line": 5, "enclosing": "use",
+                                           "changed": "compute", "calls": "compute", "use": "dropped", "via": ""}]
+
+
 # --------------------------------------------------------------------------- user errors
 
 
@@ -309,10 +411,12 @@ def test_worksheet_written_then_removed_once_the_port_carries(tmp_path):
                                       ">=0.23.0,<0.24); port from one of those with --from"),
     (["tiny"], "0.23.0", "0.23", "--from and --to are both 0.23.0"),
     (["tiny"], "0.23.0", "latest", "--to 'latest' is not a release version"),
+    (["tiny"], "0.23.0", "0.24.0", "--reviewed tiyn: not a recipe this port carries from 0.23.0 (ported: tiny)"),
 ])
 def test_user_errors(tmp_path, ids, source, target, message):
+    reviewed = ["tiyn"] if "--reviewed" in message else []
     with pytest.raises(OptkitError) as info:
-        port(_catalog(tmp_path), ids, source, target, Trees({}, ["0.23.0", "0.24.0"]))
+        port(_catalog(tmp_path), ids, source, target, Trees({}, ["0.23.0", "0.24.0"]), reviewed=reviewed)
     assert message in str(info.value)
 
 

@@ -143,3 +143,37 @@ def test_cli_json_is_deterministic():
     assert (data["from"], data["to"], patch["outcome"], len(patch["refreshed_hunks"])) == ("0.23.0", "0.23.0.post1",
                                                                                          "merged", 1)
     assert "Last-Update: 2026-12-01\n" in patch["refreshed"]
+
+
+ROPE = "rope-dsv4-return-view"
+
+
+def test_newest_rope_patch_names_the_dspark_caller_that_relies_on_the_copy(newest):
+    """The 0.23 patch drops forward's in-place copy; 0.30's DeepSeek-V4 DSpark ropes kv through it in place and
+    drops the return value (dspark.py:186-197): the merge is clean, the review names that caller."""
+    review = _patches(newest)[(ROPE, "0001-rope-dsv4-return-view.patch")].review
+    assert review.changed == ("ComplexExpRotaryEmbedding.forward",)
+    words = [c.words() for c in review.callers]
+    assert "vllm_ascend/models/deepseek_v4/dspark.py:191 (DeepseekV4DSparkModel._project_shared_kv via " \
+           "_apply_dsv4_rope; calls _apply_dsv4_rope(), result unused)" in words
+    assert all("minimax" not in w for w in words)  # its rotary_emb is get_rope(...), not this class
+
+
+def test_newest_rope_port_without_the_hand_written_patch_is_held_for_review(tmp_path):
+    """Without the hand-written 0.30 patch set the port would write the 0.23 one at moved lines: it is held."""
+    catalog = _catalog_copy(tmp_path)
+    path = catalog.folders[ROPE] / "recipe.yaml"
+    text = path.read_text()
+    assert text.count("    patches: [0001-rope-dsv4-return-view-0.30.patch]\n") == 1
+    path.write_text(text.replace("    patches: [0001-rope-dsv4-return-view-0.30.patch]\n", ""))
+    catalog = load_catalog(catalog.root)
+    (held,) = port(catalog, [ROPE], "0.23.0", "0.30.0rc2", date=DATE).recipes
+    assert held.action == "needs-review" and "dspark" not in held.why and f"--reviewed {ROPE} writes it" in held.why
+    assert held.new_patches  # what --reviewed would write is still shown
+    (consented,) = port(catalog, [ROPE], "0.23.0", "0.30.0rc2", date=DATE, reviewed=[ROPE]).recipes
+    assert consented.action == "write"
+
+
+def test_post1_has_no_new_callers(post1):
+    """0.23.0.post1 adds no caller of anything the patches change: every action is today's."""
+    assert [k for k, p in _patches(post1).items() if p.needs_review] == []

@@ -77,13 +77,17 @@ def compat_command(releases, as_json):
 @click.option("--all", "every", is_flag=True, help="Every recipe with a patch set on --from.")
 @click.option("--write", is_flag=True, help="Write the refreshed patches and release entries, and the conflict "
                                             "worksheets (default: a dry run that writes nothing).")
+@click.option("--reviewed", "reviewed", multiple=True, metavar="RECIPE",
+              help="RECIPE's new callers of the code its patches change have been read: write (or accept) its port "
+                   "instead of holding it as needs-review (repeatable).")
 @click.option("--date", type=click.DateTime(formats=["%Y-%m-%d"]),
               help="The DEP-3 Last-Update of refreshed patches (default: today).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @catalog_option
-def port_command(recipes, target, source, every, write, date, as_json, catalogs):
+def port_command(recipes, target, source, every, write, reviewed, date, as_json, catalogs):
     """Port RECIPES' patches from --from to --to by three-way merge: exact, offset, merged, conflict, moved, upstream,
-    superseded; --write adds the refreshed patch for the new release range."""
+    superseded; --write adds the refreshed patch for the new release range (a port whose changed code has new callers
+    in --to needs --reviewed RECIPE)."""
     from optkit.catalog.loader import load_catalog
     from optkit.versions.port import port
     from optkit.versions.port_write import write_port
@@ -91,7 +95,8 @@ def port_command(recipes, target, source, every, write, date, as_json, catalogs)
     if every == bool(recipes):
         raise click.UsageError("name the recipes to port, or --all (not both)")
     catalog = load_catalog(None, catalog_dirs(catalogs))
-    report = port(catalog, None if every else list(recipes), source, target, date=date.date() if date else None)
+    report = port(catalog, None if every else list(recipes), source, target, date=date.date() if date else None,
+                  reviewed=list(reviewed))
     if write:
         write_port(catalog, report)
     if as_json:

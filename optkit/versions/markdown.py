@@ -97,12 +97,14 @@ def port_markdown(report, wrote: bool, diffs: bool = True) -> list[str]:
     actions = _counts(rp.action for rp in report.recipes)
     lines += ["", f"Patches: {outcomes}. Recipes: {actions}.", ""]
     for rp in report.recipes:
-        if rp.action == "up-to-date":
+        if rp.action == "up-to-date" and not any(p.needs_review for p in rp.patches):
             continue
         lines.append(f"- **{rp.recipe}** — {rp.action}: {rp.why}")
         for p in rp.patches:
             if rp.action != "left-out":
                 lines += [f"  - `{p.patch}`: {p.outcome}" + (f" — {p.why}" if p.why else "")]
+            if p.needs_review:
+                lines += [f"    - {p.review.words(report.target)}"]
             if diffs and p.refreshed_hunks:
                 lines += ["", "    ```diff", *(f"    {line}" for h in p.refreshed_hunks for line in h.splitlines()),
                           "    ```", ""]

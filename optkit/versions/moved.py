@@ -23,6 +23,7 @@ import ast
 import keyword
 import math
 import re
+import warnings
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
@@ -91,10 +92,17 @@ def _names(line: str) -> set[str]:
     return {n for n in _IDENT.findall(line.split("#", 1)[0]) if n not in _IGNORED}
 
 
+def parse(text: str) -> ast.Module:
+    """``ast.parse`` without the warnings upstream's code raises (invalid escapes are not ours to report)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text)
+
+
 def definitions(text: str, path: str) -> list[Definition]:
     """Every def and class of a Python file, with the identifiers of its lines."""
     try:
-        tree = ast.parse(text)
+        tree = parse(text)
     except (SyntaxError, ValueError):
         return []
     per_line = [frozenset(_names(line)) for line in text.splitlines()]
@@ -132,6 +140,11 @@ def _index(root: Path, top: str) -> _Index:
         counts.update(d.names)
     idf = {name: math.log((len(defs) + 1) / (n + 1)) for name, n in counts.items()}
     return _Index(tuple(d for d in defs if not d.is_class), idf)
+
+
+def innermost(defs: list[Definition], line: int) -> Definition | None:
+    """The smallest def or class around ``line``, or None at module level."""
+    return min((d for d in defs if d.start <= line <= d.end), key=lambda d: (d.end - d.start, d.start), default=None)
 
 
 def _enclosing(defs: list[Definition], lines: list[int]) -> str:

@@ -23,9 +23,12 @@ files to the merged ones, with the DEP-3 header of the old patch (``Last-Update`
 Per recipe, the action: ``up-to-date`` (the release's entry already carries a patch set that
 applies exactly), ``write`` (the refreshed patch set goes to a new release entry: the releases of
 the entry covering ``--to`` on which the refreshed set applies exactly, next to ``--to``; see
-``optkit.versions.recipe_edit``), ``needs-hand`` (a patch does not carry over, or the catalog lacks
-what a write needs), ``left-out`` (the entry's status leaves nothing to port). Computing the port
-never writes anything; ``optkit.versions.port_write.write_port`` does, for ``write`` actions and worksheets.
+``optkit.versions.recipe_edit``), ``needs-review`` (it would be ``write``, or ``up-to-date`` with the
+``--from`` patch set, but a patch that carries over changes code that has callers new in ``--to``
+(``optkit.versions.callers``), which a text merge cannot judge: ``reviewed`` recipes get their action
+back), ``needs-hand`` (a patch does not carry over, or the catalog lacks what a write needs),
+``left-out`` (the entry's status leaves nothing to port). Computing the port never writes anything;
+``optkit.versions.port_write.write_port`` does, for ``write`` actions and worksheets.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from optkit.catalog.patchfile import patch_paths, split_patch
 from optkit.catalog.schema import Recipe, ReleaseRange
 from optkit.errors import InternalError, OptkitError, UnknownName
 from optkit.tree.gitops import git_apply
+from optkit.versions.callers import Review, review
 from optkit.versions.compat import Base, gnu_patch, patched_base
 from optkit.versions.port_file import FilePort, new_hunks, port_file
 from optkit.versions.probes import declared_entry, in_range, recipe_on_tree
@@ -70,6 +74,12 @@ class PatchPort:
     """Hunks of the refreshed patch that are not in the old one (the review diff)."""
     worksheet: str = ""
     """The conflict regions and lost hunks, for a person to finish (empty when it carries over)."""
+    review: Review | None = None
+    """When it carries over: the definitions it changes and their callers that are new in ``--to``."""
+
+    @property
+    def needs_review(self) -> bool:
+        return self.review is not None and self.review.flagged
 
 
 @dataclass(frozen=True)
@@ -93,7 +103,7 @@ class RecipePort:
     target: str
     patches: tuple[PatchPort, ...]
     action: str
-    """up-to-date, write, needs-hand or left-out."""
+    """up-to-date, write, needs-review, needs-hand or left-out."""
     why: str
     entry_range: str = ""
     """The release entry that covers ``target`` (the one a write splits)."""
@@ -145,19 +155,25 @@ class Trees:
 
 
 def port(catalog: Catalog, recipe_ids: list[str] | None, source: str, target: str, trees: Trees | None = None,
-         date: _dt.date | None = None) -> PortReport:
+         date: _dt.date | None = None, reviewed: list[str] = ()) -> PortReport:
     """Port the patch sets of ``recipe_ids`` (None: every recipe with a patch set on ``source``)
-    from ``source`` to ``target``; nothing is written (see ``write_port``)."""
+    from ``source`` to ``target``; nothing is written (see ``write_port``). ``reviewed``: recipes whose
+    new callers a person has read (``--reviewed``): their ports are not held back for review."""
     trees = trees or Trees()
     source, target = _release(source, "--from", trees.releases), _release(target, "--to", trees.releases)
     if source == target:
         raise OptkitError(f"--from and --to are both {source}: nothing to port")
     date = date or _dt.date.today()
     ids = _recipes(catalog, recipe_ids, source)
+    stray = sorted(set(reviewed) - set(ids))
+    if stray:
+        raise OptkitError(f"--reviewed {', '.join(stray)}: not a recipe this port carries from {source} "
+                          f"(ported: {', '.join(ids) or 'none'}); name one of those, or drop the flag")
     report = PortReport(source, target, date.isoformat())
     with tempfile.TemporaryDirectory(prefix="optkit-port-") as scratch:
         for rid in ids:
-            report.recipes.append(port_recipe(catalog, catalog[rid], source, target, trees, Path(scratch) / rid, date))
+            report.recipes.append(port_recipe(catalog, catalog[rid], source, target, trees, Path(scratch) / rid, date,
+                                              rid in reviewed))
     return report
 
 
@@ -193,7 +209,7 @@ def _recipes(catalog: Catalog, recipe_ids: list[str] | None, source: str) -> lis
 
 
 def port_recipe(catalog: Catalog, recipe: Recipe, source: str, target: str, trees: Trees, scratch: Path,
-                date: _dt.date) -> RecipePort:
+                date: _dt.date, reviewed: bool = False) -> RecipePort:
     tree = trees[target]
     on_tree = recipe_on_tree(recipe, tree, Version(target)) if recipe.releases else None
     probed = on_tree.entry if on_tree else None
@@ -204,31 +220,35 @@ def port_recipe(catalog: Catalog, recipe: Recipe, source: str, target: str, tree
     for file in source_patches(recipe, source):
         base = patched_base(catalog, recipe, file, source, trees[source], scratch / "base")
         patches.append(port_patch(catalog, recipe, file, base, tree, (target, source), left_out, date,
-                                  scratch / "work" / file))
+                                  scratch / "work" / file, trees[source]))
     port = RecipePort(recipe.id, source, target, tuple(patches), "", "", declared.versions if declared else "")
-    return _decide(catalog, recipe, port, declared, probed, trees, scratch / "check")
+    return _decide(catalog, recipe, port, declared, probed, trees, scratch / "check", reviewed)
 
 
 def port_patch(catalog: Catalog, recipe: Recipe, file: str, base: Base, tree: Path, releases: tuple[str, str],
-               left_out: ReleaseRange | None, date: _dt.date, scratch: Path) -> PatchPort:
-    """One patch of ``recipe`` on the tree ``tree`` of ``releases[0]``, written for ``releases[1]``;
-    ``left_out`` is the release entry that leaves nothing to port, if any (see the module docstring)."""
+               left_out: ReleaseRange | None, date: _dt.date, scratch: Path, source_tree: Path) -> PatchPort:
+    """One patch of ``recipe`` on the tree ``tree`` of ``releases[0]``, written for ``releases[1]`` (whose
+    pristine tree is ``source_tree``); ``left_out`` is the release entry that leaves nothing to port, if
+    any (see the module docstring). A patch that carries over gets the review of its new callers."""
     target, source = releases
     data = catalog.patch_path(recipe.id, file).read_bytes()
     preamble, sections = split_patch(data.decode("utf-8", "surrogateescape"))
     results = [port_file(s, base, tree, (target, source, f"{source}+patch"), scratch) for s in sections]
     files = tuple(r.file for r in results)
     outcome, why = _patch_outcome(files, tree, data, left_out, target)
-    refreshed, fresh_hunks, worksheet = "", (), ""
+    refreshed, fresh_hunks, worksheet, checked = "", (), "", None
     body = "".join(r.diff for r in results)
     if outcome not in LEFT_OUT and all(f.carries for f in files) and not body:
         outcome, why = "upstream", "the three-way merge leaves the release as it is: it already has the change"
     elif outcome not in LEFT_OUT and all(f.carries for f in files):
         fresh_hunks = new_hunks(body, sections, results)
         refreshed = _with_date(preamble, date) + body
+        texts = [(s, (base.before / s.path).read_text(encoding="utf-8", errors="replace"))
+                 for s in sections if (base.before / s.path).is_file()]
+        checked = review(texts, source_tree, tree)
     elif outcome not in LEFT_OUT:
         worksheet = "".join(r.worksheet for r in results)
-    return PatchPort(file, outcome, files, why, refreshed, fresh_hunks, worksheet)
+    return PatchPort(file, outcome, files, why, refreshed, fresh_hunks, worksheet, checked)
 
 
 def _patch_outcome(files: tuple[FilePort, ...], tree: Path, data: bytes, left_out: ReleaseRange | None,
@@ -256,7 +276,7 @@ def _with_date(preamble: str, date: _dt.date) -> str:
 
 
 def _decide(catalog: Catalog, recipe: Recipe, port: RecipePort, declared: ReleaseRange | None,
-            probed: ReleaseRange | None, trees: Trees, scratch: Path) -> RecipePort:
+            probed: ReleaseRange | None, trees: Trees, scratch: Path, reviewed: bool) -> RecipePort:
     target, patches = port.target, port.patches
     probe_note = "" if probed is None or probed is declared else \
         f" (its probes on the {target} tree match the entry {probed.versions}, not {declared.versions if declared else 'none'})"
@@ -266,8 +286,8 @@ def _decide(catalog: Catalog, recipe: Recipe, port: RecipePort, declared: Releas
                                           "nothing to port" + probe_note)
     if not recipe.releases and in_range(Version(target), recipe.versions.vllm_ascend) and \
             all(p.outcome in ("exact", "offset") for p in patches):
-        return _replace(port, "up-to-date", f"the patches apply exactly to {target}, in the recipe's range "
-                                            f"{recipe.versions.vllm_ascend}")
+        return _held(port, "up-to-date", f"the patches apply exactly to {target}, in the recipe's range "
+                                         f"{recipe.versions.vllm_ascend}", reviewed)
     if declared is None:
         return _replace(port, "needs-hand", f"no release entry of {recipe.id} covers {target}: add one (status, msg, "
                                             "probes), then port again")
@@ -278,19 +298,37 @@ def _decide(catalog: Catalog, recipe: Recipe, port: RecipePort, declared: Releas
         return _replace(port, "needs-hand", f"every patch reverse-applies on {target}: upstream has the change; record "
                                             "an upstream entry for it (status, msg, probes)")
     if declared is entry_f and all(p.outcome in ("exact", "offset") for p in patches):
-        return _replace(port, "up-to-date", f"the {port.source} patch set covers {target} ({declared.versions}) and "
-                                            "applies exactly" + probe_note)
+        return _held(port, "up-to-date", f"the {port.source} patch set covers {target} ({declared.versions}) and "
+                                         "applies exactly" + probe_note, reviewed)
     stuck = [p for p in patches if not p.refreshed]
     if stuck:
         return _replace(port, "needs-hand", "; ".join(f"{p.patch} is {p.outcome}" for p in stuck)
                         + ": finish it by hand (worksheet with --write), then add its release entry")
-    return _write_plan(catalog, recipe, port, declared, entry_f, trees, scratch)
+    return _write_plan(catalog, recipe, port, declared, entry_f, trees, scratch, reviewed)
 
 
 def _replace(port: RecipePort, action: str, why: str, **more) -> RecipePort:
     from dataclasses import replace
 
     return replace(port, action=action, why=why, **more)
+
+
+def _held(port: RecipePort, action: str, why: str, reviewed: bool, **more) -> RecipePort:
+    """``action`` (write, or up-to-date for a patch set the catalog already declares for ``--to``), unless a
+    patch has callers that are new in ``--to`` and nobody said they were read: then ``needs-review``, with
+    everything the action would do kept in the report (``--reviewed`` gives the action back)."""
+    flagged = [p for p in port.patches if p.needs_review]
+    if not flagged:
+        return _replace(port, action, why, **more)
+    count = sum(len(p.review.callers) + p.review.more for p in flagged)
+    names = ", ".join(sorted({c.changed for p in flagged for c in p.review.callers}))
+    if reviewed:
+        return _replace(port, action, f"{why}; its {count} new caller(s) of {names} in {port.target} were reviewed "
+                                      "(--reviewed)", **more)
+    then = "writes it" if action == "write" else "accepts it"
+    return _replace(port, "needs-review", f"{count} new caller(s) of {names} in {port.target}, which a text merge "
+                                          f"cannot judge: read them (listed on the patch); --reviewed {port.recipe} "
+                                          f"{then} ({action}: {why})", **more)
 
 
 def _already_ported(catalog: Catalog, recipe: Recipe, port: RecipePort, declared: ReleaseRange, tree: Path) -> RecipePort:
@@ -315,7 +353,7 @@ def _diff_part(text: str) -> str:
 
 
 def _write_plan(catalog: Catalog, recipe: Recipe, port: RecipePort, declared: ReleaseRange, entry_f: ReleaseRange | None,
-                trees: Trees, scratch: Path) -> RecipePort:
+                trees: Trees, scratch: Path, reviewed: bool) -> RecipePort:
     inside = covered(declared.versions, trees.releases)
     if port.target not in inside:
         return _replace(port, "needs-hand", f"{port.target} is not a release optkit knows; a write needs one")
@@ -346,8 +384,8 @@ def _write_plan(catalog: Catalog, recipe: Recipe, port: RecipePort, declared: Re
              + (f" (applies exactly to {', '.join(run)})" if run != [port.target] else "")
              + (f", cut from the entry {declared.versions}, which keeps {kept}" if kept
                 else f", the patch set of the entry {declared.versions}"))
-    return _replace(port, "write", words, new_range=cut.run, split=(cut.before, cut.run, cut.after),
-                    keeps_patches=keeps, new_patches=tuple(new))
+    return _held(port, "write", words, reviewed, new_range=cut.run, split=(cut.before, cut.run, cut.after),
+                 keeps_patches=keeps, new_patches=tuple(new))
 
 
 def _applies(tree: Path, patches: list[bytes], scratch: Path) -> bool:

@@ -29,7 +29,8 @@ def record_data(catalog, **changes) -> dict:
         "host": {"npu": "910C", "target": "910c", "driver": "24.1.rc3", "cann": "9.0.1",
                  "packages": {"vllm": "0.23.0", "vllm_ascend": "0.23.0"}},
         "workload": {"concurrency": [1, 4], "input_len": 32, "output_len": 8, "mtp": False,
-                     "num_speculative_tokens": 0, "sampling": "greedy", "min_tokens": True},
+                     "num_speculative_tokens": 0, "tp": 2, "dp": 1, "ep": True,
+                     "sampling": "greedy", "min_tokens": True},
         "ladder": "incremental", "accuracy_gate": "passed",
         "recipes": {
             MEASURED: {"step": "01-x", "patches": patch_hashes(catalog, MEASURED),
@@ -90,8 +91,13 @@ def test_without_records_the_article_numbers_stand(root):
     pytest.param({"target": "910b"}, False, id="other-target"),
     pytest.param({"release": {"vllm_ascend": "0.26.0", "vllm": "0.26.0"}}, False, id="other-release"),
     pytest.param({"workload": {"concurrency": [1, 4], "input_len": 1024, "output_len": 512, "mtp": False,
-                               "num_speculative_tokens": 0, "sampling": "greedy", "min_tokens": True}},
+                               "num_speculative_tokens": 0, "tp": 2, "dp": 1, "ep": True,
+                     "sampling": "greedy", "min_tokens": True}},
                  False, id="other-workload"),
+    *[pytest.param({"workload": {"concurrency": [1, 4], "input_len": 32, "output_len": 8, "mtp": False,
+                                 "num_speculative_tokens": 0, "tp": 2, "dp": 1, "ep": True, "sampling": "greedy",
+                                 "min_tokens": True, **layout}}, False, id=f"other-{name}")
+      for name, layout in (("tp", {"tp": 4}), ("dp", {"dp": 2}), ("ep", {"ep": False}))],
     pytest.param({"host": {"npu": "Ascend910", "target": "910c"}}, True, id="other-host-same-target"),
 ])
 def test_a_record_counts_only_for_the_request_it_measured(root, change, applies):

@@ -100,6 +100,7 @@ def ladder_data(plan: Plan, workspace: Workspace, ladder: Ladder, steps: list[di
         "mode": ladder.mode, "order": ladder.order, "repeat": repeat,
         "workload": {"concurrency": list(request.concurrency), "input_len": request.input_len,
                      "output_len": request.output_len, "mtp": request.mtp, "num_speculative_tokens": request.k,
+                     "tp": request.tp, "dp": request.dp, "ep": facts["parallel.ep"],
                      "sampling": request.sampling, "min_tokens": request.min_tokens, "dataset": "random",
                      "num_prompts": {str(c): num_prompts(c) for c in request.concurrency}},
         "steps": steps,

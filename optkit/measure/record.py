@@ -29,6 +29,10 @@ def record_of(report, catalog) -> Record:
                            "measurements from an NPU host can be recorded")
     if host.get("target") != ladder["target"]:
         raise MeasureError(f"the host's NPU {host['npu']!r} is not a {ladder['target']}, the plan's target")
+    missing = [k for k in ("tp", "dp", "ep") if k not in ladder["workload"]]
+    if missing:
+        raise MeasureError(f"ladder.json's workload has no {', '.join(missing)} (written by an older optkit): the "
+                           "parallel layout it ran at is unknown, so it cannot be recorded; write the ladder again")
     recipes = {}
     for a in report.attributions:
         measured = {c: d for c, d in a.deltas.items() if d.value is not None}
@@ -50,7 +54,8 @@ def record_of(report, catalog) -> Record:
         "host": {"npu": host["npu"], "target": host["target"], "driver": host.get("driver"), "cann": host.get("cann"),
                  "packages": {k: v for k, v in sorted(host.get("packages", {}).items()) if v}},
         "workload": {k: ladder["workload"][k] for k in ("concurrency", "input_len", "output_len", "mtp",
-                                                         "num_speculative_tokens", "sampling", "min_tokens", "dataset")},
+                                                         "num_speculative_tokens", "tp", "dp", "ep", "sampling",
+                                                         "min_tokens", "dataset")},
         "ladder": ladder["mode"], "accuracy_gate": "passed", "recipes": recipes,
         "results": {rel: sha for runs in report.runs.values() for run in runs for rel, sha in sorted(run.files.items())
                     if rel.rsplit("/", 1)[-1].startswith("c")},

@@ -33,6 +33,7 @@ VERIFIED = {  # verified/ ships no record: one as `optkit report --record` write
     "record_version": 1, "target": "910c", "model": "qwen3.5-35b-a3b", "release": {"vllm_ascend": "0.23.0", "vllm": "0.23.0"},
     "tree_digest": "cd" * 32, "host": {"npu": "910C", "target": "910c", "cann": "9.0.1", "packages": {"vllm": "0.23.0"}},
     "workload": {"concurrency": [1], "input_len": 32, "output_len": 8, "mtp": False, "num_speculative_tokens": 0,
+                 "tp": 2, "dp": 1, "ep": True,
                  "sampling": "greedy", "min_tokens": True},
     "ladder": "incremental", "accuracy_gate": "passed", "recipes": {"a-recipe": MEASUREMENT},
     "results": {"00-baseline/r1/c1.json": "ef" * 32}}

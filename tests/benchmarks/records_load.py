@@ -44,7 +44,8 @@ def add_records(root: Path, count: int) -> None:
             "release": {"vllm_ascend": "0.23.0", "vllm": "0.23.0"}, "tree_digest": "ab" * 32,
             "host": {"npu": "910C", "target": "910c"},
             "workload": {"concurrency": [1, 4], "input_len": 32, "output_len": 8, "mtp": False,
-                         "num_speculative_tokens": 0, "sampling": "greedy", "min_tokens": True},
+                         "num_speculative_tokens": 0, "tp": 2, "dp": 1, "ep": True, "sampling": "greedy",
+                         "min_tokens": True},
             "ladder": "incremental", "accuracy_gate": "passed", "recipes": {rid: entry(rid) for rid in selected},
             "results": {f"r{n}/c1.json": "cd" * 32}})
         name, text = record_file(record)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
@@ -193,7 +194,8 @@ def test_generated_figures_in_docs(text, expected):
 
     lock = {"patches": [{"recipe": "r", "targets": ["a", "b"]}, {"recipe": "r", "targets": ["b", "c"]}],
             "pending_patches": [{"recipe": "s", "file": "x.patch"}]}
-    assert _filled(text, {"optkit.lock.json": json.dumps(lock).encode()}) == expected
+    src = SimpleNamespace(example={"optkit.lock.json": json.dumps(lock).encode()})
+    assert _filled(text, "docs/x.md", src) == expected
 
 
 def test_the_multinode_figure_is_the_multinode_examples_manifests():
@@ -201,7 +203,7 @@ def test_the_multinode_figure_is_the_multinode_examples_manifests():
 
     multinode = {"k8s/leaderworkerset.yaml": b"kind: LeaderWorkerSet\n", "k8s/service.yaml": b"kind: Service\n"}
     text = "<!-- optkit:multinode-manifests -->old<!-- /optkit:multinode-manifests -->"
-    assert _filled(text, {}, lambda: multinode) == ("<!-- optkit:multinode-manifests -->\n\n```yaml\nkind: LeaderWorkerSet\n"
+    assert _filled(text, "docs/x.md", SimpleNamespace(multinode=multinode)) == ("<!-- optkit:multinode-manifests -->\n\n```yaml\nkind: LeaderWorkerSet\n"
                                                     "---\nkind: Service\n```\n\n<!-- /optkit:multinode-manifests -->")
 
 
@@ -216,3 +218,13 @@ def test_docs_check_names_a_stale_figure(tmp_path, monkeypatch):
     page = root / "docs" / "apply.md"
     page.write_text(page.read_text().replace("-->14 patches", "-->15 patches"))
     assert generated_docs(root, check=True) == ["docs/apply.md"]
+
+
+def test_an_unknown_generated_region_names_the_page_and_the_known_ones():
+    from optkit.cli.docs import FIGURES, _filled
+    from optkit.errors import OptkitError
+
+    with pytest.raises(OptkitError) as err:
+        _filled("<!-- optkit:releasez -->x<!-- /optkit:releasez -->", "docs/versions.md", SimpleNamespace())
+    assert str(err.value).startswith("docs/versions.md: unknown generated region optkit:releasez; known: ")
+    assert all(name in str(err.value) for name in FIGURES)

@@ -4,11 +4,11 @@
 ``--k8s``), ``docs/example-ladder/report/`` (the report of the simulated ladder run whose inputs,
 ladder.json and results/, are kept in docs/example-ladder/ by tests/measure/make_example.py),
 ``docs/compat.md`` (the compatibility matrix over every known release, from the real trees: fetched
-and cached on first use), the generated blocks of ``docs/versions.md`` and of ``docs/port.md`` (the
-real ``optkit port`` reports), and the figures inside
-hand-written pages: a region ``<!-- optkit:NAME -->…<!-- /optkit:NAME -->`` of any ``docs/*.md`` is
-rewritten with ``SNIPPETS[NAME]`` of the example bundle (the flagship's, or the multi-node example's
-for ``multinode-*``), so a count or a manifest in prose cannot go stale.
+and cached on first use), and the generated regions of hand-written pages: a region
+``<!-- optkit:NAME -->…<!-- /optkit:NAME -->`` of any ``docs/*.md`` is rewritten with
+``FIGURES[NAME]`` — a count from the example bundle, the multi-node example's manifests, the release
+and probe tables of docs/versions.md, the real ``optkit port`` reports of docs/port.md — so nothing
+quoted in prose can go stale. Each figure is computed only when a page asks for it.
 ``optkit docs --check`` lists the files that differ from what would be written.
 """
 
@@ -22,49 +22,109 @@ from optkit.catalog.markdown import catalog_markdown
 _REGION = re.compile(r"(<!-- optkit:([a-z-]+) -->)(.*?)(<!-- /optkit:\2 -->)", re.S)
 
 
+class _Sources:
+    """What the figures are computed from, each made on first use."""
+
+    def __init__(self, root, catalog, example: dict[str, bytes]):
+        self.root, self.catalog, self.example = root, catalog, example
+        self._multinode = None
+
+    @property
+    def multinode(self) -> dict[str, bytes]:
+        if self._multinode is None:
+            from optkit.bundle.k8s import K8sOptions
+
+            self._multinode = _example_bundle_files(self.root, MULTINODE_REQUEST,
+                                                    K8sOptions(replicas=MULTINODE_REPLICAS))
+        return self._multinode
+
+
 def _lock(files: dict[str, bytes]) -> dict:
     return json.loads(files["optkit.lock.json"])
 
 
-def _patch_count(files: dict[str, bytes]) -> str:
-    lock = _lock(files)
+def _patch_count(src: _Sources) -> str:
+    lock = _lock(src.example)
     targets = {t for p in lock["patches"] for t in p["targets"]}
     recipes = {p["recipe"] for p in lock["patches"]}
     return f"{len(lock['patches'])} patches of {len(recipes)} recipes, touching {len(targets)} files"
 
 
-def _series_state(files: dict[str, bytes]) -> str:
-    lock = _lock(files)
+def _series_state(src: _Sources) -> str:
+    lock = _lock(src.example)
     pending = len(lock["pending_patches"])
     state = f"{len(lock['patches'])} patches in the series"
     return state + (f", {pending} still pending" if pending else ", none pending")
 
 
 def _manifests(*names: str):
-    """A figure that is the bundle's k8s manifests ``names``, as one YAML code block."""
-    def figure(files: dict[str, bytes]) -> str:
-        text = "---\n".join(files[f"k8s/{name}"].decode("utf-8") for name in names)
+    """A figure that is the multi-node example's k8s manifests ``names``, as one YAML code block."""
+    def figure(src: _Sources) -> str:
+        text = "---\n".join(src.multinode[f"k8s/{name}"].decode("utf-8") for name in names)
         return f"\n\n```yaml\n{text}```\n\n"
 
     return figure
 
 
-SNIPPETS = {"flagship-patches": _patch_count, "flagship-series": _series_state,
-            "multinode-manifests": _manifests("leaderworkerset.yaml", "service.yaml")}
-"""Figures that hand-written docs quote, computed from the files of an example bundle: the flagship's
-(``docs/example-bundle/``), or for ``multinode-*`` the multi-node example's (``MULTINODE_REQUEST``)."""
+def _lines(make, pad: str = "\n"):
+    """A figure made of the lines ``make(src)`` returns, between blank-line ``pad``s."""
+    return lambda src: pad + "\n".join(make(src)) + pad
 
 
-def _filled(text: str, files: dict[str, bytes], multinode=dict) -> str:
-    """``text`` with every generated region rewritten from the flagship's ``files``, or for
-    ``multinode-*`` from ``multinode()``, the multi-node example's files (made only when asked for)."""
+def _releases(src: _Sources) -> list[str]:
+    from optkit.versions.markdown import releases_table
+
+    return releases_table()
+
+
+def _moves(src: _Sources) -> list[str]:
+    from optkit.versions.markdown import moves_table
+
+    return moves_table()
+
+
+def _probes(src: _Sources) -> list[str]:
+    from optkit.versions.markdown import probes_table
+
+    return probes_table(src.catalog)
+
+
+PORT_DATE = "2026-12-01"
+"""The --date of the port reports in docs/port.md (a fixed one: the page must not change by the day)."""
+
+
+def _port_report(target: str | None, diffs: bool):
+    """The real ``optkit port --all`` report from 0.23.0 to ``target`` (None: the newest release)."""
+    def make(src: _Sources) -> list[str]:
+        import datetime as dt
+
+        from optkit.versions.markdown import port_markdown
+        from optkit.versions.port import port
+        from optkit.versions.releases import newest
+
+        report = port(src.catalog, None, "0.23.0", target or str(newest()), date=dt.date.fromisoformat(PORT_DATE))
+        return port_markdown(report, False, diffs=diffs)
+
+    return make
+
+
+FIGURES = {"flagship-patches": _patch_count, "flagship-series": _series_state,
+           "multinode-manifests": _manifests("leaderworkerset.yaml", "service.yaml"),
+           "releases": _lines(_releases), "moves": _lines(_moves), "probes": _lines(_probes),
+           "port-post": _lines(_port_report("0.23.0.post1", True), "\n\n"),
+           "port-newest": _lines(_port_report(None, False), "\n\n")}
+"""What a region ``<!-- optkit:NAME -->`` of a docs page holds, computed from ``_Sources``."""
+
+
+def _filled(text: str, page: str, src: _Sources) -> str:
+    """``text`` (of ``page``) with every generated region rewritten."""
     def fill(match: re.Match) -> str:
         name = match.group(2)
-        if name not in SNIPPETS:
+        if name not in FIGURES:
             from optkit.errors import OptkitError
 
-            raise OptkitError(f"docs: unknown generated figure optkit:{name}; known: {', '.join(SNIPPETS)}")
-        return match.group(1) + SNIPPETS[name](multinode() if name.startswith("multinode-") else files) + match.group(4)
+            raise OptkitError(f"{page}: unknown generated region optkit:{name}; known: {', '.join(FIGURES)}")
+        return match.group(1) + FIGURES[name](src) + match.group(4)
 
     return _REGION.sub(fill, text)
 
@@ -73,8 +133,7 @@ EXAMPLE_REQUEST = {"model": "qwen3.5-35b", "target": "910c", "mtp": True}
 EXAMPLE_DIR = "docs/example-bundle"
 MULTINODE_REQUEST = {**EXAMPLE_REQUEST, "tp": 2, "dp": 16}
 MULTINODE_REPLICAS = 2
-"""The multi-node example of docs/bundle.md: the flagship as 16 DP ranks of TP2 on two 910C nodes, with
-``--k8s --replicas 2``."""
+"""The multi-node example (docs/bundle.md's LeaderWorkerSet): DP16 of TP2 on two 16-die nodes, two replicas."""
 LADDER_DIR = "docs/example-ladder"
 REPORT_DIR = f"{LADDER_DIR}/report"
 
@@ -88,26 +147,6 @@ def _example_bundle_files(root, request=EXAMPLE_REQUEST, k8s=True) -> dict[str, 
     return bundle_files(plan(parse_request(request), workspace), workspace, k8s=k8s)
 
 
-def _multinode_example(root):
-    """The files of the multi-node example bundle, made on the first call."""
-    import functools
-
-    from optkit.bundle.k8s import K8sOptions
-
-    return functools.cache(lambda: _example_bundle_files(root, MULTINODE_REQUEST, K8sOptions(replicas=MULTINODE_REPLICAS)))
-
-
-def _versions_docs(root, catalog) -> dict[str, bytes]:
-    """docs/compat.md, and docs/versions.md with its generated blocks filled."""
-    from optkit.versions.compat import release_matrix
-    from optkit.versions.markdown import compat_markdown, fill_blocks, moves_table, probes_table, releases_table
-
-    text = (root / "docs" / "versions.md").read_text(encoding="utf-8")
-    blocks = {"releases": releases_table(), "moves": moves_table(), "probes": probes_table(catalog)}
-    return {"docs/compat.md": compat_markdown(release_matrix(catalog)).encode("utf-8"),
-            "docs/versions.md": fill_blocks(text, blocks).encode("utf-8")}
-
-
 def _example_report_files(root) -> dict[str, bytes]:
     """The report of the example ladder run (none when its inputs are not there)."""
     if not (root / LADDER_DIR / "ladder.json").is_file():
@@ -117,36 +156,19 @@ def _example_report_files(root) -> dict[str, bytes]:
     return report_files(build_report(root / LADDER_DIR))
 
 
-PORT_DATE = "2026-12-01"
-"""The --date of the port reports in docs/port.md (a fixed one: the page must not change by the day)."""
-
-
-def _port_docs(root, catalog) -> dict[str, bytes]:
-    """docs/port.md with its generated blocks: the real port reports for 0.23.0.post1 and the newest release."""
-    import datetime as dt
-
-    from optkit.versions.markdown import fill_blocks, port_markdown
-    from optkit.versions.port import port
-    from optkit.versions.releases import newest
-
-    date = dt.date.fromisoformat(PORT_DATE)
-    blocks = {"port-post": port_markdown(port(catalog, None, "0.23.0", "0.23.0.post1", date=date), False),
-              "port-newest": port_markdown(port(catalog, None, "0.23.0", str(newest()), date=date), False, diffs=False)}
-    text = (root / "docs" / "port.md").read_text(encoding="utf-8")
-    return {"docs/port.md": fill_blocks(text, {k: ["", *v, ""] for k, v in blocks.items()}).encode("utf-8")}
-
-
 def _wanted(root) -> dict[str, bytes]:
     """Every generated file, relative path → bytes."""
     from optkit.catalog.loader import load_catalog
+    from optkit.versions.compat import release_matrix
+    from optkit.versions.markdown import compat_markdown
 
     catalog = load_catalog(root)
-    wanted = {"docs/catalog.md": catalog_markdown(catalog).encode("utf-8"), **_versions_docs(root, catalog),
-              **_port_docs(root, catalog)}
     example = _example_bundle_files(root)
+    wanted = {"docs/catalog.md": catalog_markdown(catalog).encode("utf-8"),
+              "docs/compat.md": compat_markdown(release_matrix(catalog)).encode("utf-8")}
     wanted.update({f"{EXAMPLE_DIR}/{name}": data for name, data in example.items()})
     wanted.update({f"{REPORT_DIR}/{name}": data for name, data in _example_report_files(root).items()})
-    wanted.update(_pages_with_figures(root, example))
+    wanted.update(_pages_with_regions(root, _Sources(root, catalog, example)))
     return wanted
 
 
@@ -162,14 +184,14 @@ def generated_docs(root, check: bool = False) -> list[str]:
     return sorted(stale)
 
 
-def _pages_with_figures(root, example: dict[str, bytes]) -> dict[str, bytes]:
-    """Every ``docs/*.md`` with a generated region, as it should read (``example``: the flagship's files)."""
-    multinode = _multinode_example(root)
+def _pages_with_regions(root, src: _Sources) -> dict[str, bytes]:
+    """Every ``docs/*.md`` with a generated region, as it should read."""
     out = {}
     for page in sorted((root / "docs").glob("*.md")):
+        rel = page.relative_to(root).as_posix()
         text = page.read_text(encoding="utf-8")
         if _REGION.search(text):
-            out[page.relative_to(root).as_posix()] = _filled(text, example, multinode).encode("utf-8")
+            out[rel] = _filled(text, rel, src).encode("utf-8")
     return out
 
 

@@ -3,7 +3,6 @@ of ``docs/versions.md`` (releases, knob drift, probes). Deterministic: same data
 
 from __future__ import annotations
 
-import re
 
 from packaging.version import Version
 
@@ -169,14 +168,3 @@ def probes_table(catalog: Catalog) -> list[str]:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-BLOCK = re.compile(r"(<!-- generated: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- end: (?P=name) -->)", re.S)
-
-
-def fill_blocks(text: str, blocks: dict[str, list[str]]) -> str:
-    """Replace each ``<!-- generated: NAME -->…<!-- end: NAME -->`` block's body by ``blocks[NAME]``."""
-    def body(match: re.Match) -> str:
-        return match.group(1) + "\n".join(blocks[match["name"]]) + "\n" + match.group(4)
-
-    return BLOCK.sub(body, text)

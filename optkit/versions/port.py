@@ -37,7 +37,6 @@ import datetime as _dt
 import re
 import shutil
 import tempfile
-import textwrap
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -50,7 +49,7 @@ from optkit.errors import InternalError, OptkitError, UnknownName
 from optkit.tree.gitops import git_apply
 from optkit.versions.callers import Review, review
 from optkit.versions.compat import Base, gnu_patch, patched_base
-from optkit.versions.port_file import FilePort, new_hunks, port_file
+from optkit.versions.port_file import FilePort, new_hunks, port_file, with_date, with_description
 from optkit.versions.probes import declared_entry, in_range, recipe_on_tree
 from optkit.versions.ranges import covered, split
 
@@ -242,7 +241,7 @@ def port_patch(catalog: Catalog, recipe: Recipe, file: str, base: Base, tree: Pa
         outcome, why = "upstream", "the three-way merge leaves the release as it is: it already has the change"
     elif outcome not in LEFT_OUT and all(f.carries for f in files):
         fresh_hunks = new_hunks(body, sections, results)
-        refreshed = _with_date(preamble, date) + body
+        refreshed = with_date(preamble, date) + body
         texts = [(s, (base.before / s.path).read_text(encoding="utf-8", errors="replace"))
                  for s in sections if (base.before / s.path).is_file()]
         checked = review(texts, source_tree, tree)
@@ -260,16 +259,6 @@ def _patch_outcome(files: tuple[FilePort, ...], tree: Path, data: bytes, left_ou
     worst = max(files, key=lambda f: FILE_ORDER.index(_RANK.get(f.outcome, f.outcome)))
     outcome = _RANK.get(worst.outcome, worst.outcome)
     return outcome, "; ".join(f"{f.path}: {f.why}" for f in files if f.why)
-
-
-def _with_date(preamble: str, date: _dt.date) -> str:
-    """The DEP-3 header with ``Last-Update`` set to ``date`` (added before ``---`` when absent)."""
-    stamp = f"Last-Update: {date.isoformat()}"
-    if re.search(r"^Last-Update:.*$", preamble, re.M):
-        return re.sub(r"^Last-Update:.*$", stamp, preamble, count=1, flags=re.M)
-    if re.search(r"^---$", preamble, re.M):
-        return re.sub(r"^---$", stamp + "\n---", preamble, count=1, flags=re.M)
-    return preamble
 
 
 # --------------------------------------------------------------------------- the action
@@ -377,7 +366,7 @@ def _write_plan(catalog: Catalog, recipe: Recipe, port: RecipePort, declared: Re
         decl = next(d for d in recipe.patches if d.file == p.patch)
         targets = tuple(patch_paths(p.refreshed))
         description = f"{decl.description} {_refresh_words(p, port, cut.run)}"
-        text = _with_description(p.refreshed, description)
+        text = with_description(p.refreshed, description)
         new.append(NewPatch(name, p.patch, text, targets, description))
     kept = " and ".join(spec for spec in (cut.before, cut.after) if spec)
     words = (f"{', '.join(n.name for n in new)} for {cut.run}"
@@ -433,21 +422,5 @@ def _refresh_words(patch: PatchPort, port: RecipePort, run: str) -> str:
            "moved": (f"carried by a clean three-way merge into "
                      f"{', '.join(f.moved_to for f in patch.files if f.moved_to)}, where {port.target} moved the code")}
     return f"Ported to {run} by optkit port: {how.get(patch.outcome, patch.outcome)}."
-
-
-def _with_description(text: str, description: str) -> str:
-    """The patch with its DEP-3 ``Description`` replaced (continuation lines indented by one space)."""
-    wrapped = textwrap.wrap(f"Description: {description}", width=99, subsequent_indent=" ",
-                            break_long_words=False, break_on_hyphens=False)
-    preamble, sections = split_patch(text)
-    lines = preamble.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("Description:")), None)
-    if start is None:
-        return text
-    end = start + 1
-    while end < len(lines) and lines[end][:1] in (" ", "\t"):
-        end += 1
-    lines[start:end] = wrapped
-    return "\n".join(lines) + "\n" + "".join(s.text() for s in sections)
 
 

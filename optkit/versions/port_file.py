@@ -4,15 +4,17 @@ The file's three-way merge (base = the pristine ``--from`` file, ours = base + t
 = the ``--to`` file) gives its outcome (exact, offset, created, merged, conflict, moved, missing,
 upstream; see ``optkit.versions.port``), its part of the refreshed patch (the diff from the ``--to``
 file to the merged one, by ``git diff --no-index``) and, when it does not carry over, the diff3
-regions for the worksheet.
+regions for the worksheet. The refreshed patch's DEP-3 header is dated and described anew here too.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 import re
 import subprocess
 import tempfile
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -218,3 +220,29 @@ def new_hunks(body: str, sections: list[Section], results: list[FileResult]) -> 
         fresh += [f"{section.path} {h.header}\n" + "".join(f"{line}\n" for line in h.lines)
                   for h in section.hunks if _hunk_key(section.path, h) not in old]
     return tuple(fresh)
+
+
+def with_date(preamble: str, date: _dt.date) -> str:
+    """The DEP-3 header with ``Last-Update`` set to ``date`` (added before ``---`` when absent)."""
+    stamp = f"Last-Update: {date.isoformat()}"
+    if re.search(r"^Last-Update:.*$", preamble, re.M):
+        return re.sub(r"^Last-Update:.*$", stamp, preamble, count=1, flags=re.M)
+    if re.search(r"^---$", preamble, re.M):
+        return re.sub(r"^---$", stamp + "\n---", preamble, count=1, flags=re.M)
+    return preamble
+
+
+def with_description(text: str, description: str) -> str:
+    """The patch with its DEP-3 ``Description`` replaced (continuation lines indented by one space)."""
+    wrapped = textwrap.wrap(f"Description: {description}", width=99, subsequent_indent=" ",
+                            break_long_words=False, break_on_hyphens=False)
+    preamble, sections = split_patch(text)
+    lines = preamble.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("Description:")), None)
+    if start is None:
+        return text
+    end = start + 1
+    while end < len(lines) and lines[end][:1] in (" ", "\t"):
+        end += 1
+    lines[start:end] = wrapped
+    return "\n".join(lines) + "\n" + "".join(s.text() for s in sections)

@@ -30,6 +30,7 @@ from optkit.bundle.k8s import K8sOptions
 from optkit.bundle.lock import request_from_lock
 from optkit.bundle.render import ShellVar, environment, yaml_scalar
 from optkit.bundle.writer import write_bundle
+from optkit.bundle.probe import probe_request
 from optkit.bundle.check import (
     check_bundle,
     check_config_keys,
@@ -37,7 +38,6 @@ from optkit.bundle.check import (
     check_scripts,
     check_vllm,
     tree_knobs,
-    probe_request,
     read_lock,
     run_probe,
 )

@@ -7,7 +7,7 @@ lock's ``launch.sources``, ``launch.env`` and ``launch.argv_sources``):
   nodes add the lock's ``launch.nodes.worker_args``); env.sh exports the lock's env; the k8s ConfigMap
   of a multi-node bundle carries these serve.sh and env.sh.
 - ``vllm``: the argv (of every node, on a multi-node plan) passes vLLM 0.23.0's own parser and config classes, and its capture sizes
-  survive vLLM's spec-decode rounding (``optkit.bundle.vllm_probe``, one subprocess; skipped, not passed,
+  survive vLLM's spec-decode rounding (``optkit.bundle.vllm_probe``, one subprocess run by ``optkit.bundle.probe``; skipped, not passed,
   when vLLM 0.23.0 is not installed).
 - ``config-keys``: every ``--additional-config`` key (nested ones too) is read by the vllm-ascend
   tree, found statically (``ast``) in the tree after the bundle's patches are applied to a copy.
@@ -17,12 +17,8 @@ lock's ``launch.sources``, ``launch.env`` and ``launch.argv_sources``):
 
 from __future__ import annotations
 
-import json
-import os
-import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,14 +28,13 @@ from typing import Any, Iterator, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from optkit.bundle.launch_check import launch_problems
-from optkit.errors import BundleError, OptkitError, did_you_mean
+from optkit.bundle.probe import find_vllm_python, probe_requests, run_probe
+from optkit.errors import BundleError, did_you_mean
 from optkit.tree.patchset import LOCK_NAME, checked, lock_json
 from optkit.tree.schema import Lock
 
-PROBE_TIMEOUT = 600
 SCRIPT_TIMEOUT = 60
-PROBE_LEADER_IP = "192.0.2.1"
-"""The leader's address in the argv the parser sees (TEST-NET-1, RFC 5737): parsing contacts nothing."""
+
 
 
 @dataclass
@@ -89,29 +84,6 @@ def check_bundle(bundle: Path, *, tree: Path | None = None, use_vllm: bool = Tru
         checks.append(check_env(lock, root))
     checks.append(check_scripts(bundle))
     return BundleReport(bundle, checks)
-
-
-def find_vllm_python(version: str, given: Path | None = None) -> tuple[str | None, str]:
-    """(the Python to run vLLM ``version`` in, how it was found — or why there is none): ``given``;
-    else this Python if its vLLM is that version (read from its metadata, not imported); else the
-    virtualenv ``scripts/vllm-venv VERSION`` builds under the optkit cache."""
-    from importlib.metadata import PackageNotFoundError, version as installed_version
-
-    from optkit.catalog.paths import cache_dir
-
-    if given is not None:
-        return str(given), f"--vllm-python {given}"
-    try:
-        here = installed_version("vllm")
-    except PackageNotFoundError:
-        here = None
-    if here == version:
-        return sys.executable, "this Python"
-    venv = cache_dir() / "venvs" / f"vllm-{version}"
-    if (venv / ".complete").is_file():
-        return str(venv / "bin" / "python"), str(venv)
-    return None, (f"vLLM {version} not installed (this Python has {here or 'no vLLM'}, and there is no {venv}); "
-                  f"build it with `bash scripts/vllm-venv {version}` or pass --vllm-python")
 
 
 class _Env(BaseModel):
@@ -180,45 +152,6 @@ def check_launch(bundle: Path, lock: dict) -> Check:
 
 
 # --------------------------------------------------------------------------- vllm
-
-
-def probe_request(lock: dict, node: int = 0) -> dict:
-    """What ``optkit.bundle.vllm_probe`` gets: the argv after ``vllm serve`` with serve.sh's defaults
-    and, on a multi-node plan, the values serve.sh gives node ``node`` (a worker's arguments added)."""
-    launch = lock["launch"]
-    params = {f"${name}": value or name.lower() for name, value in launch["parameters"].items()}
-    argv, labels = launch["argv"][2:], launch["argv_sources"][2:]
-    nodes = launch.get("nodes")
-    if nodes:
-        params.update({"$LEADER_IP": PROBE_LEADER_IP, "$NODE_RANK": str(node),
-                       "$DP_START_RANK": str(node * nodes["dp_local"])})
-        if node:
-            argv, labels = argv + nodes["worker_args"], labels + ["optkit"] * len(nodes["worker_args"])
-    return {"argv": [params.get(token, token) for token in argv], "labels": labels, "vllm": lock["versions"]["vllm"]}
-
-
-def probe_requests(lock: dict) -> list[dict]:
-    """One probe request per node: the leader's, then each worker's (one for a single-node plan)."""
-    nodes = lock["launch"].get("nodes")
-    return [probe_request(lock, node) for node in range(nodes["count"] if nodes else 1)]
-
-
-def run_probe(request: dict, python: str | None = None, *, script: str = "vllm_probe.py",
-              env: dict[str, str] | None = None) -> dict:
-    """Run a probe script of this package (``vllm_probe.py``: vLLM is imported there, never here)
-    in ``python`` (default: this one), by path, so the interpreter needs nothing of optkit's."""
-    env = {**os.environ, "VLLM_LOGGING_LEVEL": "ERROR", "PYTHONWARNINGS": "ignore", **(env or {})}
-    path = Path(__file__).with_name(script)
-    try:
-        proc = subprocess.run([python or sys.executable, str(path), json.dumps(request)], env=env,
-                              capture_output=True, text=True, timeout=PROBE_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        raise OptkitError(f"the probe {script} did not finish in {PROBE_TIMEOUT}s") from None
-    try:
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-        raise OptkitError(f"the probe {script} failed (exit {proc.returncode}):\n{tail}") from None
 
 
 def _blame(problem: dict, lock: dict) -> list[str]:

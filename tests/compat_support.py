@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -11,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from optkit.catalog.loader import load_catalog
-from optkit.tree.patchset import catalog_specs
+from optkit.catalog.patchfile import patch_paths
 from optkit.resolve.resolver import dependency_order
 from optkit.tree.fetch import fetch
+from optkit.tree.patchset import PatchSpec
 
 CATALOG = load_catalog()
 
@@ -37,6 +39,27 @@ def recipes_with_patches() -> list[str]:
 def all_in_order() -> list[str]:
     """Every recipe with written patches, in the resolver's dependency order."""
     return dependency_order(CATALOG, recipes_with_patches())
+
+
+def catalog_specs(catalog, recipe_ids: list[str]) -> list[PatchSpec]:
+    """PatchSpecs for the written patches of ``recipe_ids`` (in that order), straight from the catalog.
+
+    Names follow the bundle's ``NNNN-<recipe>--<file>``; pending patches are skipped. These are the
+    patches of every release: ``specs(ids, version)`` keeps those written for one.
+    """
+    specs: list[PatchSpec] = []
+    for rid in recipe_ids:
+        recipe = catalog[rid]
+        for patch in recipe.patches:
+            if patch.status != "present":
+                continue
+            path = catalog.patch_path(rid, patch.file)
+            data = path.read_bytes()
+            specs.append(PatchSpec(rid, f"{len(specs) + 1:04d}-{rid}--{patch.file}", path,
+                                   hashlib.sha256(data).hexdigest(),
+                                   tuple(patch_paths(data.decode("utf-8", "surrogateescape"))),
+                                   recipe.patch_versions(patch.file)))
+    return specs
 
 
 def specs(recipe_ids: list[str], version: str | None = None):

@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from compat_support import CATALOG, release_trees
+from compat_support import CATALOG, catalog_specs, release_trees
 from optkit.tree.apply import apply
-from optkit.tree.patchset import catalog_specs
 from optkit.versions.knobs import Section, scan_knobs
 from optkit.versions.onrelease import has_knob
 from optkit.versions.probes import in_range, inspect_recipes

@@ -198,26 +198,6 @@ def _verified_bytes(path: Path, recipe: str, sha256: str) -> bytes:
     return data
 
 
-def catalog_specs(catalog, recipe_ids: list[str]) -> list[PatchSpec]:
-    """PatchSpecs for the written patches of ``recipe_ids`` (in that order), straight from the catalog.
-
-    Names follow the bundle's ``NNNN-<recipe>--<file>``; pending patches are skipped.
-    """
-    specs: list[PatchSpec] = []
-    for rid in recipe_ids:
-        recipe = catalog[rid]
-        for patch in recipe.patches:
-            if patch.status != "present":
-                continue
-            path = catalog.patch_path(rid, patch.file)
-            data = path.read_bytes()
-            specs.append(PatchSpec(rid, f"{len(specs) + 1:04d}-{rid}--{patch.file}", path,
-                                   hashlib.sha256(data).hexdigest(),
-                                   tuple(patch_paths(data.decode("utf-8", "surrogateescape"))),
-                                   recipe.patch_versions(patch.file)))
-    return specs
-
-
 def targets_of(patches: list[PatchSpec]) -> list[str]:
     """Every file the patches touch, once each, in order of first appearance."""
     return list(dict.fromkeys(rel for p in patches for rel in p.targets))

@@ -160,7 +160,7 @@ def vllm_results(flagship, edited) -> dict[str, dict]:
     requests["round-article"] = _rounding_request([5, 20, 40])
     results = dict(zip(requests, run_probe({"batch": list(requests.values())})["results"]))
     if results["flagship"]["status"] == "skipped":
-        reason = results["flagship"]["reason"] + " (pip install -r tests/requirements-vllm.txt; " \
+        reason = results["flagship"]["reason"] + " (pip install -r tests/requirements-vllm-0.23.txt; " \
                                                  "pip install --no-deps vllm==0.23.0)"
         pytest.fail(reason) if CI else pytest.skip(reason)
     return results

@@ -7,11 +7,13 @@ import codecs
 import json
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from optkit.catalog.conditions import MAX_NESTING, compile_condition
 from optkit.catalog.jsonio import load_json_text
 from optkit.catalog.textfile import MAX_BYTES, read_text
+from optkit.catalog import yamlio
 from optkit.catalog.yamlio import load_yaml_text
 from optkit.cli.main import cli
 from optkit.errors import ConditionError, ValidationFailed
@@ -120,6 +122,34 @@ PARSER_CASES += [(f"json-{c[0]}", load_json_text, "f.json", *c[1:]) for c in JSO
 def test_parser_limits(load, name, text, message):
     with pytest.raises(ValidationFailed) as info:
         load(text, name)
+    assert str(info.value) == message
+
+
+class _StrictParser(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """A YAML library that refuses deep nesting on its own before the first event, with its own
+    wording, at the last line it read (as libyaml's scanner does from PyYAML 6.0.4 on)."""
+
+    def __init__(self, text):
+        super().__init__(text)
+        self.last_line = text.count("\n")
+
+    def check_event(self, *choices):
+        raise yaml.scanner.ScannerError("while increasing flow level", None, "some library wording",
+                                        yaml.error.Mark("f.yaml", 0, self.last_line, 0, None, None))
+
+
+DEEP = [case for case in YAML_CASES if case[0].startswith("deep")]
+
+
+@pytest.mark.parametrize("parser", [pytest.param(_StrictParser, id="library-refuses-first"),
+                                    pytest.param(yaml.SafeLoader, id="pure-python")])
+@pytest.mark.parametrize("name, text, message", DEEP, ids=[case[0] for case in DEEP])
+def test_optkits_depth_limit_comes_first_whatever_the_library(monkeypatch, parser, name, text, message):
+    """optkit's own refusal, at its line, whichever YAML parser is installed and whatever it refuses."""
+    monkeypatch.setattr(yamlio, "_Base", parser)
+    monkeypatch.setattr(yamlio._check_events, "__defaults__", (parser,))
+    with pytest.raises(ValidationFailed) as info:
+        load_yaml_text(text, "f.yaml")
     assert str(info.value) == message
 
 

@@ -99,9 +99,19 @@ class _Loader(_Base):
             raise ValidationFailed([Problem(location, message, "quote it if it is meant as text")]) from None
 
 
-def _check_events(text: str, file: str) -> None:
-    """Depth, size with aliases expanded, and alias cycles, from the events alone (nothing is built)."""
-    loader = _Base(text)
+def _check_events(text: str, file: str, parser: type = _Base) -> None:
+    """Depth, size with aliases expanded, and alias cycles, from the events alone (nothing is built).
+
+    A parser may stop before optkit's limits are reached: libyaml (PyYAML 6.0.4 on) has a nesting
+    limit of its own, and its scanner reads far ahead of the events. Then the text up to the end of
+    the line it stopped on is read again by PyYAML's pure-Python parser, which keeps no such limit and
+    recurses nowhere, so optkit's own refusal (``nested more than 64 levels deep``) comes first whatever
+    the library's; a real syntax error is left to the composer, which reports it with its line.
+    """
+    try:
+        loader = parser(text)
+    except yaml.YAMLError:
+        return  # a character no YAML may hold: the composer reports it, with its line
     open_: list[list] = []  # per open collection: [anchor, values so far]
     sizes: dict[str, int] = {}
     total = 0
@@ -132,10 +142,24 @@ def _check_events(text: str, file: str) -> None:
             if total > MAX_VALUES:
                 raise _problem(file, event, f"holds more than {MAX_VALUES:,} values once its aliases are expanded",
                                "write the values out, or use fewer aliases")
-    except yaml.YAMLError:
-        pass  # the composer reports syntax errors, with their lines
+    except yaml.YAMLError as exc:
+        if parser is not yaml.SafeLoader:
+            _check_events(_through_line(text, getattr(exc, "problem_mark", None)), file, yaml.SafeLoader)
+        # else the composer reports the syntax error, with its line
     finally:
         loader.dispose()
+
+
+def _through_line(text: str, mark) -> str:
+    """``text`` up to the end of the line of ``mark`` (all of it without a mark)."""
+    if mark is None:
+        return text
+    end = -1
+    for _ in range(mark.line + 1):
+        end = text.find("\n", end + 1)
+        if end < 0:
+            return text
+    return text[:end + 1]
 
 
 def _alias_size(file: str, event: yaml.AliasEvent, sizes: dict[str, int], open_: list[list]) -> int:

@@ -1,0 +1,71 @@
+"""The pinned environments (requirements/*.lock, written by scripts/lock) cover what they lock.
+
+A dependency added to pyproject.toml or to a vLLM requirements file without running scripts/lock
+would install unpinned on a fresh machine; these cases catch that before a newcomer does.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCKS = ROOT / "requirements"
+
+
+def _name(text: str) -> str:
+    return re.sub(r"[-_.]+", "-", text).lower()
+
+
+def _pins(path: Path) -> dict[str, str]:
+    pins = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", line)
+        if match:
+            pins[_name(match[1])] = match[2]
+    return pins
+
+
+def _requirements(path: Path) -> list[Requirement]:
+    lines = [line.split("#", 1)[0].strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    return [Requirement(line) for line in lines if line]
+
+
+def _project() -> list[Requirement]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return [Requirement(text) for text in project["dependencies"] + project["optional-dependencies"]["test"]]
+
+
+def _cases():
+    yield pytest.param("test.lock", _project(), id="pyproject-and-test-extra")
+    yield pytest.param("test.lock", _requirements(ROOT / "tests/requirements-vllm-0.23.txt"), id="suite-vllm-0.23")
+    for source in sorted(ROOT.glob("tests/requirements-vllm-*.*.txt")):
+        version = source.stem.removeprefix("requirements-vllm-")
+        yield pytest.param(f"vllm-{version}.lock", _requirements(source), id=f"venv-vllm-{version}")
+
+
+@pytest.mark.parametrize("lock, requirements", _cases())
+def test_every_requirement_is_pinned_within_its_range(lock, requirements):
+    pins = _pins(LOCKS / lock)
+    missing = [str(req) for req in requirements if _name(req.name) not in pins]
+    outside = [f"{req} (locked {pins[_name(req.name)]})" for req in requirements
+               if _name(req.name) in pins and not req.specifier.contains(pins[_name(req.name)], prereleases=True)]
+    assert not missing and not outside, f"requirements/{lock} is stale (run bash scripts/lock): " \
+        f"not pinned {missing}, outside the range {outside}"
+
+
+@pytest.mark.parametrize("lock", sorted(path.name for path in LOCKS.glob("*.lock")))
+def test_a_lock_names_no_machine_of_ours(lock):
+    text = (LOCKS / lock).read_text(encoding="utf-8")
+    assert not re.search(r"file://|/opt/|/work/|/tmp/|/root/|--find-links|--index-url|--extra-index-url", text)
+    assert all(line.startswith(("#", " ")) or "==" in line for line in text.splitlines() if line), \
+        "every requirement of a lock is pinned with =="
+
+
+def test_the_test_command_installs_the_lock():
+    script = (ROOT / "scripts/test").read_text(encoding="utf-8")
+    assert "-r requirements/test.lock" in script and "--no-deps -e ." in script

@@ -48,7 +48,7 @@ def _cases():
         yield pytest.param(f"vllm-{version}.lock", _requirements(source), id=f"venv-vllm-{version}")
 
 
-@pytest.mark.parametrize("lock, requirements", _cases())
+@pytest.mark.parametrize("lock, requirements", list(_cases()))
 def test_every_requirement_is_pinned_within_its_range(lock, requirements):
     pins = _pins(LOCKS / lock)
     missing = [str(req) for req in requirements if _name(req.name) not in pins]

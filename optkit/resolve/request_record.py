@@ -125,6 +125,12 @@ def parse_request(data: Any) -> RequestRecord:
     return RequestRecord(shape, {name: fields[name] for name in shape.fields})
 
 
+def request_keys() -> tuple[tuple[str, str], ...]:
+    """Each request field as ``(name, alias)``: a mapping of request fields may name it either way."""
+    shape = _validator()[1]
+    return tuple(zip(shape.fields, shape.aliases))
+
+
 def load_request(path: Path) -> RequestRecord:
     """Read a YAML request file (the same fields as the CLI flags); problems are located."""
     from pydantic_core import ValidationError

@@ -77,7 +77,7 @@ LOCK_CASES = [
      "got a number"),
     ("recipes-list", ("recipes",), [], f"{LOCK}:39: recipes: Input should be a valid dictionary"),
     ("recipe-null", ("recipes", "moe-a"), None, f"{LOCK}:50: recipes.moe-a: expected a mapping of fields, got null"),
-    ("lock-version-true", ("lock_version",), True, f"{LOCK}: lock_version is True, this optkit reads lock_version 1"),
+    ("lock-version-true", ("lock_version",), True, f"{LOCK}:5: lock_version: is True, this optkit reads lock_version 1"),
 ]
 
 

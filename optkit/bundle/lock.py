@@ -11,6 +11,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from optkit import __version__
 from optkit.bundle import BundleWriteError
 from optkit.bundle.launch import Launch
@@ -18,8 +20,10 @@ from optkit.catalog.recipe_records import RecipeRecord
 from optkit.catalog.records import effective_level
 from optkit.resolve.plan import Plan, Workspace
 from optkit.resolve.report import facts_data, plan_data
-from optkit.resolve.request_record import RequestRecord, parse_request
-from optkit.tree.patchset import LOCK_VERSION, checked, lock_json
+from optkit.resolve.request_record import RequestRecord, parse_request, request_keys
+from optkit.catalog.linemap import LineMap
+from optkit.errors import BundleError, Location, Problem
+from optkit.tree.patchset import LOCK_VERSION, REWRITE, checked, lock_json
 from optkit.tree.schema import Lock
 
 
@@ -135,45 +139,103 @@ def pending_names(lock: dict) -> list[str]:
     return [f"{p['recipe']}/{p['file']}" for p in lock["pending_patches"]]
 
 
-def _read_plan_lock(lock_path: Path) -> dict:
+class LockCatalog(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    path: str = Field(description="The --catalog folder as it was given.")
+    sha256: str = Field(description="Its hash when the lock was written (``layered_sha256``).")
+
+
+class LockOrigin(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True)  # later optkits may record more
+
+    version: str = Field(description="The optkit that wrote the lock.")
+    catalog_sha256: str = Field(description="Hash of the shipped recipe catalog (``catalog_sha256``).")
+    profiles_sha256: str = Field(description="Hash of the other plan inputs (``profiles_sha256``).")
+    catalogs: list[LockCatalog] = Field(default_factory=list, description="The --catalog folders planned with.")
+
+
+class PlanLock(Lock):
+    """What ``plan --from-lock`` reads of a lock, beyond what ``optkit apply`` reads: the request
+    (its fields are checked as a request's, see ``request_from_lock``) and where it came from."""
+
+    request: dict[str, Any] = Field(description="The request, every field of it (``Request``, by alias).")
+    optkit: LockOrigin = Field(description="The optkit and the catalogs the lock was written with.")
+
+
+class _Within:
+    """A lock's line map seen from one of its sections (a request's problems are located under ``request``)."""
+
+    def __init__(self, lines: LineMap, prefix: tuple):
+        self.lines, self.prefix = lines, prefix
+
+    def location(self, path: tuple) -> Location:
+        return self.lines.location(self.prefix + tuple(path))
+
+
+def _read_plan_lock(lock_path: Path) -> tuple[dict, LineMap]:
     lock, lines = lock_json(Path(lock_path))  # the common JSON reader, lock_version checked
-    checked(Lock, lock, lines)  # its sections have their types (request, optkit and bundle are mappings)
-    return lock
+    checked(PlanLock, lock, lines)  # its sections have their types, the request and its origin are there
+    return lock, lines
 
 
 def lock_catalogs(lock_path: Path) -> list[Path]:
     """The ``--catalog`` folders the lock was planned with (load the workspace with these)."""
-    entries = _read_plan_lock(lock_path).get("optkit", {}).get("catalogs", [])
-    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("path"), str) for e in entries):
-        raise BundleWriteError(f"{lock_path}: optkit.catalogs must be a list of {{path, sha256}}; write the bundle again")
-    return [Path(entry["path"]) for entry in entries]
+    lock, _ = _read_plan_lock(lock_path)
+    return [Path(entry["path"]) for entry in lock["optkit"].get("catalogs", [])]
 
 
 def request_from_lock(lock_path: Path, workspace: Workspace) -> tuple[RequestRecord, dict]:
     """The Request a lock was written for, refused if the catalog (shipped, or a ``--catalog``
-    folder it names) changed since, else the bundle would differ; also the lock's ``bundle`` options."""
-    lock = _read_plan_lock(lock_path)
+    folder it names) changed since, else the bundle would differ; also the lock's ``bundle`` options.
+    Its problems are located (``file:line: request.tp: …``) as every reader's are."""
+    lock, lines = _read_plan_lock(lock_path)
+    request = _lock_request(lock, lines)
     _check_layered(lock_path, lock, workspace)
     root = workspace.catalog.root
     for key, now in (("catalog_sha256", catalog_sha256(root)), ("profiles_sha256", profiles_sha256(root))):
-        then = lock.get("optkit", {}).get(key)
+        then = lock["optkit"][key]
         if then != now:
             what = "recipe catalog (recipes/)" if key == "catalog_sha256" else "model/target profiles"
             raise BundleWriteError(
                 f"the {what} changed since the lock was written ({key} {then} in the lock, {now} now); "
                 "the same bundle cannot be reproduced: check out the catalog the lock was made with, "
                 "or plan again without --from-lock")
-    from pydantic_core import ValidationError
-
-    try:
-        request = parse_request(lock["request"])
-    except (KeyError, ValidationError) as exc:
-        raise BundleWriteError(f"{lock_path}: request: {exc}") from None
     return request, lock.get("bundle", {})
 
 
+def _lock_request(lock: dict, lines: LineMap) -> RequestRecord:
+    """The lock's request, validated as a request and whole: a field left out would be planned
+    with its default, which is not what the lock was written for."""
+    from pydantic_core import ValidationError
+
+    from optkit.catalog.loader import validation_problems
+
+    data = lock["request"]
+    try:
+        request = parse_request(data)
+    except ValidationError as exc:
+        from optkit.resolve.request import Request
+
+        problems = validation_problems(exc, _Within(lines, ("request",)), Request)
+    else:
+        problems = [Problem(lines.location(("request", alias)), f"missing required field {alias!r}")
+                    for name, alias in request_keys() if alias not in data and name not in data]
+    if problems:
+        raise BundleError([str(p) for p in problems] + [_rewrite(lock["optkit"]["version"])])
+    return request
+
+
+def _rewrite(written: str) -> str:
+    """What to do about a lock this optkit cannot plan again: another optkit's may know its fields."""
+    if written != __version__:
+        return (f"the lock was written by optkit {written}, this is optkit {__version__}: plan it with that "
+                "optkit, or write the bundle again with this one (`optkit plan ... -o DIR`)")
+    return REWRITE
+
+
 def _check_layered(lock_path: Path, lock: dict, workspace: Workspace) -> None:
-    then = {entry["path"]: entry.get("sha256") for entry in lock.get("optkit", {}).get("catalogs", [])}
+    then = {entry["path"]: entry["sha256"] for entry in lock["optkit"].get("catalogs", [])}
     now = {entry["path"]: entry["sha256"] for entry in catalogs_data(workspace.catalog)}
     for path in sorted(set(then) | set(now)):
         if then.get(path) != now.get(path):

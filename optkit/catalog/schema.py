@@ -55,7 +55,21 @@ def _check_regex(text: str) -> str:
     return text
 
 
+def _check_shell_words(text: str) -> str:
+    import shlex
+
+    try:
+        words = shlex.split(text)
+    except ValueError:  # an unclosed quote, or a backslash with nothing after it
+        raise ValueError(f"{text!r} does not split into shell words: a quote is left open or a backslash ends it "
+                         "(close the quote, or write the argument's words as a shell command line would)") from None
+    if not words:
+        raise ValueError(f"{text!r} holds no argument (remove the entry)")
+    return text
+
+
 ConditionText = Annotated[str, AfterValidator(_check_condition)]
+ServeArg = Annotated[str, AfterValidator(_check_shell_words)]
 TreeFile = Annotated[str, AfterValidator(_check_tree_path)]
 SpecifierText = Annotated[str, AfterValidator(_check_specifier)]
 RegexText = Annotated[str, AfterValidator(_check_regex)]
@@ -256,7 +270,9 @@ class Recipe(RecipeBehaviour, _Strict):
     additional_config: dict[str, Any] = Field(default_factory=dict, description="vllm-ascend --additional-config fragment.")
     compilation_config: dict[str, Any] = Field(default_factory=dict, description="vLLM --compilation-config fragment.")
     speculative_config: dict[str, Any] = Field(default_factory=dict, description="vLLM --speculative-config fragment.")
-    serve_args: list[str] = Field(default_factory=list, description="Extra `vllm serve` arguments.")
+    serve_args: list[ServeArg] = Field(
+        default_factory=list, description="Extra `vllm serve` arguments, each entry one or more shell words "
+        "(`--max-num-seqs 64`; quoted as a shell command line would quote them).")
     patches: list[Patch] = Field(default_factory=list, description="Source patches, applied in order.")
     kernels: list[RecipeId] = Field(default_factory=list, description="Kernel build specs under kernels/.")
     gains: list[Gain] = Field(default_factory=list, description="Reported gains (and regressions).")

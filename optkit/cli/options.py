@@ -106,11 +106,11 @@ def build_request(model: str | None, request_file: Path | None, params: dict):
         base["model"] = model
     if base.get("model") and base.get("model_config"):
         raise RequestError("give either MODEL or --model-config, not both")
-    from pydantic_core import ValidationError
+    from optkit.resolve.request_record import core
 
     try:
         return parse_request(base)
-    except ValidationError as exc:
+    except core().ValidationError as exc:
         first = exc.errors()[0]
         message = first["msg"].removeprefix("Value error, ")
         flag = _FLAGS.get(first["loc"][0]) if first["loc"] else None

@@ -14,6 +14,7 @@ model rejects, or the reverse, is an ``InternalError``).
 
 from __future__ import annotations
 
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -107,22 +108,54 @@ def as_request_record(request) -> RequestRecord:
     return freeze(request, RECORDS)
 
 
+@lru_cache(maxsize=None)
+def core():
+    """pydantic-core's compiled module (``SchemaValidator``, ``ValidationError``), loaded on its own.
+
+    Importing the ``pydantic_core`` package also imports ``core_schema`` and ``typing_extensions``
+    (about 20 ms of CPU, a fifth of a warm plan) for the schema-building types the cached validator
+    never needs. The extension module is what the package re-exports, so a later ``import
+    pydantic_core`` finds this same module in ``sys.modules`` and the classes are the same.
+    """
+    name = "pydantic_core._pydantic_core"
+    if name not in sys.modules:
+        from importlib.machinery import EXTENSION_SUFFIXES, ExtensionFileLoader
+        from importlib.util import find_spec, module_from_spec, spec_from_loader
+
+        package = find_spec("pydantic_core")
+        folders = list(package.submodule_search_locations or ()) if package else []
+        found = [Path(f) / f"_pydantic_core{suffix}" for f in folders for suffix in EXTENSION_SUFFIXES]
+        path = next((str(f) for f in found if f.is_file()), None)
+        if path is None:  # not laid out as expected: the ordinary import
+            import pydantic_core._pydantic_core  # noqa: F401
+        else:
+            loader = ExtensionFileLoader(name, path)
+            module = module_from_spec(spec_from_loader(name, loader))
+            loader.exec_module(module)
+            sys.modules[name] = module
+    return sys.modules[name]
+
+
 def parse_request(data: Any) -> RequestRecord:
     """``data`` (a mapping of request fields, by name or alias) validated as a ``Request``.
 
     Raises pydantic's ``ValidationError`` (the model's own, with its wording) if it is invalid.
     """
-    from pydantic_core import ValidationError
-
     validator, shape = _validator()
     try:
         fields, _, _ = validator.validate_python(data)
-    except ValidationError:
+    except core().ValidationError:
         from optkit.resolve.request import Request
 
         Request.model_validate(data)  # raises the model's own error, in its words
         raise InternalError(f"the cached request validator rejects what Request accepts: {data!r}") from None
     return RequestRecord(shape, {name: fields[name] for name in shape.fields})
+
+
+def request_keys() -> tuple[tuple[str, str], ...]:
+    """Each request field as ``(name, alias)``: a mapping of request fields may name it either way."""
+    shape = _validator()[1]
+    return tuple(zip(shape.fields, shape.aliases))
 
 
 def load_request(path: Path) -> RequestRecord:
@@ -146,8 +179,7 @@ def load_request(path: Path) -> RequestRecord:
 @lru_cache(maxsize=None)
 def _validator():
     """The request validator and the record shape (from the cache, else compiled and stored)."""
-    from pydantic_core import SchemaError, SchemaValidator
-
+    SchemaError, SchemaValidator = core().SchemaError, core().SchemaValidator
     schema, config, shape = cached("request", None, _compile, code=_CODE)
     try:
         return SchemaValidator(schema, config), shape

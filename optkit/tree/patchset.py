@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from optkit.catalog.patchfile import parse_dep3, patch_paths
 from optkit.catalog.textfile import read_text
+from optkit import __version__
 from optkit.errors import BundleError, PatchError, ValidationFailed
 
 if TYPE_CHECKING:  # imported where used: `optkit status` of a tree without records stays light
@@ -119,12 +120,25 @@ def lock_json(path: Path) -> tuple[dict, LineMap]:
     try:
         data, lines = load_json(path)
     except ValidationFailed as exc:
-        raise BundleError([str(p) for p in exc.problems] + [_REWRITE]) from None
-    found = data.get("lock_version") if isinstance(data, dict) else None
+        raise BundleError([str(p) for p in exc.problems] + [REWRITE]) from None
+    if not isinstance(data, dict):
+        raise BundleError([f"{lines.location(())}: expected a mapping of fields at the top level", REWRITE])
+    found = data.get("lock_version", None)
     if found != LOCK_VERSION or isinstance(found, bool):
-        raise BundleError([f"{path}: lock_version is {found!r}, this optkit reads lock_version {LOCK_VERSION}; "
-                           "write the bundle again with this optkit"])
+        raise BundleError([f"{lines.location(('lock_version',))}: {_version_problem(data, found)}"])
     return data, lines
+
+
+def _version_problem(data: dict, found) -> str:
+    """Why a lock's ``lock_version`` is not this optkit's, and what to do: a newer format asks for a newer optkit."""
+    if "lock_version" not in data:
+        return f"missing required field 'lock_version' (this optkit reads lock_version {LOCK_VERSION}); {REWRITE}"
+    written = data.get("optkit", {}).get("version") if isinstance(data.get("optkit"), dict) else None
+    if isinstance(found, int) and not isinstance(found, bool) and found > LOCK_VERSION:
+        by = f"optkit {written}" if isinstance(written, str) else "a newer optkit"
+        return (f"is {found}, a lock format newer than this optkit ({__version__}) reads (lock_version "
+                f"{LOCK_VERSION}): it was written by {by}; use that optkit, or write the bundle again with this one")
+    return (f"is {found!r}, this optkit reads lock_version {LOCK_VERSION}; write the bundle again with this optkit")
 
 
 def checked(model: type[M], data: dict, lines: LineMap) -> M:
@@ -134,10 +148,10 @@ def checked(model: type[M], data: dict, lines: LineMap) -> M:
     try:
         return parse_model(model, data, lines)
     except ValidationFailed as exc:
-        raise BundleError([str(p) for p in exc.problems] + [_REWRITE]) from None
+        raise BundleError([str(p) for p in exc.problems] + [REWRITE]) from None
 
 
-_REWRITE = "the lock was damaged or edited by hand: write the bundle again with `optkit plan ... -o DIR`"
+REWRITE = "the lock was damaged or edited by hand: write the bundle again with `optkit plan ... -o DIR`"
 
 
 def _check_pending(lock_path: Path, pending: list[LockPending], allow_pending: bool) -> None:

@@ -5,8 +5,9 @@
 The import floor is ``python -c 'import pydantic, click, yaml'``. Each command is run as a user
 runs it (``python -m optkit …``, output to /dev/null) right after a run of the floor, so both
 see the same machine load; a command's ratio is the median of its per-pair ratios (the pairs
-absorb load changes that medians of separate series would not). The last line is the ratio of
-``optkit plan qwen3.5-35b --target 910c --mtp``. Load still moves the ratio (on the 2-core
+absorb load changes that medians of separate series would not). The last two lines are the ratios
+of ``optkit plan qwen3.5-35b --target 910c --mtp``: to the import floor, and to ``python -c 'import
+click'`` (the least any click command costs), from pairs of its own in the same loop. Load still moves the ratio (on the 2-core
 development machine it came out lower while other test suites ran), so the load average is
 printed with the figures: compare runs at similar load.
 
@@ -32,6 +33,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 FLOOR = ["-c", "import pydantic, click, yaml"]
+CLICK = ["-c", "import click"]
+CLICK_LABEL = "python -c 'import click'"
 PLAN = ["plan", "qwen3.5-35b", "--target", "910c", "--mtp"]
 PLAN_LABEL = "optkit " + " ".join(PLAN)
 # What a warm plan cannot go below: the libraries it imports (pydantic-core for the request's
@@ -96,14 +99,17 @@ def measure(pairs: int) -> None:
                 run(args, env, extra, scratch)
         floors: dict[str, list[float]] = {label: [] for label, _, _ in timed}
         times: dict[str, list[float]] = {label: [] for label, _, _ in timed}
+        clicks: list[tuple[float, float]] = []  # (import click, plan) pairs
+        plan_args = next(args for label, args, _ in timed if label == PLAN_LABEL)
         for _ in range(pairs):
             for label, args, extra in timed:
                 floors[label].append(run(FLOOR, env, {}, scratch))
                 times[label].append(run(args, env, extra, scratch))
-    report(timed, floors, times, pairs)
+            clicks.append((run(CLICK, env, {}, scratch), run(plan_args, env, {}, scratch)))
+    report(timed, floors, times, pairs, clicks)
 
 
-def report(timed, floors, times, pairs: int) -> None:
+def report(timed, floors, times, pairs: int, clicks: list[tuple[float, float]]) -> None:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"{pairs} pairs per command, {os.cpu_count()} CPUs, load average {load} (1, 5, 15 min)")
     all_floors = [t for label in floors for t in floors[label]]
@@ -111,7 +117,10 @@ def report(timed, floors, times, pairs: int) -> None:
     ratios = {label: statistics.median(t / f for t, f in zip(times[label], floors[label])) for label in times}
     for label, ratio in ratios.items():
         print(f"  {label:<46} median {statistics.median(times[label]):.3f} s   ratio {ratio:.2f}")
+    print(f"  {CLICK_LABEL:<46} median {statistics.median(c for c, _ in clicks):.3f} s")
     print(f"{PLAN_LABEL} / import floor, median of {pairs} per-pair ratios: {ratios[PLAN_LABEL]:.2f}")
+    print(f"{PLAN_LABEL} / {CLICK_LABEL}, median of {pairs} per-pair ratios: "
+          f"{statistics.median(t / c for c, t in clicks):.2f}")
 
 
 def main() -> None:

@@ -279,9 +279,10 @@ def report_files(report: Report) -> dict[str, bytes]:
 def write_report(report: Report, out_dir: Path) -> list[Path]:
     """Write the report files into ``out_dir`` (created; files of the same names replaced)."""
     out_dir = Path(out_dir)
+    files = report_files(report)  # every file made before any is written: a failure leaves nothing behind
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, data in report_files(report).items():
+    for name, data in files.items():
         (out_dir / name).write_bytes(data)
         written.append(out_dir / name)
     return written

@@ -59,9 +59,8 @@ def ladder_command(model, request_file, output, from_lock, order, leave_one_out,
 def report_command(ladder_dir, output, results_dir, record, catalog_root):
     """Report a ladder's results: per-step table, per-recipe attribution, waterfall, accuracy gate.
 
-    Exits 1 when the accuracy gate fails (after writing the report)."""
-    from optkit.measure import GateFailed
-    from optkit.measure.report import build_report, write_report
+    Exits 1 after writing the report when no step has results or the accuracy gate did not pass."""
+    from optkit.measure.report import build_report, outcome_error, write_report
 
     report = build_report(ladder_dir, results_dir)
     written = write_report(report, output or ladder_dir / "report")
@@ -70,8 +69,9 @@ def report_command(ladder_dir, output, results_dir, record, catalog_root):
     show(report_summary(report))
     for path in written:
         click.echo(f"wrote {path}")
-    if report.gate.failures:
-        raise GateFailed(report.gate.failures)
+    error = outcome_error(report, ladder_dir)
+    if error is not None:
+        raise error
     if record:
         from optkit.catalog.paths import project_root
         from optkit.measure.record import write_record

@@ -123,3 +123,61 @@ def test_lint_audits_a_folder_against_the_shipped_catalog(tmp_path, monkeypatch)
     _team_recipe(Path("mine"), **{"preconditions:\n": "requires:\n  - recipe: compile-super-kernel\n    msg: needs it\n"
                                                       "preconditions:\n"})
     assert run("lint", "mine").output.strip() == "catalog ok"
+
+
+PLAN = ("plan", "qwen3.5-35b", "--target", "910c", "--concurrency", "1,4", "--input-len", "32", "--output-len", "8",
+        "--json")
+MEASURED = "measured on 910C (driver 24.1.rc3, CANN 9.0.1), vllm-ascend 0.23.0, record "
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> Path:
+    """A folder of one's own holding only verified/: the record `optkit report --record --catalog` wrote."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "measure"))
+    from test_report import Lab
+
+    lab = Lab(tmp_path_factory.mktemp("lab"))
+    lab.all()
+    mine = tmp_path_factory.mktemp("user") / "mine"
+    mine.mkdir()
+    result = run("report", str(lab.ladder), "--record", "--catalog", str(mine))
+    assert result.exit_code == 0, result.output
+    (path,) = (mine / "verified").glob("*.yaml")
+    assert f"recorded {path}" in result.output
+    return mine
+
+
+def _with_a_recipe(folder: Path) -> None:
+    _team_recipe(folder)
+
+
+def _record_removed(folder: Path) -> None:
+    for path in (folder / "verified").glob("*.yaml"):
+        path.unlink()
+
+
+@pytest.mark.parametrize("via", ["--catalog", "OPTKIT_CATALOG_PATH"])
+@pytest.mark.parametrize("command, change, measured", [
+    pytest.param(PLAN, None, True, id="plan"),
+    pytest.param(("show", "sampler-greedy-bf16-fastpath"), None, True, id="show"),
+    pytest.param(("recipes", "--json"), None, True, id="recipes"),
+    pytest.param(PLAN, _with_a_recipe, True, id="plan-beside-a-recipe-of-ones-own"),
+    pytest.param(PLAN, _record_removed, False, id="plan-after-the-record-is-removed"),  # the cache sees the folder
+])
+def test_the_records_of_ones_own_catalog_are_read(recorded, tmp_path, monkeypatch, via, command, change, measured):
+    mine = tmp_path / "mine"
+    shutil.copytree(recorded, mine)
+    run(*PLAN, "--catalog", str(mine))  # warm the cache with the record in place
+    if change:
+        change(mine)
+    monkeypatch.chdir(tmp_path)
+    args, env = (command + ("--catalog", "mine"), None) if via == "--catalog" else (command, {"OPTKIT_CATALOG_PATH": "mine"})
+    result = run(*args, env=env)
+    assert result.exit_code == 0, result.output
+    if command[0] == "recipes":
+        row = next(r for r in json.loads(result.output) if r["id"] == "sampler-greedy-bf16-fastpath")
+        assert row["verification"] == "hardware-verified" and row["measured"][0].startswith(MEASURED)
+    else:
+        assert (MEASURED in result.output) is measured, result.output

@@ -18,6 +18,7 @@ from optkit.catalog.cache import cached
 from optkit.catalog.linemap import LineMap
 from optkit.catalog.paths import project_root
 from optkit.catalog.recipe_records import RecipeRecord
+from optkit.catalog.records import RECORDS_DIR
 from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
 
 if TYPE_CHECKING:  # validation, on a cache miss only, imports pydantic
@@ -169,10 +170,12 @@ def load_entries(root: Path, folder: str, filename: str, load_one) -> tuple[dict
     return entries, {entry_id: base / name for entry_id, name in names.items()}, lines
 
 
-def _validate_entries(base: Path, folder: str, filename: str, load_one) -> tuple[dict, dict, dict]:
-    """(entries, folder names, line maps) by id, each file parsed and validated."""
+def _validate_entries(base: Path, folder: str, filename: str, load_one, skip=()) -> tuple[dict, dict, dict]:
+    """(entries, folder names, line maps) by id, each file parsed and validated (the folders ``skip``
+    hold something else)."""
     entries, names, lines, problems = {}, {}, {}, []
-    subs = sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith(".")) if base.is_dir() else []
+    subs = sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith(".")
+                  and p.name not in skip) if base.is_dir() else []
     for sub in subs:
         display = f"{folder}/{sub.name}/{filename}"
         linked = next((p for p in (sub, sub / filename) if p.is_symlink()), None)
@@ -197,9 +200,10 @@ def _validate_entries(base: Path, folder: str, filename: str, load_one) -> tuple
 
 def load_catalog(root: Path | None = None, extra=()) -> Catalog:
     """Load every recipe under ``root/recipes``, then each folder of ``extra`` (``--catalog DIR``:
-    recipe folders like ``recipes/``) layered over it with the same loader and errors. A layered id
-    that a shipped recipe has is an error unless it says ``replaces_shipped: true``; one id in two
-    extra folders is always an error. All problems of all files are reported together."""
+    recipe folders like ``recipes/``; its ``verified/`` holds records, read by ``load_records``)
+    layered over it with the same loader and errors. A layered id that a shipped recipe has is an
+    error unless it says ``replaces_shipped: true``; one id in two extra folders is always an error.
+    All problems of all files are reported together."""
     root = root or project_root()
     if not (root / "recipes").is_dir():
         raise ValidationFailed([Problem(Location(str(root / "recipes")), "no recipes/ folder here")])
@@ -219,7 +223,8 @@ def _layer(catalog: Catalog, folder: Path, shipped: dict) -> list[Problem]:
     if not folder.is_dir():
         return [Problem(Location(str(folder)), "catalog folder not found (--catalog / OPTKIT_CATALOG_PATH)")]
     try:
-        entries, names, lines = _validate_entries(folder, str(folder), RECIPE_FILE, load_recipe)
+        # its verified/ holds the user's measurement records (optkit.catalog.records), not a recipe
+        entries, names, lines = _validate_entries(folder, str(folder), RECIPE_FILE, load_recipe, skip=(RECORDS_DIR,))
     except ValidationFailed as exc:
         return exc.problems
     problems = []

@@ -105,38 +105,50 @@ class Records:
 
 
 def load_records(root: Path, catalog) -> Records:
-    """Every ``verified/*.yaml`` under ``root``, checked against ``catalog`` (see the module docstring).
+    """Every ``verified/*.yaml`` under ``root``, then under each folder layered over it (``catalog.extra``:
+    ``--catalog DIR`` / ``$OPTKIT_CATALOG_PATH``, in their order), checked against ``catalog`` (see the
+    module docstring). A user's measurements live in their own folder, never in the installed package.
 
     What the files hold (each record validated and frozen, or the reason it is refused) is kept in
-    the catalog cache, keyed by the folder's content; the checks against the catalog run every time.
+    the catalog cache, one entry per folder keyed by its content; the checks against the catalog run every time.
     """
     records = Records()
-    folder = root / RECORDS_DIR
-    if not (folder.is_dir() and any(folder.glob("*.yaml"))):
-        return records
     hashes: dict[str, dict[str, str]] = {}  # each recipe's patches are hashed once, however many records
-    for name, display, record, why in cached(RECORDS_DIR, folder, lambda: _read_all(folder)):
-        if record is None:
-            records.refused.append(Refusal(display, None, why))
+    for folder, shown, entry in record_folders(root, catalog):
+        if not (folder.is_dir() and any(folder.glob("*.yaml"))):
             continue
-        for rid, measurement in sorted(record.recipes.items()):
-            why = entry_problem(catalog, rid, measurement, hashes)
-            if why:
-                records.refused.append(Refusal(display, rid, why))
-            else:
-                records.entries.setdefault(rid, []).append(Entry(name, record, measurement))
+        for name, record, why in cached(entry, folder, lambda: _read_all(folder)):
+            display = f"{shown}/{name}.yaml"
+            if record is None:
+                records.refused.append(Refusal(display, None, why))
+                continue
+            for rid, measurement in sorted(record.recipes.items()):
+                why = entry_problem(catalog, rid, measurement, hashes)
+                if why:
+                    records.refused.append(Refusal(display, rid, why))
+                else:
+                    records.entries.setdefault(rid, []).append(Entry(name, record, measurement))
     return records
 
 
-def _read_all(folder: Path) -> list[tuple[str, str, Any, str]]:
-    """(name, display path, the record frozen or None, why not) of every record file in ``folder``."""
+def record_folders(root: Path, catalog) -> list[tuple[Path, str, str]]:
+    """(folder, its name in messages, its catalog cache entry) of the shipped ``verified/`` and of each
+    layered folder's, in the order their records count."""
+    folders = [(Path(root) / RECORDS_DIR, RECORDS_DIR, RECORDS_DIR)]
+    for extra in getattr(catalog, "extra", ()):
+        where = hashlib.sha256(str(Path(extra).resolve()).encode(errors="surrogateescape")).hexdigest()[:16]
+        folders.append((Path(extra) / RECORDS_DIR, f"{extra}/{RECORDS_DIR}", f"{RECORDS_DIR}-{where}"))
+    return folders
+
+
+def _read_all(folder: Path) -> list[tuple[str, Any, str]]:
+    """(name, the record frozen or None, why not) of every record file in ``folder``."""
     from optkit.catalog.frozen import freeze
 
     found = []
     for path in sorted(folder.glob("*.yaml")):
-        display = f"{RECORDS_DIR}/{path.name}"
-        record, why = _read(path, display)
-        found.append((path.stem, display, None if record is None else freeze(record, {}), why))
+        record, why = _read(path, f"{RECORDS_DIR}/{path.name}")
+        found.append((path.stem, None if record is None else freeze(record, {}), why))
     return found
 
 
@@ -215,5 +227,5 @@ def effective_level(recipe, records: Records | None) -> Verification:
     return recipe.verification.level
 
 
-__all__ = ["Records", "Entry", "Refusal", "load_records", "record_digest", "record_file", "effective_level",
+__all__ = ["Records", "Entry", "Refusal", "load_records", "record_folders", "record_digest", "record_file", "effective_level",
            "entry_problem", "patch_hashes", "RECORDS_DIR", "NAME_DIGITS"]

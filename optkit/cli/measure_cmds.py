@@ -55,13 +55,13 @@ def ladder_command(model, request_file, output, from_lock, order, leave_one_out,
               help="The results directory (default: LADDER_DIR/results).")
 @click.option("--record", is_flag=True, help="Also write the measurements as a verified-on record in verified/.")
 @click.option("--catalog", "catalog_root", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="With --record: the catalog (recipes/, verified/) to record into (default: the shipped one).")
+              help="With --record: record into DIR/verified/, DIR a folder of your own as plan's --catalog takes it "
+                   "(default: the shipped catalog's verified/).")
 def report_command(ladder_dir, output, results_dir, record, catalog_root):
     """Report a ladder's results: per-step table, per-recipe attribution, waterfall, accuracy gate.
 
-    Exits 1 when the accuracy gate fails (after writing the report)."""
-    from optkit.measure import GateFailed
-    from optkit.measure.report import build_report, write_report
+    Exits 1 after writing the report when no step has results or the accuracy gate did not pass."""
+    from optkit.measure.report import build_report, outcome_error, write_report
 
     report = build_report(ladder_dir, results_dir)
     written = write_report(report, output or ladder_dir / "report")
@@ -70,13 +70,16 @@ def report_command(ladder_dir, output, results_dir, record, catalog_root):
     show(report_summary(report))
     for path in written:
         click.echo(f"wrote {path}")
-    if report.gate.failures:
-        raise GateFailed(report.gate.failures)
+    error = outcome_error(report, ladder_dir)
+    if error is not None:
+        raise error
     if record:
-        from optkit.catalog.paths import project_root
+        from optkit.catalog.loader import load_catalog
+        from optkit.catalog.paths import catalog_path, project_root
         from optkit.measure.record import write_record
 
-        click.echo(f"recorded {write_record(report, catalog_root or project_root())}")
+        catalog = load_catalog(None, catalog_path([catalog_root] if catalog_root else []))
+        click.echo(f"recorded {write_record(report, catalog_root or project_root(), catalog)}")
 
 
 @click.group("measure")

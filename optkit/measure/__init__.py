@@ -20,8 +20,10 @@ class MeasureError(OptkitError):
 
 
 class GateFailed(OptkitError):
-    """The accuracy gate failed: outputs changed where a recipe claims they do not, or beyond a margin."""
+    """The accuracy gate did not pass: outputs changed where a recipe claims they do not, or beyond a
+    margin (``failures``), or a comparison lacked the outputs to check (``unchecked``)."""
 
-    def __init__(self, failures: list[str]):
-        self.failures = failures
-        super().__init__("the accuracy gate failed:\n" + "\n".join(f"  - {f}" for f in failures))
+    def __init__(self, failures: list[str], unchecked: list[str] = ()):
+        self.failures, self.unchecked = failures, list(unchecked)
+        head = "the accuracy gate failed" if failures else "the accuracy gate did not pass: not every comparison was checked"
+        super().__init__(head + ":\n" + "\n".join(f"  - {f}" for f in [*failures, *self.unchecked]))

@@ -8,6 +8,9 @@ bundled DejaVu font, and no "Software" metadata in the PNG, so the same report g
 from __future__ import annotations
 
 import io
+import sys
+
+from optkit.measure import MeasureError
 
 COLORS = {"gain": "#2e7d32", "regression": "#c62828", "no-measurable-effect": "#9e9e9e",
           "unavailable": "#e0e0e0", "level": "#455a64", "final": "#1565c0"}
@@ -15,12 +18,22 @@ DPI = 100
 
 
 def _figure(width: float, height: float):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:  # a core dependency, but an environment can still lack it or break it
+        raise MeasureError(missing_matplotlib(exc.name)) from None
 
     figure = Figure(figsize=(width, height), dpi=DPI)
     FigureCanvasAgg(figure)
     return figure
+
+
+def missing_matplotlib(module: str | None) -> str:
+    """What to do when matplotlib (or a module it needs, ``module``) cannot be imported: one line."""
+    needs = "" if not module or module.split(".")[0] == "matplotlib" else f" (it needs {module})"
+    return (f"the report's charts need matplotlib, which this Python cannot import{needs}; nothing was written: "
+            f"install it with `{sys.executable} -m pip install matplotlib` and run optkit report again")
 
 
 def _png(figure) -> bytes:
@@ -99,4 +112,4 @@ def per_concurrency(title: str, steps: list[str], series: dict[int, list[tuple[f
     return _png(figure)
 
 
-__all__ = ["waterfall", "contributions", "per_concurrency"]
+__all__ = ["waterfall", "contributions", "per_concurrency", "missing_matplotlib"]

@@ -46,6 +46,11 @@ class Gate:
     def passed(self) -> bool:
         return not self.failures and all(c.status != "not-checked" for c in self.checks)
 
+    @property
+    def unchecked(self) -> list[str]:
+        """Each comparison that could not be checked, in words (a reason it did not pass)."""
+        return [f"{c.with_} against {c.without} not checked: {c.detail}" for c in self.checks if c.status == "not-checked"]
+
 
 def outputs_of(runs) -> tuple[dict | None, str]:
     """The outputs of a step's first run that has them, and a failure if its repeats disagree."""

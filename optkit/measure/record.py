@@ -68,15 +68,21 @@ def record_of(report, catalog) -> Record:
     return record
 
 
-def write_record(report, root: Path) -> Path:
-    """Write the record of ``report`` into ``root/verified/`` and return its path."""
-    record = record_of(report, load_catalog(root))
+def write_record(report, root: Path, catalog=None) -> Path:
+    """Write the record of ``report`` into ``root/verified/`` and return its path. ``root`` is a catalog
+    root (the shipped one, by default the catalog checked against) or a folder of one's own layered over
+    it (``--catalog DIR``; pass the layered ``catalog``), whose ``verified/`` plan, show and recipes read."""
+    record = record_of(report, load_catalog(root) if catalog is None else catalog)
     name, text = record_file(record)
     folder = Path(root) / RECORDS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    path.write_text(text, encoding="utf-8")
-    return path
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise MeasureError(f"cannot write the record into {folder}: {exc.strerror or exc}; record into a folder of "
+                           "your own with --catalog DIR (plan, show and recipes read DIR/verified/ with --catalog DIR "
+                           "or OPTKIT_CATALOG_PATH)") from None
+    return folder / name
 
 
 __all__ = ["record_of", "write_record"]

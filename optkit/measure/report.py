@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from optkit.measure import MeasureError
+from optkit.measure import GateFailed, MeasureError
 from optkit.measure.accuracy import load_prompt_set
 from optkit.measure.analysis import SHOWN, Cell, Delta, cells, delta, expected_digest
 from optkit.measure.gate import Gate, evaluate, outputs_of
@@ -111,8 +111,7 @@ def build_report(ladder_dir: Path, results_dir: Path | None = None) -> Report:
     totals = {c: delta(table[(last["id"], c)], table[(steps[0]["id"], c)]) for c in concurrencies}
     gate = _gate(ladder, ladder_dir, {step: [r for r in rs if not r.host or r.host["tree"]["digest"] == digest]
                                       for step, rs in runs.items()}, last)
-    issues += [f"accuracy gate: {c.with_} against {c.without} not checked: {c.detail}"
-               for c in gate.checks if c.status == "not-checked"]
+    issues += [f"accuracy gate: {why}" for why in gate.unchecked]
     return Report(ladder, runs, table, attributions, totals, gate, issues, digest, host)
 
 
@@ -208,6 +207,18 @@ def _gate(ladder: dict, ladder_dir: Path, runs: dict[str, list[Run]], last: dict
     return evaluate(pairs, outputs, claims, prompts, repeat_failures)
 
 
+def outcome_error(report: Report, ladder_dir: Path) -> MeasureError | None:
+    """Why ``optkit report`` exits 1 once the report is written: no step has results, or the accuracy
+    gate did not pass (failed, or a comparison it could not check); None when neither."""
+    if not any(report.runs.values()):
+        return MeasureError(f"no step of the ladder in {ladder_dir} has results (none ran, or every run failed; "
+                            "results/failed/ keeps an unfinished run's logs): fix the cause and run its run-ladder.sh "
+                            "again, it resumes")
+    if not report.gate.passed:
+        return GateFailed(report.gate.failures, report.gate.unchecked)
+    return None
+
+
 # --------------------------------------------------------------------------- files
 
 
@@ -279,9 +290,10 @@ def report_files(report: Report) -> dict[str, bytes]:
 def write_report(report: Report, out_dir: Path) -> list[Path]:
     """Write the report files into ``out_dir`` (created; files of the same names replaced)."""
     out_dir = Path(out_dir)
+    files = report_files(report)  # every file made before any is written: a failure leaves nothing behind
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, data in report_files(report).items():
+    for name, data in files.items():
         (out_dir / name).write_bytes(data)
         written.append(out_dir / name)
     return written
@@ -325,7 +337,10 @@ def _view(report: Report) -> dict[str, Any]:
                     "percent": "—" if d.value is None else f"{100 * d.value / d.reference_tpot:+.1f}%",
                     "sum": _ms(sum(a.deltas[c].value for a in report.attributions if a.deltas[c].value is not None), 3)}
                    for c, d in report.totals.items()],
-        "gate_passed": gate.passed, "gate_failures": gate.failures, "issues": report.issues,
+        "gate_passed": gate.passed, "gate_failures": gate.failures + gate.unchecked, "issues": report.issues,
+        "no_results": not any(report.runs.values()),
+        "packages": ", ".join(f"{name} {version or '—'}" for name, version in (report.host or {}).get("packages", {}).items())
+        or "package versions unknown",
         "checks": [{"with": c.with_, "without": c.without, "recipes": " + ".join(c.recipes) if len(c.recipes) < 4
                     else f"{len(c.recipes)} recipes", "kind": c.kind, "status": c.status, "detail": c.detail}
                    for c in gate.checks],
@@ -335,4 +350,4 @@ def _view(report: Report) -> dict[str, Any]:
     }
 
 
-__all__ = ["Report", "Attribution", "build_report", "write_report", "report_files", "report_data", "read_ladder"]
+__all__ = ["Report", "Attribution", "build_report", "outcome_error", "write_report", "report_files", "report_data", "read_ladder"]

@@ -76,7 +76,10 @@ def read_runs(results: Path, step_ids: list[str], concurrencies: list[int]) -> t
     runs: dict[str, list[Run]] = {step: [] for step in step_ids}
     strays = []
     for entry in sorted(results.iterdir()) if results.is_dir() else []:
-        if entry.name.startswith(".") or entry.name == "failed":
+        if entry.name == "failed" and entry.is_dir():
+            strays += _unfinished(entry)
+            continue
+        if entry.name.startswith("."):
             continue
         if entry.name not in runs or not entry.is_dir():
             strays.append(f"results/{entry.name} is not a step of this ladder (ignored)")
@@ -86,6 +89,17 @@ def read_runs(results: Path, step_ids: list[str], concurrencies: list[int]) -> t
             if match and run_dir.is_dir():
                 runs[entry.name].append(read_run(results, entry.name, int(match.group(1)), concurrencies))
     return runs, strays
+
+
+def _unfinished(failed: Path) -> list[str]:
+    """The runs whose logs run-ladder.sh kept in results/failed/ and that have no results since."""
+    return [f"results/failed/{run.name}: a run that did not finish; its logs (serve.log, bench.log) say why"
+            for run in sorted(failed.iterdir()) if run.is_dir() and not _finished(failed.parent, run.name)]
+
+
+def _finished(results: Path, name: str) -> bool:
+    step, _, repeat = name.rpartition("-")
+    return bool(step) and (results / step / repeat).is_dir()
 
 
 def read_run(results: Path, step: str, repeat: int, concurrencies: list[int]) -> Run:

@@ -8,7 +8,8 @@
 - ``build-kernels-stub``: KERNEL_BUILD_CMD; AscendC kernels cannot be built here, so it records
   which kernel specs the step's lock names (the simulation reads them) and counts the builds;
 - a tiny HF tokenizer, built with the ``tokenizers`` package and saved locally (nothing from a hub):
-  ``vllm bench serve`` needs one for the random dataset.
+  ``vllm bench serve`` needs one for the random dataset; with a config.json beside it, since
+  run-ladder.sh takes a model directory only with one.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 SIM = Path(__file__).resolve().parent / "sim_server.py"
 TOKENIZER = "tiny-tokenizer"
+CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 512}
 
 VLLM = """#!/usr/bin/env bash
 if [ "${{1:-}}" = serve ]; then
@@ -57,6 +59,7 @@ def tiny_tokenizer(dest: Path) -> Path:
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>", bos_token="<s>",
                             eos_token="</s>").save_pretrained(str(dest))
+    (dest / "config.json").write_text(json.dumps(CONFIG))  # a checkpoint directory, as run-ladder.sh checks
     return dest
 
 

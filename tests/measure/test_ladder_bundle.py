@@ -155,3 +155,82 @@ def test_the_cli_writes_and_summarises_a_ladder(tmp_path):
     assert result.exit_code == 0, result.output
     assert "01-full" in result.output and "not a step: waterfall-version-upgrade" in result.output
     assert "server starts" in result.output and (tmp_path / "l" / "run-ladder.sh").is_file()
+
+
+def _host_inputs(tmp_path: Path) -> dict[str, Path]:
+    """What a good NPU host has: a vllm-ascend tree, a checkpoint directory, npu-smi; optkit and curl fakes
+    that log their calls (none may come before the inputs are checked)."""
+    tree, model, bin_dir = tmp_path / "tree", tmp_path / "model", tmp_path / "bin"
+    (tree / "vllm_ascend").mkdir(parents=True)
+    (tree / "setup.py").write_text("")
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    bin_dir.mkdir()
+    for tool in ("optkit", "curl", "npu-smi"):
+        (bin_dir / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> {tmp_path / "calls.log"}\nexit 0\n')
+        (bin_dir / tool).chmod(0o755)
+    return {"tree": tree, "model": model, "bin": bin_dir}
+
+
+def _tool(name: str, text: str):
+    def change(host: dict, env: dict) -> None:
+        path = host["bin"] / name
+        path.write_text(text)
+        path.chmod(0o755)
+    return change
+
+
+def _no_npu_smi(host, env):
+    (host["bin"] / "npu-smi").unlink()
+
+
+def _model(value):
+    def change(host, env):
+        env["MODEL"] = value(host) if callable(value) else value
+    return change
+
+
+def _tree_without_package(host, env):
+    shutil.rmtree(host["tree"] / "vllm_ascend")
+
+
+@pytest.mark.parametrize("change, words", [
+    pytest.param(_no_npu_smi, "run-ladder.sh: no Ascend NPU is visible (npu-smi info fails or is not on PATH, and there "
+                 "is no /dev/davinci*); run it on the NPU host", id="no-npu-smi"),
+    pytest.param(_tool("npu-smi", "#!/bin/sh\necho 'dcmi module initialize failed' >&2\nexit 1\n"),
+                 "run-ladder.sh: no Ascend NPU is visible", id="npu-smi-fails"),
+    pytest.param(_model(lambda host: str(host["tree"])), "is a directory without config.json; pass the checkpoint's "
+                 "directory (the one holding config.json) or a Hugging Face repo id (org/name)", id="model-dir-without-config"),
+    pytest.param(_model("/models/Qwen3.5-35B-A3B"), "run-ladder.sh: --model /models/Qwen3.5-35B-A3B is neither a "
+                 "directory nor a Hugging Face repo id (org/name)", id="model-path-missing"),
+    pytest.param(_model("qwen3.5"), "--model qwen3.5 is neither a directory nor a Hugging Face repo id", id="model-bare-name"),
+    pytest.param(_tree_without_package, "is not a vllm-ascend source tree (it needs setup.py and vllm_ascend/); pass the "
+                 "vllm-ascend checkout the server imports", id="tree-not-vllm-ascend"),
+    pytest.param(_tool("df", "#!/bin/sh\necho 'Filesystem 1024-blocks Used Available Capacity Mounted on'\n"
+                       "echo '/dev/sda1 100000 99000 1000 99% /'\n"),
+                 "MB are free in", id="disk-full"),
+    pytest.param(_tool("df", "#!/bin/sh\nexit 1\n"), "cannot tell the free disk space of", id="df-fails"),
+])
+def test_run_ladder_checks_its_inputs_before_touching_the_tree(written, tmp_path, change, words):
+    host = _host_inputs(tmp_path)
+    env = {"PATH": f"{host['bin']}:/usr/bin:/bin", "MODEL": str(host["model"])}
+    change(host, env)
+    proc = subprocess.run(["bash", str(written / "run-ladder.sh"), "--tree", str(host["tree"]), "--results",
+                           str(tmp_path / "results")], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 1 and words in proc.stderr, proc.stderr
+    calls = (tmp_path / "calls.log").read_text().splitlines() if (tmp_path / "calls.log").is_file() else []
+    assert [c for c in calls if not c.startswith("npu-smi")] == []  # no optkit apply/revert, no server, no curl
+
+
+@pytest.mark.parametrize("model", [
+    pytest.param("Qwen/Qwen3.5-35B-A3B", id="repo-id"),
+    pytest.param(None, id="checkpoint-directory"),
+])
+def test_run_ladder_starts_with_good_inputs(written, tmp_path, model):
+    host = _host_inputs(tmp_path)
+    env = {"PATH": f"{host['bin']}:/usr/bin:/bin", "MODEL": model or str(host["model"])}
+    proc = subprocess.run(["bash", str(written / "run-ladder.sh"), "--tree", str(host["tree"]), "--results",
+                           str(tmp_path / "results")], capture_output=True, text=True, env=env, cwd=tmp_path)
+    # past the checks: the first run begins (and stops, as the fake curl says the port is taken)
+    assert "run-ladder: [1/6] 00-baseline repeat 1/2" in proc.stdout, proc.stderr
+    assert "optkit revert --tree" in (tmp_path / "calls.log").read_text()

@@ -4,6 +4,7 @@ the accuracy client against the simulated server, host facts from a fake npu-smi
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -116,11 +117,8 @@ def test_report_exits_1_on_a_failed_gate_after_writing_the_report(tmp_path):
 
 
 def test_report_record_writes_into_the_given_catalog(tmp_path):
-    from optkit.catalog.paths import project_root
-
-    root = tmp_path / "catalog"
-    for name in ("recipes", "models", "targets", "kernels"):
-        shutil.copytree(project_root() / name, root / name)
+    root = tmp_path / "catalog"  # a folder of one's own, as plan's --catalog takes it
+    root.mkdir()
     lab = Lab(tmp_path)
     lab.all()
     result = CliRunner().invoke(cli, ["report", str(lab.ladder), "--record", "--catalog", str(root)])
@@ -139,3 +137,74 @@ def test_report_record_writes_into_the_given_catalog(tmp_path):
 def test_cli_errors(tmp_path, args, code, words):
     result = CliRunner().invoke(cli, [a.format(tmp=tmp_path) for a in args])
     assert result.exit_code == code and words in result.output, result.output
+
+
+def _failed_run(lab, name: str) -> None:
+    """What run-ladder.sh keeps of a run that did not finish: its logs in results/failed/."""
+    logs = lab.ladder / "results" / "failed" / name
+    logs.mkdir(parents=True)
+    (logs / "serve.log").write_text("the server exited\n")
+
+
+def _no_results(lab):
+    _failed_run(lab, f"{STEPS[0]}-r1")
+
+
+def _step_failed_to_start(lab):
+    lab.run(STEPS[0], 1, TPOT[STEPS[0]])
+    _failed_run(lab, f"{STEPS[1]}-r1")
+
+
+def _below_margin(lab):
+    for s in lab.steps:
+        lab.run(s, 1, TPOT[s], outputs={f"q{n:02d}": {"text": " 0"} for n in range(1, 4)} if s == STEPS[2] else None)
+
+
+def _accuracy_missing(lab):
+    lab.all()
+    (lab.ladder / "results" / STEPS[1] / "r1" / "accuracy.json").unlink()
+
+
+def _rerun_after_a_failure(lab):
+    lab.all()
+    _failed_run(lab, f"{STEPS[1]}-r1")  # the logs of the failure before the run that succeeded
+
+
+HOLE = re.compile(r"[:,] *[.;,]|[:,] *\n\n")  # a sentence whose value is missing ("questions: .")
+
+
+@pytest.mark.parametrize("make, code, error, lines", [
+    pytest.param(_no_results, 1, "no step of the ladder in {ladder} has results (none ran, or every run failed; "
+                 "results/failed/ keeps an unfinished run's logs): fix the cause and run its run-ladder.sh again, it resumes",
+                 ["**No step has results**: none ran, or every run failed (the issues below say which); the tables are empty.",
+                  "Exact-match accuracy on the shipped questions: no step has accuracy outputs.",
+                  f"- results/failed/{STEPS[0]}-r1: a run that did not finish; its logs (serve.log, bench.log) say why",
+                  f"- {STEPS[0]}: no results (not run yet, or its run failed)"], id="no-results-at-all"),
+    pytest.param(_step_failed_to_start, 1, "the accuracy gate did not pass: not every comparison was checked:\n"
+                 f"  - {STEPS[1]} against {STEPS[0]} not checked: no accuracy outputs for {STEPS[1]}",
+                 [f"- results/failed/{STEPS[1]}-r1: a run that did not finish; its logs (serve.log, bench.log) say why",
+                  f"Exact-match accuracy on the shipped questions: {STEPS[0]} 100.0%.",
+                  f"- **{STEPS[1]} against {STEPS[0]} not checked: no accuracy outputs for {STEPS[1]}**"],
+                 id="a-step-failed-to-start"),
+    pytest.param(_below_margin, 1, "the accuracy gate failed:\n  - 02-waterfall-hccl-aiv (waterfall-hccl-aiv, tolerance 5 "
+                 "points) against 01-sampler-greedy-bf16-fastpath: exact-match accuracy 90.6% is more than 5 points below "
+                 "100.0%", ["## Accuracy gate: FAILED"], id="accuracy-below-margin"),
+    pytest.param(_accuracy_missing, 1, "the accuracy gate did not pass: not every comparison was checked:\n"
+                 f"  - {STEPS[1]} against {STEPS[0]} not checked: no accuracy outputs for {STEPS[1]}",
+                 [f"Exact-match accuracy on the shipped questions: {STEPS[0]} 100.0%, {STEPS[2]} 100.0%."],
+                 id="missing-accuracy-file"),
+    pytest.param(_rerun_after_a_failure, 0, None, ["## Accuracy gate: PASSED", "## Issues", "- none"],
+                 id="resumed-after-a-failure"),
+])
+def test_report_exits_1_unless_every_step_has_results_and_the_gate_passed(tmp_path, make, code, error, lines):
+    lab = Lab(tmp_path)
+    (lab.ladder / "results").mkdir()  # run-ladder.sh makes it before its first run
+    make(lab)
+    result = CliRunner().invoke(cli, ["report", str(lab.ladder)])
+    assert result.exit_code == code, result.output
+    if error:
+        assert f"optkit: error: {error.format(ladder=lab.ladder)}\n" in result.output
+    text = (lab.ladder / "report" / "report.md").read_text()
+    assert [line for line in lines if line not in text.splitlines()] == []
+    assert HOLE.findall(text) == []
+    assert "Accuracy gate: " + ("PASSED" if code == 0 else "FAILED") in result.output

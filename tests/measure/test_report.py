@@ -247,3 +247,22 @@ def test_matplotlib_is_imported_only_for_the_report(tmp_path):
     for args in (["plan", "qwen3.5-35b", "--mtp"], ["ladder", "qwen3.5-35b", "-o", str(tmp_path / "l")]):
         out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True).stdout
         assert "MPL False" in out, args
+
+
+@pytest.mark.parametrize("blocked, needs", [
+    pytest.param("matplotlib", "", id="not-installed"),
+    pytest.param("PIL", " (it needs PIL)", id="a-dependency-of-it-missing"),
+])
+def test_without_matplotlib_the_report_says_what_to_install(lab, blocked, needs):
+    import subprocess
+    import sys
+
+    lab.all()
+    code = (f"import sys; sys.modules[{blocked!r}] = None; sys.argv = ['optkit', 'report', {str(lab.ladder)!r}]\n"
+            "from optkit.cli.main import main; main()")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == (f"optkit: error: the report's charts need matplotlib, which this Python cannot import{needs}; "
+                           f"nothing was written: install it with `{sys.executable} -m pip install matplotlib` and run "
+                           "optkit report again\n")
+    assert not (lab.ladder / "report").exists()

@@ -41,7 +41,7 @@ from optkit.errors import OptkitError
 from optkit.tree.gitops import git
 from optkit.versions.onrelease import ReleaseView, knob_verdict, recipe_knobs
 from optkit.versions.probes import declared_entry, in_range
-from optkit.versions.releases import known_versions, load_moves, load_release
+from optkit.versions.releases import known_versions, load_moves, load_release, release_named
 
 COMPATIBLE = ("clean", "offset")
 PATCH_TIMEOUT = 120
@@ -112,12 +112,8 @@ def release_matrix(catalog: Catalog, versions: list[str] | None = None) -> Matri
     and cached; the base release of every patch is fetched too (the three-way view needs it)."""
     from optkit.tree.fetch import fetch_many
 
-    wanted = [str(Version(v)) for v in versions] if versions else [str(v) for v in known_versions()]
-    known = {str(v) for v in known_versions()}
-    unknown = [v for v in wanted if v not in known]
-    if unknown:
-        raise OptkitError(f"not a known release: {', '.join(unknown)} (known: {', '.join(sorted(known, key=Version))})")
     releases = [str(v) for v in known_versions()]
+    wanted = [release_named(_version(v), flag="--releases", hint="") for v in versions] if versions else releases
     bases = {_base_version(r, p.file, releases) for r in catalog for p in r.patches if p.status == "present"}
     fetched = sorted(set(wanted) | bases, key=Version)
     trees = {v: r.path for v, r in zip(fetched, fetch_many(fetched))}
@@ -127,6 +123,13 @@ def release_matrix(catalog: Catalog, versions: list[str] | None = None) -> Matri
     matrix.patches = [c for c in matrix.patches if c.version in keep]
     matrix.knobs = [c for c in matrix.knobs if c.version in keep]
     return matrix
+
+
+def _version(text: str) -> Version:
+    try:
+        return Version(text)
+    except ValueError:  # InvalidVersion, or a number too long for int()
+        raise OptkitError(f"--releases {text!r} is not a release version (e.g. 0.23.0, 0.30.0rc2)") from None
 
 
 def _base_version(recipe: Recipe, file: str, versions: list[str]) -> str:

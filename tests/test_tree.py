@@ -325,6 +325,30 @@ def test_fetch_rejects_bad_version(cache, version):
         tree.fetch(version)
 
 
+@pytest.mark.parametrize("given, saved, expected", [
+    pytest.param("0.23", "vllm_ascend-0.23.0.tar.gz", "0.23.0", id="short-known-release"),
+    pytest.param("v0.23.0.0", "vllm_ascend-0.23.0.tar.gz", "0.23.0", id="long-spelling"),
+    pytest.param("0.31", "vllm_ascend-0.31.0.tar.gz", "0.31.0", id="short-new-release"),
+    pytest.param("0.31.0", "vllm_ascend-0.31.tar.gz", "0.31.0", id="sdist-spelt-short"),
+    pytest.param("0.23.0.post1", "vllm_ascend-0.23.0.post1.tar.gz", "0.23.0.post1", id="post-release"),
+    pytest.param("0.23", "vllm_ascend-0.23.0.post1.tar.gz", "not one sdist of vllm-ascend==0.23.0", id="other-release"),
+    pytest.param("0.31.0rc1", "vllm_ascend-0.31.0.tar.gz", "not one sdist of vllm-ascend==0.31.0rc1", id="final-for-rc"),
+])
+def test_fetch_takes_the_sdist_pep440_equal_to_the_version(cache, tmp_path, monkeypatch, given, saved, expected):
+    """The version is spelt one way per PEP 440 equal class (one cache entry per release, known to
+    optkit or not) and pip's sdist is taken when its version equals it (``0.23`` saves 0.23.0's)."""
+    archive = _sdist(tmp_path / "a.tar.gz", [], top=saved.removesuffix(".tar.gz"))
+    script = f"import shutil, sys; shutil.copy({str(archive)!r}, sys.argv[1] + '/' + {saved!r})"
+    monkeypatch.setattr(tree, "_pip_command", lambda package, version, into: [sys.executable, "-c", script, str(into)])
+    if not expected[0].isdigit():
+        with pytest.raises(TreeError, match=f"pip download saved {saved}, {expected};"):
+            tree.fetch(given)
+        return
+    result = tree.fetch(given)
+    assert (result.version, result.path, result.sdist.name) == (expected, cache / "trees" / f"vllm-ascend-{expected}", saved)
+    assert tree.fetch(expected).from_cache
+
+
 def test_fetch_reports_pip_failure_with_command_and_stderr(cache, monkeypatch):
     script = "import sys; sys.stderr.write('noise\\n' * 50 + 'ERROR: No matching distribution\\n'); sys.exit(1)"
     monkeypatch.setattr(tree, "_pip_command", lambda *a: [sys.executable, "-c", script])

@@ -17,7 +17,8 @@ from optkit.tree.apply import apply
 from optkit.versions.knobs import Section, scan_knobs
 from optkit.versions.onrelease import has_knob
 from optkit.versions.probes import in_range, inspect_recipes
-from optkit.versions.releases import UnknownRelease, known_versions, load_moves, load_release, versions_dir
+from optkit.versions.releases import (UnknownRelease, known_versions, load_moves, load_release, release_named,
+                                     versions_dir)
 from optkit.versions.scan import registry_data, release_yaml, scan_tree
 from optkit.versions.schema import Knobs
 
@@ -72,6 +73,81 @@ def test_unknown_release_names_the_known_ones():
         load_release("0.26.0")
     assert "vllm-ascend 0.26.0 is not a release optkit knows (known: 0.18.0, " in str(info.value)
     assert "--tree DIR" in str(info.value)
+
+
+@pytest.mark.parametrize("given, known, expected", [
+    pytest.param("0.23", None, "0.23.0", id="short-is-the-final-release"),
+    pytest.param("0.23.0.0", None, "0.23.0", id="long-spelling"),
+    pytest.param("v0.23.0", None, "0.23.0", id="v-prefix"),
+    pytest.param("0.23.0.post1", None, "0.23.0.post1", id="post-release-is-its-own"),
+    pytest.param("0.30.0rc2", None, "0.30.0rc2", id="pre-release-exact"),
+    pytest.param("0.30", None, "; the releases of 0.30 it knows are 0.30.0rc1, 0.30.0rc2; give one of them "
+                 "(`optkit versions list`), or plan for", id="short-of-pre-releases-only"),
+    pytest.param("0.26.0", None, "; the releases of 0.26.0 it knows are 0.26.0rc1;", id="final-of-an-rc"),
+    pytest.param("0.99", None, "vllm-ascend 0.99 is not a release optkit knows (known: 0.18.0, ", id="unknown"),
+    pytest.param("0.23", ["0.23", "0.23.0"], "vllm-ascend 0.23 names 2 releases optkit knows (0.23, 0.23.0); "
+                 "give one of them exactly", id="two-files-of-one-release"),
+])
+def test_a_version_names_one_release_or_is_refused(given, known, expected):
+    if not expected[0].isdigit():
+        with pytest.raises(UnknownRelease) as info:
+            release_named(given, known, flag="--vllm-ascend-version")
+        assert str(info.value).startswith("--vllm-ascend-version: vllm-ascend ") and expected in str(info.value)
+        return
+    assert release_named(given, known) == expected
+
+
+def _plan_version(text):
+    from optkit.resolve.facts import ascend_version
+    from optkit.resolve.request_record import parse_request
+
+    return str(ascend_version(parse_request({"model": "qwen3.5-35b", "vllm_ascend_version": text})))
+
+
+def _compat_version(text):
+    from optkit.versions.compat import releases_named
+
+    (named,) = releases_named([text])
+    return named
+
+
+def _port_version(text):
+    from optkit.versions.port import _release
+
+    return _release(text, "--to", KNOWN)
+
+
+def _fetched_version(text):
+    from optkit.tree.fetch import _normalize_version
+
+    return _normalize_version(text)
+
+
+@pytest.mark.parametrize("view", [
+    pytest.param(lambda v: load_release(v).version, id="load_release"),
+    pytest.param(_plan_version, id="plan-request"),
+    pytest.param(_compat_version, id="compat-releases"),
+    pytest.param(_port_version, id="port-to"),
+    pytest.param(_fetched_version, id="tree-fetch"),
+])
+@pytest.mark.parametrize("given, expected", [
+    pytest.param("0.23", "0.23.0", id="0.23"),
+    pytest.param("0.23.0.post1", "0.23.0.post1", id="0.23.0.post1"),
+    pytest.param("0.30.0rc1", "0.30.0rc1", id="0.30.0rc1"),
+])
+def test_every_caller_reads_a_version_alike(view, given, expected):
+    assert view(given) == expected
+
+
+@pytest.mark.parametrize("view, flag", [
+    pytest.param(_plan_version, "--vllm-ascend-version", id="plan-request"),
+    pytest.param(_compat_version, "--releases", id="compat-releases"),
+])
+def test_every_caller_refuses_an_unknown_version_alike(view, flag):
+    with pytest.raises(UnknownRelease) as info:
+        view("0.30")
+    assert str(info.value).startswith(f"{flag}: vllm-ascend 0.30 is not a release optkit knows (known: 0.18.0, ")
+    assert info.value.near == ["0.30.0rc1", "0.30.0rc2"]
 
 
 # --------------------------------------------------------------------------- the registry, on the real data

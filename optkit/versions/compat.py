@@ -113,7 +113,7 @@ def release_matrix(catalog: Catalog, versions: list[str] | None = None) -> Matri
     from optkit.tree.fetch import fetch_many
 
     releases = [str(v) for v in known_versions()]
-    wanted = [release_named(_version(v), flag="--releases", hint="") for v in versions] if versions else releases
+    wanted = releases_named(versions) if versions else releases
     bases = {_base_version(r, p.file, releases) for r in catalog for p in r.patches if p.status == "present"}
     fetched = sorted(set(wanted) | bases, key=Version)
     trees = {v: r.path for v, r in zip(fetched, fetch_many(fetched))}
@@ -125,11 +125,16 @@ def release_matrix(catalog: Catalog, versions: list[str] | None = None) -> Matri
     return matrix
 
 
-def _version(text: str) -> Version:
-    try:
-        return Version(text)
-    except ValueError:  # InvalidVersion, or a number too long for int()
-        raise OptkitError(f"--releases {text!r} is not a release version (e.g. 0.23.0, 0.30.0rc2)") from None
+def releases_named(texts: list[str]) -> list[str]:
+    """The known releases ``--releases`` names (``release_named``: ``0.23`` is 0.23.0)."""
+    named = []
+    for text in texts:
+        try:
+            version = Version(text)
+        except ValueError:  # InvalidVersion, or a number too long for int()
+            raise OptkitError(f"--releases {text!r} is not a release version (e.g. 0.23.0, 0.30.0rc2)") from None
+        named.append(release_named(version, flag="--releases", hint=""))
+    return named
 
 
 def _base_version(recipe: Recipe, file: str, versions: list[str]) -> str:

@@ -467,3 +467,74 @@ def _leaves(fragment, prefix=""):
             yield from _leaves(value, f"{prefix}{key}.")
         else:
             yield f"{prefix}{key}"
+
+
+# --------------------------------------------------------------------------- one upstream status in every view
+
+
+def _recipes_json(recipe_id):
+    from click.testing import CliRunner
+
+    from optkit.cli.main import cli
+
+    rows = json.loads(CliRunner().invoke(cli, ["recipes", "--json"]).output)
+    return next(r["upstream"] for r in rows if r["id"] == recipe_id)
+
+
+def _recipes_table(recipe_id):
+    from optkit.catalog.records import load_records
+    from optkit.cli.render import recipes_table
+
+    table = recipes_table(CATALOG, load_records(CATALOG.root, CATALOG))[0]
+    return next(row[2] for row in table.rows if row[0] == recipe_id)
+
+
+def _show(recipe_id):
+    from optkit.catalog.markdown import recipe_markdown
+
+    return recipe_markdown(CATALOG, recipe_id).split("upstream in 0.23.0: **", 1)[1].split("**", 1)[0]
+
+
+def _show_release_section(recipe_id):
+    from optkit.catalog.markdown import recipe_markdown
+
+    line = next(x for x in recipe_markdown(CATALOG, recipe_id).splitlines() if x.startswith("- `>=0.23.0,<0.24`: **"))
+    return line.split("**")[1]
+
+
+def _catalog_md(recipe_id):
+    from optkit.catalog.markdown import catalog_markdown
+
+    row = next(x for x in catalog_markdown(CATALOG).splitlines() if x.startswith(f"| [{recipe_id}](#"))
+    return row.split(" | ")[2]
+
+
+def _tree_inspect(recipe_id):
+    from compat_support import pristine
+
+    return next(r.status for r in inspect_recipes(CATALOG, pristine("0.23.0"), Version("0.23.0")) if r.recipe == recipe_id)
+
+
+@pytest.mark.parametrize("view", [
+    pytest.param(_recipes_json, id="recipes-json"),
+    pytest.param(_recipes_table, id="recipes-table"),
+    pytest.param(_show, id="show"),
+    pytest.param(_show_release_section, id="show-per-release"),
+    pytest.param(_catalog_md, id="docs-catalog"),
+    pytest.param(_tree_inspect, id="tree-inspect", marks=pytest.mark.tree),
+])
+@pytest.mark.parametrize("recipe_id, status", [
+    pytest.param("attn-weight-prefetch-next-layer", "partly-upstream", id="attn-weight-prefetch-next-layer"),
+    pytest.param("moe-shared-expert-sidestream-ar", "partly-upstream", id="moe-shared-expert-sidestream-ar"),
+    pytest.param("sampler-min-tokens-spec-mask-cache", "new", id="sampler-min-tokens-spec-mask-cache"),
+])
+def test_every_view_shows_one_upstream_status_on_0_23_0(view, recipe_id, status):
+    assert view(recipe_id) == status
+
+
+@pytest.mark.parametrize("recipe_id", [r.id for r in CATALOG if r.releases])
+def test_provenance_upstream_is_what_the_release_entries_say_on_0_23_0(recipe_id):
+    """``provenance.upstream.status`` is the seed map's word for 0.23.0; the views read the release
+    entries (``Recipe.upstream``: the status, and since when the probes show it), so the two must agree."""
+    recipe = CATALOG[recipe_id]
+    assert recipe.upstream("0.23.0")[0] == recipe.provenance.upstream.status.value

@@ -20,9 +20,10 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
 from packaging.version import InvalidVersion, Version
@@ -105,14 +106,19 @@ def _why(exc: OSError) -> str:
 
 
 
-def fetch_many(versions: list[str], *, package: str = "vllm-ascend", workers: int = 4) -> list[FetchResult]:
+def fetch_many(versions: list[str], *, package: str = "vllm-ascend", workers: int = 4,
+               on_fetched: Callable[[FetchResult, int, int], None] | None = None) -> list[FetchResult]:
     """``fetch`` each version (no ``dest``), ``workers`` at a time; results in the order given.
 
     Downloads and unpacking overlap (network and disk, not CPU bound); the first failure is raised
-    once every started fetch has finished.
+    once every started fetch has finished. ``on_fetched(result, done, total)`` is called as each
+    fetch finishes (in the caller's thread, in the order they finish): a long fetch is not silent.
     """
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         futures = [pool.submit(fetch, version, package=package) for version in versions]
+        for done, future in enumerate(as_completed(futures), 1):
+            if on_fetched is not None and future.exception() is None:
+                on_fetched(future.result(), done, len(futures))
         return [future.result() for future in futures]
 
 

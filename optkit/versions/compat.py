@@ -107,16 +107,17 @@ def compat_matrix(catalog: Catalog, trees: dict[str, Path], workers: int = 2) ->
     return matrix
 
 
-def release_matrix(catalog: Catalog, versions: list[str] | None = None) -> Matrix:
+def release_matrix(catalog: Catalog, versions: list[str] | None = None, on_fetched=None) -> Matrix:
     """The matrix over ``versions`` (default: every known release), their trees fetched in parallel
-    and cached; the base release of every patch is fetched too (the three-way view needs it)."""
+    and cached; the base release of every patch is fetched too (the three-way view needs it).
+    ``on_fetched``: ``fetch_many``'s, told of each tree as it is fetched or found in the cache."""
     from optkit.tree.fetch import fetch_many
 
     releases = [str(v) for v in known_versions()]
     wanted = releases_named(versions) if versions else releases
     bases = {_base_version(r, p.file, releases) for r in catalog for p in r.patches if p.status == "present"}
     fetched = sorted(set(wanted) | bases, key=Version)
-    trees = {v: r.path for v, r in zip(fetched, fetch_many(fetched))}
+    trees = {v: r.path for v, r in zip(fetched, fetch_many(fetched, on_fetched=on_fetched))}
     matrix = compat_matrix(catalog, trees)
     keep = set(wanted)
     matrix.versions = [v for v in matrix.versions if v in keep]

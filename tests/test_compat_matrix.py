@@ -167,3 +167,39 @@ def test_three_way_tells_context_from_code(tmp_path, release, result, three_way)
     trees = {"0.23.0": _tiny(tmp_path, "0.23.0", BASE), "0.24.0": _tiny(tmp_path, "0.24.0", release)}
     cell = next(c for c in compat_matrix(catalog, trees).patches if c.version == "0.24.0")
     assert (cell.result, cell.three_way) == (result, three_way), cell.why
+
+
+# --------------------------------------------------------------------------- the result cache
+
+
+def _other_patch(catalog):
+    path = catalog.patch_path("tiny", "0001-tiny.patch")
+    path.write_text(path.read_text().replace("+LINE 10\n", "+Line 10\n"))
+
+
+@pytest.mark.parametrize("change, digests, rechecked", [
+    pytest.param(None, {"0.23.0": "a", "0.24.0": "b"}, False, id="nothing-changed"),
+    pytest.param(_other_patch, {"0.23.0": "a", "0.24.0": "b"}, True, id="patch-changed"),
+    pytest.param(None, {"0.23.0": "a", "0.24.0": "b2"}, True, id="tree-changed"),
+    pytest.param(None, {"0.23.0": "a2", "0.24.0": "b"}, True, id="base-tree-changed"),
+    pytest.param("code", {"0.23.0": "a", "0.24.0": "b"}, True, id="check-code-changed"),
+    pytest.param(None, {"0.23.0": "a"}, True, id="tree-without-digest"),
+])
+def test_a_cell_is_checked_again_when_its_patch_trees_or_check_change(tmp_path, monkeypatch, change, digests, rechecked):
+    from optkit.versions import compat, compat_cache
+
+    monkeypatch.setenv("OPTKIT_CACHE_DIR", str(tmp_path / "cache"))
+    catalog = _catalog(tmp_path)
+    trees = {"0.23.0": _tiny(tmp_path, "0.23.0", BASE), "0.24.0": _tiny(tmp_path, "0.24.0", BASE)}
+    first = {"0.23.0": "a", "0.24.0": "b"} if len(digests) == 2 else digests
+    compat_matrix(catalog, trees, digests=first)
+    runs = []
+    real = compat.gnu_patch
+    monkeypatch.setattr(compat, "gnu_patch", lambda *a, **k: runs.append(a[0]) or real(*a, **k))
+    if change == "code":
+        monkeypatch.setattr(compat_cache, "code_version", lambda: "another version of the check")
+    elif change is not None:
+        change(catalog)
+    cells = {c.version: c for c in compat_matrix(catalog, trees, digests=digests).patches}
+    assert (trees["0.24.0"] in runs) == rechecked
+    assert cells["0.24.0"].result == "clean"

@@ -325,6 +325,30 @@ def test_fetch_rejects_bad_version(cache, version):
         tree.fetch(version)
 
 
+@pytest.mark.parametrize("given, saved, expected", [
+    pytest.param("0.23", "vllm_ascend-0.23.0.tar.gz", "0.23.0", id="short-known-release"),
+    pytest.param("v0.23.0.0", "vllm_ascend-0.23.0.tar.gz", "0.23.0", id="long-spelling"),
+    pytest.param("0.31", "vllm_ascend-0.31.0.tar.gz", "0.31.0", id="short-new-release"),
+    pytest.param("0.31.0", "vllm_ascend-0.31.tar.gz", "0.31.0", id="sdist-spelt-short"),
+    pytest.param("0.23.0.post1", "vllm_ascend-0.23.0.post1.tar.gz", "0.23.0.post1", id="post-release"),
+    pytest.param("0.23", "vllm_ascend-0.23.0.post1.tar.gz", "not one sdist of vllm-ascend==0.23.0", id="other-release"),
+    pytest.param("0.31.0rc1", "vllm_ascend-0.31.0.tar.gz", "not one sdist of vllm-ascend==0.31.0rc1", id="final-for-rc"),
+])
+def test_fetch_takes_the_sdist_pep440_equal_to_the_version(cache, tmp_path, monkeypatch, given, saved, expected):
+    """The version is spelt one way per PEP 440 equal class (one cache entry per release, known to
+    optkit or not) and pip's sdist is taken when its version equals it (``0.23`` saves 0.23.0's)."""
+    archive = _sdist(tmp_path / "a.tar.gz", [], top=saved.removesuffix(".tar.gz"))
+    script = f"import shutil, sys; shutil.copy({str(archive)!r}, sys.argv[1] + '/' + {saved!r})"
+    monkeypatch.setattr(tree, "_pip_command", lambda package, version, into: [sys.executable, "-c", script, str(into)])
+    if not expected[0].isdigit():
+        with pytest.raises(TreeError, match=f"pip download saved {saved}, {expected};"):
+            tree.fetch(given)
+        return
+    result = tree.fetch(given)
+    assert (result.version, result.path, result.sdist.name) == (expected, cache / "trees" / f"vllm-ascend-{expected}", saved)
+    assert tree.fetch(expected).from_cache
+
+
 def test_fetch_reports_pip_failure_with_command_and_stderr(cache, monkeypatch):
     script = "import sys; sys.stderr.write('noise\\n' * 50 + 'ERROR: No matching distribution\\n'); sys.exit(1)"
     monkeypatch.setattr(tree, "_pip_command", lambda *a: [sys.executable, "-c", script])
@@ -431,3 +455,41 @@ def test_fetch_real_0_23_0():
 def test_fetch_real_0_18_0():
     result = tree.fetch("0.18.0")
     assert inspect_tree(result.path).version == Version("0.18.0")
+
+
+# --------------------------------------------------------------------------- progress of long fetches
+
+
+@pytest.mark.parametrize("cached, expected", [
+    pytest.param(["0.23.0", "0.18.0"], [("0.18.0", True), ("0.23.0", True)], id="all-cached"),
+    pytest.param(["0.23.0"], [("0.18.0", False), ("0.23.0", True)], id="one-downloaded"),
+])
+def test_fetch_many_tells_of_each_tree_as_it_is_fetched(cache, tmp_path, monkeypatch, cached, expected):
+    for version in cached:
+        _seed_cache(cache, _sdist(tmp_path / f"{version}.tar.gz", [], top=f"vllm_ascend-{version}"), version)
+    fresh = _sdist(tmp_path / "vllm_ascend-0.18.0.tar.gz", [], top="vllm_ascend-0.18.0")
+    monkeypatch.setattr(tree, "_pip_download", lambda package, version, into: Path(shutil.copy(fresh, into / fresh.name)))
+    told = []
+    results = tree.fetch_many(["0.23.0", "0.18.0"], on_fetched=lambda r, done, total: told.append((r.version, r.from_cache, done, total)))
+    assert [r.version for r in results] == ["0.23.0", "0.18.0"]
+    assert sorted(t[:2] for t in told) == expected and sorted(t[2:] for t in told) == [(1, 2), (2, 2)]
+
+
+@pytest.mark.parametrize("args", [pytest.param([], id="table"), pytest.param(["--json"], id="json")])
+def test_compat_reports_fetch_progress_on_stderr_only(monkeypatch, args):
+    from click.testing import CliRunner
+
+    from optkit.cli.main import cli
+    from optkit.versions import compat
+
+    def matrix(catalog, versions, on_fetched=None):
+        for done, version in enumerate(["0.23.0", "0.30.0rc2"], 1):
+            on_fetched(tree.FetchResult("vllm-ascend", version, Path("t"), Path("s"), "0", done == 1), done, 2)
+        return compat.Matrix(["0.23.0"])
+
+    monkeypatch.setattr(compat, "release_matrix", matrix)
+    result = CliRunner().invoke(cli, ["compat", *args])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == ["optkit compat: tree 1/2 vllm-ascend 0.23.0 (cached)",
+                                          "optkit compat: tree 2/2 vllm-ascend 0.30.0rc2 (downloaded)"]
+    assert "optkit compat: tree" not in result.stdout

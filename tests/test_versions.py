@@ -17,7 +17,8 @@ from optkit.tree.apply import apply
 from optkit.versions.knobs import Section, scan_knobs
 from optkit.versions.onrelease import has_knob
 from optkit.versions.probes import in_range, inspect_recipes
-from optkit.versions.releases import UnknownRelease, known_versions, load_moves, load_release, versions_dir
+from optkit.versions.releases import (UnknownRelease, known_versions, load_moves, load_release, release_named,
+                                     versions_dir)
 from optkit.versions.scan import registry_data, release_yaml, scan_tree
 from optkit.versions.schema import Knobs
 
@@ -72,6 +73,81 @@ def test_unknown_release_names_the_known_ones():
         load_release("0.26.0")
     assert "vllm-ascend 0.26.0 is not a release optkit knows (known: 0.18.0, " in str(info.value)
     assert "--tree DIR" in str(info.value)
+
+
+@pytest.mark.parametrize("given, known, expected", [
+    pytest.param("0.23", None, "0.23.0", id="short-is-the-final-release"),
+    pytest.param("0.23.0.0", None, "0.23.0", id="long-spelling"),
+    pytest.param("v0.23.0", None, "0.23.0", id="v-prefix"),
+    pytest.param("0.23.0.post1", None, "0.23.0.post1", id="post-release-is-its-own"),
+    pytest.param("0.30.0rc2", None, "0.30.0rc2", id="pre-release-exact"),
+    pytest.param("0.30", None, "; the releases of 0.30 it knows are 0.30.0rc1, 0.30.0rc2; give one of them "
+                 "(`optkit versions list`), or plan for", id="short-of-pre-releases-only"),
+    pytest.param("0.26.0", None, "; the releases of 0.26.0 it knows are 0.26.0rc1;", id="final-of-an-rc"),
+    pytest.param("0.99", None, "vllm-ascend 0.99 is not a release optkit knows (known: 0.18.0, ", id="unknown"),
+    pytest.param("0.23", ["0.23", "0.23.0"], "vllm-ascend 0.23 names 2 releases optkit knows (0.23, 0.23.0); "
+                 "give one of them exactly", id="two-files-of-one-release"),
+])
+def test_a_version_names_one_release_or_is_refused(given, known, expected):
+    if not expected[0].isdigit():
+        with pytest.raises(UnknownRelease) as info:
+            release_named(given, known, flag="--vllm-ascend-version")
+        assert str(info.value).startswith("--vllm-ascend-version: vllm-ascend ") and expected in str(info.value)
+        return
+    assert release_named(given, known) == expected
+
+
+def _plan_version(text):
+    from optkit.resolve.facts import ascend_version
+    from optkit.resolve.request_record import parse_request
+
+    return str(ascend_version(parse_request({"model": "qwen3.5-35b", "vllm_ascend_version": text})))
+
+
+def _compat_version(text):
+    from optkit.versions.compat import releases_named
+
+    (named,) = releases_named([text])
+    return named
+
+
+def _port_version(text):
+    from optkit.versions.port import _release
+
+    return _release(text, "--to", KNOWN)
+
+
+def _fetched_version(text):
+    from optkit.tree.fetch import _normalize_version
+
+    return _normalize_version(text)
+
+
+@pytest.mark.parametrize("view", [
+    pytest.param(lambda v: load_release(v).version, id="load_release"),
+    pytest.param(_plan_version, id="plan-request"),
+    pytest.param(_compat_version, id="compat-releases"),
+    pytest.param(_port_version, id="port-to"),
+    pytest.param(_fetched_version, id="tree-fetch"),
+])
+@pytest.mark.parametrize("given, expected", [
+    pytest.param("0.23", "0.23.0", id="0.23"),
+    pytest.param("0.23.0.post1", "0.23.0.post1", id="0.23.0.post1"),
+    pytest.param("0.30.0rc1", "0.30.0rc1", id="0.30.0rc1"),
+])
+def test_every_caller_reads_a_version_alike(view, given, expected):
+    assert view(given) == expected
+
+
+@pytest.mark.parametrize("view, flag", [
+    pytest.param(_plan_version, "--vllm-ascend-version", id="plan-request"),
+    pytest.param(_compat_version, "--releases", id="compat-releases"),
+])
+def test_every_caller_refuses_an_unknown_version_alike(view, flag):
+    with pytest.raises(UnknownRelease) as info:
+        view("0.30")
+    assert str(info.value).startswith(f"{flag}: vllm-ascend 0.30 is not a release optkit knows (known: 0.18.0, ")
+    assert info.value.near == ["0.30.0rc1", "0.30.0rc2"]
 
 
 # --------------------------------------------------------------------------- the registry, on the real data
@@ -391,3 +467,74 @@ def _leaves(fragment, prefix=""):
             yield from _leaves(value, f"{prefix}{key}.")
         else:
             yield f"{prefix}{key}"
+
+
+# --------------------------------------------------------------------------- one upstream status in every view
+
+
+def _recipes_json(recipe_id):
+    from click.testing import CliRunner
+
+    from optkit.cli.main import cli
+
+    rows = json.loads(CliRunner().invoke(cli, ["recipes", "--json"]).output)
+    return next(r["upstream"] for r in rows if r["id"] == recipe_id)
+
+
+def _recipes_table(recipe_id):
+    from optkit.catalog.records import load_records
+    from optkit.cli.render import recipes_table
+
+    table = recipes_table(CATALOG, load_records(CATALOG.root, CATALOG))[0]
+    return next(row[2] for row in table.rows if row[0] == recipe_id)
+
+
+def _show(recipe_id):
+    from optkit.catalog.markdown import recipe_markdown
+
+    return recipe_markdown(CATALOG, recipe_id).split("upstream in 0.23.0: **", 1)[1].split("**", 1)[0]
+
+
+def _show_release_section(recipe_id):
+    from optkit.catalog.markdown import recipe_markdown
+
+    line = next(x for x in recipe_markdown(CATALOG, recipe_id).splitlines() if x.startswith("- `>=0.23.0,<0.24`: **"))
+    return line.split("**")[1]
+
+
+def _catalog_md(recipe_id):
+    from optkit.catalog.markdown import catalog_markdown
+
+    row = next(x for x in catalog_markdown(CATALOG).splitlines() if x.startswith(f"| [{recipe_id}](#"))
+    return row.split(" | ")[2]
+
+
+def _tree_inspect(recipe_id):
+    from compat_support import pristine
+
+    return next(r.status for r in inspect_recipes(CATALOG, pristine("0.23.0"), Version("0.23.0")) if r.recipe == recipe_id)
+
+
+@pytest.mark.parametrize("view", [
+    pytest.param(_recipes_json, id="recipes-json"),
+    pytest.param(_recipes_table, id="recipes-table"),
+    pytest.param(_show, id="show"),
+    pytest.param(_show_release_section, id="show-per-release"),
+    pytest.param(_catalog_md, id="docs-catalog"),
+    pytest.param(_tree_inspect, id="tree-inspect", marks=pytest.mark.tree),
+])
+@pytest.mark.parametrize("recipe_id, status", [
+    pytest.param("attn-weight-prefetch-next-layer", "partly-upstream", id="attn-weight-prefetch-next-layer"),
+    pytest.param("moe-shared-expert-sidestream-ar", "partly-upstream", id="moe-shared-expert-sidestream-ar"),
+    pytest.param("sampler-min-tokens-spec-mask-cache", "new", id="sampler-min-tokens-spec-mask-cache"),
+])
+def test_every_view_shows_one_upstream_status_on_0_23_0(view, recipe_id, status):
+    assert view(recipe_id) == status
+
+
+@pytest.mark.parametrize("recipe_id", [r.id for r in CATALOG if r.releases])
+def test_provenance_upstream_is_what_the_release_entries_say_on_0_23_0(recipe_id):
+    """``provenance.upstream.status`` is the seed map's word for 0.23.0; the views read the release
+    entries (``Recipe.upstream``: the status, and since when the probes show it), so the two must agree."""
+    recipe = CATALOG[recipe_id]
+    assert recipe.upstream("0.23.0")[0] == recipe.provenance.upstream.status.value

@@ -71,8 +71,8 @@ def recipe_markdown(catalog: Catalog, recipe_id: str, records=None) -> str:
     p = r.provenance
     lines = [f"### {r.id}", "", f"**{r.title}** — kind `{r.kind.value}`", "", _one_line(r.summary), "",
              f"- Article: part {p.article.part}, {p.article.section} — 「{_one_line(p.article.quote)}」",
-             f"- Seed map: {p.seed_map}; upstream in 0.23.0: **{p.upstream.status.value}**"
-             + (f" (since {p.upstream.since})" if p.upstream.since else ""),
+             f"- Seed map: {p.seed_map}; upstream in 0.23.0: **{r.upstream()[0]}**"
+             + (f" (since {r.upstream()[1]})" if r.upstream()[1] else ""),
              f"- Evidence: {_one_line(p.upstream.evidence)}",
              f"- Versions: vllm-ascend `{r.versions.vllm_ascend}`, vLLM `{r.versions.vllm}`",
              f"- Verification: **{r.verification.level.value}**"
@@ -120,7 +120,7 @@ def catalog_markdown(catalog: Catalog) -> str:
              "| id | kind | upstream (0.23.0) | verification | needs NPU | patches |", "|---|---|---|---|---|---|"]
     for r in catalog:
         patches = f"{sum(p.status == 'present' for p in r.patches)}/{len(r.patches)} written" if r.patches else "—"
-        lines.append(f"| [{r.id}](#{r.id}) | {r.kind.value} | {r.provenance.upstream.status.value} | "
+        lines.append(f"| [{r.id}](#{r.id}) | {r.kind.value} | {r.upstream()[0]} | "
                      f"{r.verification.level.value} | {'yes' if r.verification.needs_npu else 'no'} | {patches} |")
     lines += ["", "## Recipes", ""]
     for r in catalog:

@@ -10,6 +10,9 @@ from __future__ import annotations
 from optkit.catalog import enums  # noqa: F401 - the records hold its enums: the cache builds them back
 from optkit.catalog.frozen import Record
 
+UPSTREAM_RELEASE = "0.23.0"
+"""The release the catalog's upstream column describes (and plans default to)."""
+
 
 class GainBehaviour:
     """What a reported gain computes from its numbers."""
@@ -34,11 +37,39 @@ class RecipeBehaviour:
         return bool(self.env or self.additional_config or self.compilation_config or self.speculative_config
                     or self.serve_args or self.patches or self.kernels)
 
+    def upstream(self, version: str = UPSTREAM_RELEASE) -> tuple[str, str | None]:
+        """(status, since) of the recipe's change on ``version``, from one source: the release entry
+        covering it (its probes prove it, ``optkit tree inspect``) and, for ``since``, the first release
+        of the run of entries with that status up to it; a recipe with no release entries, from
+        ``provenance.upstream`` (which describes 0.23.0)."""
+        from optkit.catalog.specifiers import contains
+
+        if not self.releases:
+            return self.provenance.upstream.status.value, self.provenance.upstream.since
+        ordered = sorted(self.releases, key=_lower_bound)
+        at = next((i for i, e in enumerate(ordered) if contains(e.versions, version)), None)
+        if at is None:
+            return "undeclared", None
+        start = at
+        while start and ordered[start - 1].status == ordered[at].status:
+            start -= 1
+        since = _lower_bound(ordered[start])
+        return ordered[at].status, (str(since) if since.release != (0,) and ordered[at].status != "new" else None)
+
     def patch_versions(self, file: str) -> str:
         """The releases a patch file was written for (its release entry's range; the recipe's own
         range when the recipe declares no release entries)."""
         entry = next((e for e in self.releases if file in e.patches), None)
         return entry.versions if entry else self.versions.vllm_ascend
+
+
+def _lower_bound(entry):
+    """The lowest release an entry's range admits (``>=X`` or ``==X``; 0 when it has no lower bound)."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    bounds = [Version(c.version) for c in SpecifierSet(entry.versions) if c.operator in (">=", "==", "===")]
+    return max(bounds, default=Version("0"))
 
 
 class RecipeRecord(RecipeBehaviour, Record):

@@ -22,7 +22,7 @@ def recipes_command(as_json, catalogs):
     catalog = load_catalog(None, catalog_dirs(catalogs))
     records = load_records(catalog.root, catalog)
     if as_json:
-        rows = [{"id": r.id, "kind": r.kind.value, "upstream": r.provenance.upstream.status.value,
+        rows = [{"id": r.id, "kind": r.kind.value, "upstream": r.upstream()[0],
                  "verification": effective_level(r, records).value, "needs_npu": r.verification.needs_npu,
                  "measured": [e.label for e in records.of(r.id)]} for r in catalog]
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))

@@ -98,7 +98,7 @@ def recipes_table(catalog, records) -> list[Block]:
     table = Table(f"{len(catalog)} recipes", ["id", "kind", "upstream (0.23.0)", "verification", "needs NPU", "measured"])
     for recipe in catalog:
         measured = "; ".join(f"{measured_text(e.measurement)} (record {e.name})" for e in records.of(recipe.id))
-        table.add_row(recipe.id, recipe.kind.value, recipe.provenance.upstream.status.value,
+        table.add_row(recipe.id, recipe.kind.value, recipe.upstream()[0],
                       effective_level(recipe, records).value, "yes" if recipe.verification.needs_npu else "no",
                       measured or "—")
     return [table, *(f"refused record: {refusal}" for refusal in records.refused)]

@@ -122,10 +122,13 @@ def tree_group():
 @click.option("--package", default="vllm-ascend", show_default=True, help="PyPI project (vllm-ascend or vllm).")
 @click.option("--force", is_flag=True, help="Download and unpack again even if cached.")
 def fetch_command(version, dest, package, force):
-    """Copy the pristine tree of PACKAGE==VERSION (from its PyPI sdist, cached) to DEST."""
+    """Copy the pristine tree of PACKAGE==VERSION (from its PyPI sdist, cached) to DEST. VERSION is
+    matched as PEP 440 does (0.23 is 0.23.0, not 0.23.0.post1), so a release optkit does not know yet
+    is fetched too."""
     from optkit.tree.fetch import fetch
 
     result = fetch(version, dest, package=package, force=force)
+    click.echo(f"release   {result.package} {result.version}")
     click.echo(f"path      {result.path}")
     click.echo(f"sdist     {result.sdist.name} sha256 {result.sha256}")
     click.echo(f"source    {'cache' if result.from_cache else 'downloaded from PyPI'}")

@@ -59,7 +59,7 @@ def compat_command(releases, as_json):
     from optkit.versions.compat import release_matrix
 
     versions = [v.strip() for v in releases.split(",") if v.strip()] if releases else None
-    matrix = release_matrix(load_catalog(), versions)
+    matrix = release_matrix(load_catalog(), versions, on_fetched=_fetch_progress)
     if as_json:
         from optkit.resolve.report import dump_json
 
@@ -68,6 +68,12 @@ def compat_command(releases, as_json):
     from optkit.cli.render import compat_tables, show
 
     show(compat_tables(matrix))
+
+
+def _fetch_progress(result, done: int, total: int) -> None:
+    """One line per tree on stderr, TTY or not (stdout, --json's too, stays the matrix alone)."""
+    where = "cached" if result.from_cache else "downloaded"
+    click.echo(f"optkit compat: tree {done}/{total} vllm-ascend {result.version} ({where})", err=True)
 
 
 @click.command("port")

@@ -48,16 +48,22 @@ def parse_version(text: str, flag: str) -> Version:
 
 
 def ascend_version(request: RequestRecord, release=None) -> Version:
-    """The vllm-ascend version of a request: the release's (a --tree's), else the flag, else 0.23.0.
-    A flag that disagrees with the tree is refused."""
-    if release is not None and release.tree is not None:
-        if request.vllm_ascend_version is not None:
+    """The vllm-ascend version of a request: the release's (a --tree's, or the known release the flag
+    names: ``0.23`` is 0.23.0), else the flag's, else 0.23.0. A flag that disagrees with the tree is
+    refused; without a tree, a flag that names no known release is (``release_named``)."""
+    if release is not None:
+        if release.tree is not None and request.vllm_ascend_version is not None:
             given = parse_version(request.vllm_ascend_version, "--vllm-ascend-version")
             if given != release.version:
                 raise RequestError(f"--vllm-ascend-version {given} but --tree {release.tree} is vllm-ascend "
                                    f"{release.version}; drop one of them")
         return release.version
-    return parse_version(request.vllm_ascend_version or DEFAULT_VLLM_ASCEND, "--vllm-ascend-version")
+    given = parse_version(request.vllm_ascend_version or DEFAULT_VLLM_ASCEND, "--vllm-ascend-version")
+    if request.tree:
+        return given  # the tree's own version decides; checked against it once it is read
+    from optkit.versions.releases import release_named
+
+    return Version(release_named(given, flag="--vllm-ascend-version"))
 
 
 def paired_vllm(release) -> Version:

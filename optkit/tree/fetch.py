@@ -20,9 +20,10 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
 from packaging.version import InvalidVersion, Version
@@ -105,25 +106,42 @@ def _why(exc: OSError) -> str:
 
 
 
-def fetch_many(versions: list[str], *, package: str = "vllm-ascend", workers: int = 4) -> list[FetchResult]:
+def fetch_many(versions: list[str], *, package: str = "vllm-ascend", workers: int = 4,
+               on_fetched: Callable[[FetchResult, int, int], None] | None = None) -> list[FetchResult]:
     """``fetch`` each version (no ``dest``), ``workers`` at a time; results in the order given.
 
     Downloads and unpacking overlap (network and disk, not CPU bound); the first failure is raised
-    once every started fetch has finished.
+    once every started fetch has finished. ``on_fetched(result, done, total)`` is called as each
+    fetch finishes (in the caller's thread, in the order they finish): a long fetch is not silent.
     """
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         futures = [pool.submit(fetch, version, package=package) for version in versions]
+        for done, future in enumerate(as_completed(futures), 1):
+            if on_fetched is not None and future.exception() is None:
+                on_fetched(future.result(), done, len(futures))
         return [future.result() for future in futures]
 
 
 def _normalize_version(version: str) -> str:
+    """The one spelling of ``version``'s PEP 440 equals (``0.23``, ``0.23.0``, ``v0.23.0.0`` → 0.23.0):
+    the release part has its trailing zeros dropped, then at least three parts, as vllm-ascend spells
+    its releases; one cache entry per release, known to optkit or not."""
     try:
-        return str(Version(str(version).strip()))
+        parsed = Version(str(version).strip())
     except ValueError:  # InvalidVersion, or a number too long for int()
         raise TreeError(
             f"invalid version {version!r}: give a release version such as 0.23.0 or "
             "0.23.0.post1 (see `pip index versions vllm-ascend`)"
         ) from None
+    release = list(parsed.release)
+    while len(release) > 3 and release[-1] == 0:
+        release.pop()
+    release += [0] * (3 - len(release))
+    text = (f"{parsed.epoch}!" if parsed.epoch else "") + ".".join(map(str, release))
+    text += "".join(map(str, parsed.pre)) if parsed.pre else ""
+    text += f".post{parsed.post}" if parsed.post is not None else ""
+    text += f".dev{parsed.dev}" if parsed.dev is not None else ""
+    return text + (f"+{parsed.local}" if parsed.local else "")
 
 
 def _check_package(package: str) -> str:
@@ -237,7 +255,7 @@ def _is_sdist_of(filename: str, package: str, version: str) -> bool:
         name, ver = parse_sdist_filename(filename)
     except (InvalidSdistFilename, InvalidVersion):
         return False
-    return name == package and str(ver) == version and filename.endswith(".tar.gz")
+    return name == package and ver == Version(version) and filename.endswith(".tar.gz")
 
 
 _TRACKER_RE = re.compile(r"Added \S+ from (\S+) to build tracker")

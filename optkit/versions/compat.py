@@ -24,10 +24,12 @@ added-by-patch, renamed, moved, removed, rejected, ignored.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,9 +41,10 @@ from optkit.catalog.patchfile import patch_paths, split_patch
 from optkit.catalog.schema import Recipe
 from optkit.errors import OptkitError
 from optkit.tree.gitops import git
+from optkit.versions.compat_cache import cell_key, load, store
 from optkit.versions.onrelease import ReleaseView, knob_verdict, recipe_knobs
 from optkit.versions.probes import declared_entry, in_range
-from optkit.versions.releases import known_versions, load_moves, load_release
+from optkit.versions.releases import known_versions, load_moves, load_release, release_named
 
 COMPATIBLE = ("clean", "offset")
 PATCH_TIMEOUT = 120
@@ -85,48 +88,81 @@ class Matrix:
                 "patches": [asdict(c) for c in self.patches], "knobs": [asdict(c) for c in self.knobs]}
 
 
-def compat_matrix(catalog: Catalog, trees: dict[str, Path], workers: int = 2) -> Matrix:
+def compat_matrix(catalog: Catalog, trees: dict[str, Path], workers: int | None = None,
+                  digests: dict[str, str] | None = None) -> Matrix:
     """The matrix over the releases in ``trees`` (version → pristine tree), every written patch of
-    every recipe, and every knob the recipes set. Trees are only read."""
+    every recipe, and every knob the recipes set. Trees are only read. ``digests`` (version → the
+    tree's digest) lets a cell's result come from ``compat_cache``; ``workers`` threads (default: one
+    per CPU) check the cells, all releases at once."""
     versions = sorted(trees, key=Version)
     matrix = Matrix(versions)
     work = [(r, p.file) for r in catalog for p in r.patches if p.status == "present"]
+    for recipe, file in work:
+        matrix.base[f"{recipe.id}/{file}"] = _base_version(recipe, file, versions)
     with tempfile.TemporaryDirectory(prefix="optkit-compat-") as scratch:
-        bases = {}
-        for recipe, file in work:
-            base = _base_version(recipe, file, versions)
-            matrix.base[f"{recipe.id}/{file}"] = base
-            bases[(recipe.id, file)] = patched_base(catalog, recipe, file, base, trees[base], Path(scratch))
+        bases = _Bases(catalog, trees, Path(scratch))
         jobs = [(recipe, file, version) for recipe, file in work for version in versions]
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            matrix.patches = list(pool.map(
-                lambda job: patch_cell(catalog, job[0], job[1], job[2], trees[job[2]], bases[(job[0].id, job[1])]),
-                jobs))
+
+        def cell(job):
+            recipe, file, version = job
+            base = matrix.base[f"{recipe.id}/{file}"]
+            key = cell_key(catalog.patch_path(recipe.id, file).read_bytes(), (digests or {}).get(version),
+                           (digests or {}).get(base))
+            return patch_cell(catalog, recipe, file, version, trees[version], lambda: bases.get(recipe, file, base), key)
+
+        with ThreadPoolExecutor(max_workers=max(1, workers or os.cpu_count() or 2)) as pool:
+            matrix.patches = list(pool.map(cell, jobs))
     known = {str(v) for v in known_versions()}
     matrix.knobs = knob_cells(catalog, [v for v in versions if v in known])  # release data: known releases only
     return matrix
 
 
-def release_matrix(catalog: Catalog, versions: list[str] | None = None) -> Matrix:
+class _Bases:
+    """The patched base of each patch, made the first time a cell needs it (a cached cell does not)."""
+
+    def __init__(self, catalog: Catalog, trees: dict[str, Path], scratch: Path):
+        self.catalog, self.trees, self.scratch = catalog, trees, scratch
+        self.made: dict[tuple[str, str], Base] = {}
+        self.lock = threading.Lock()
+
+    def get(self, recipe: Recipe, file: str, version: str) -> Base:
+        with self.lock:
+            if (recipe.id, file) not in self.made:
+                self.made[(recipe.id, file)] = patched_base(self.catalog, recipe, file, version, self.trees[version],
+                                                            self.scratch)
+            return self.made[(recipe.id, file)]
+
+
+def release_matrix(catalog: Catalog, versions: list[str] | None = None, on_fetched=None) -> Matrix:
     """The matrix over ``versions`` (default: every known release), their trees fetched in parallel
-    and cached; the base release of every patch is fetched too (the three-way view needs it)."""
+    and cached; the base release of every patch is fetched too (the three-way view needs it).
+    ``on_fetched``: ``fetch_many``'s, told of each tree as it is fetched or found in the cache."""
     from optkit.tree.fetch import fetch_many
 
-    wanted = [str(Version(v)) for v in versions] if versions else [str(v) for v in known_versions()]
-    known = {str(v) for v in known_versions()}
-    unknown = [v for v in wanted if v not in known]
-    if unknown:
-        raise OptkitError(f"not a known release: {', '.join(unknown)} (known: {', '.join(sorted(known, key=Version))})")
     releases = [str(v) for v in known_versions()]
+    wanted = releases_named(versions) if versions else releases
     bases = {_base_version(r, p.file, releases) for r in catalog for p in r.patches if p.status == "present"}
     fetched = sorted(set(wanted) | bases, key=Version)
-    trees = {v: r.path for v, r in zip(fetched, fetch_many(fetched))}
-    matrix = compat_matrix(catalog, trees)
+    results = dict(zip(fetched, fetch_many(fetched, on_fetched=on_fetched)))
+    matrix = compat_matrix(catalog, {v: r.path for v, r in results.items()},
+                           digests={v: r.sha256 for v, r in results.items()})
     keep = set(wanted)
     matrix.versions = [v for v in matrix.versions if v in keep]
     matrix.patches = [c for c in matrix.patches if c.version in keep]
     matrix.knobs = [c for c in matrix.knobs if c.version in keep]
     return matrix
+
+
+def releases_named(texts: list[str]) -> list[str]:
+    """The known releases ``--releases`` names (``release_named``: ``0.23`` is 0.23.0)."""
+    named = []
+    for text in texts:
+        try:
+            version = Version(text)
+        except ValueError:  # InvalidVersion, or a number too long for int()
+            raise OptkitError(f"--releases {text!r} is not a release version (e.g. 0.23.0, 0.30.0rc2)") from None
+        named.append(release_named(version, flag="--releases", hint=""))
+    return named
 
 
 def _base_version(recipe: Recipe, file: str, versions: list[str]) -> str:
@@ -166,28 +202,40 @@ def patched_base(catalog: Catalog, recipe: Recipe, file: str, version: str, base
     return Base(version, before, after)
 
 
-def patch_cell(catalog: Catalog, recipe: Recipe, file: str, version: str, tree: Path, base: Base) -> PatchCell:
-    """One patch on one release (see the module docstring)."""
+def patch_cell(catalog: Catalog, recipe: Recipe, file: str, version: str, tree: Path, base, key: str | None = None
+               ) -> PatchCell:
+    """One patch on one release (see the module docstring); ``base`` is the ``Base`` or makes it;
+    with a ``key`` the tree's part of the answer comes from ``compat_cache`` when it has it."""
     entry = declared_entry(recipe, Version(version))
     if entry is not None and entry.status in ("upstream", "superseded"):
         return PatchCell(recipe.id, file, version, entry.status, why=entry.msg)
-    data = catalog.patch_path(recipe.id, file).read_bytes()
+    fields = load(key)
+    if fields is None:
+        fields = _on_tree(catalog.patch_path(recipe.id, file).read_bytes(), tree, base, version)
+        store(key, fields)
+    return PatchCell(recipe.id, file, version, **fields)
+
+
+def _on_tree(data: bytes, tree: Path, base, version: str) -> dict:
+    """result, three_way and why of the patch ``data`` on ``tree``."""
     text = data.decode("utf-8", "surrogateescape")
     created = created_files(text)
     missing = [rel for rel in patch_paths(text) if rel not in created and not (tree / rel).is_file()]
     if missing:
-        return PatchCell(recipe.id, file, version, "target-missing", why=", ".join(missing) + " not in the release")
+        return _fields("target-missing", why=", ".join(missing) + " not in the release")
     exact = gnu_patch(tree, data, fuzz=0)
     if exact.returncode == 0:
         offsets = re.findall(r"Hunk #\d+ succeeded at \d+ \(offset (-?\d+) lines?\)", exact.stdout)
-        return PatchCell(recipe.id, file, version, "offset" if offsets else "clean",
-                         why=f"{len(offsets)} hunk(s) at moved lines" if offsets else "")
+        return _fields("offset" if offsets else "clean", why=f"{len(offsets)} hunk(s) at moved lines" if offsets else "")
     if gnu_patch(tree, data, fuzz=0, reverse=True).returncode == 0:
-        return PatchCell(recipe.id, file, version, "upstream", why="the patch reverse-applies: the release already has it")
+        return _fields("upstream", why="the patch reverse-applies: the release already has it")
     fuzzy = gnu_patch(tree, data, fuzz=3)
-    result = "fuzz" if fuzzy.returncode == 0 else "conflict"
-    three_way, why = _three_way(text, tree, base, exact.stdout + exact.stderr, version)
-    return PatchCell(recipe.id, file, version, result, three_way, why)
+    three_way, why = _three_way(text, tree, base() if callable(base) else base, exact.stdout + exact.stderr, version)
+    return _fields("fuzz" if fuzzy.returncode == 0 else "conflict", three_way, why)
+
+
+def _fields(result: str, three_way: str = "", why: str = "") -> dict:
+    return {"result": result, "three_way": three_way, "why": why}
 
 
 def created_files(text: str) -> set[str]:

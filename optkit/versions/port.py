@@ -52,6 +52,7 @@ from optkit.versions.compat import Base, gnu_patch, patched_base
 from optkit.versions.port_file import FilePort, new_hunks, port_file, with_date, with_description
 from optkit.versions.probes import declared_entry, in_range, recipe_on_tree
 from optkit.versions.ranges import covered, split
+from optkit.versions.releases import UnknownRelease, release_named
 
 LEFT_OUT = ("upstream", "superseded", "broken", "absent")
 FILE_ORDER = ("exact", "offset", "merged", "conflict", "moved", "missing")
@@ -182,7 +183,12 @@ def _release(text: str, flag: str, known: list[str]) -> str:
         version = Version(text)
     except ValueError:
         raise OptkitError(f"{flag} {text!r} is not a release version (e.g. 0.23.0, 0.30.0rc2)") from None
-    return next((k for k in known if Version(k) == version), str(version))
+    try:
+        return release_named(version, known, flag=flag, hint="")
+    except UnknownRelease as exc:
+        if exc.named:
+            raise
+        return str(version)  # a release optkit has no data for yet: its tree is fetched all the same
 
 
 def source_patches(recipe: Recipe, source: str) -> list[str]:

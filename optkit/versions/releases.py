@@ -16,17 +16,26 @@ from optkit.errors import RequestError
 
 MOVES_FILE = "moves.yaml"
 _CODE = ("versions/schema.py", "versions/releases.py")  # what validates release files, besides optkit/catalog/
+TREE_HINT = "or plan for a tree of your own with --tree DIR (its knobs and probes are read from it)"
 
 
 class UnknownRelease(RequestError):
-    """A vllm-ascend version with no ``versions/<version>.yaml``."""
+    """A vllm-ascend version that names no one release optkit knows: no release is PEP 440 equal to
+    it (``near``: the known releases of its base version, e.g. 0.30.0rc1 for 0.30), or more than one
+    is (``named``: two data files spelling one version)."""
 
-    def __init__(self, version: str, known: list[str]):
-        self.version = version
-        self.known = known
-        super().__init__(
-            f"vllm-ascend {version} is not a release optkit knows (known: {', '.join(known)}); give one of "
-            "them, or plan for a tree of your own with --tree DIR (its knobs and probes are read from it)")
+    def __init__(self, version: str, known: list[str], near: list[str] = (), named: list[str] = (),
+                 hint: str = TREE_HINT, flag: str = ""):
+        self.version, self.known, self.near, self.named = version, list(known), list(near), list(named)
+        self.flag = flag
+        if len(self.named) > 1:
+            message = (f"vllm-ascend {version} names {len(self.named)} releases optkit knows "
+                       f"({', '.join(self.named)}); give one of them exactly")
+        else:
+            nearest = f"; the releases of {version} it knows are {', '.join(self.near)}" if self.near else ""
+            message = (f"vllm-ascend {version} is not a release optkit knows (known: {', '.join(self.known)})"
+                       f"{nearest}; give one of them (`optkit versions list`)")
+        super().__init__((f"{flag}: " if flag else "") + message + (f", {hint}" if hint else ""))
 
 
 def versions_dir(root: Path | None = None) -> Path:
@@ -34,12 +43,13 @@ def versions_dir(root: Path | None = None) -> Path:
 
 
 @lru_cache(maxsize=None)
-def _known(folder: Path) -> tuple[Version, ...]:
+def _known(folder: Path) -> tuple[tuple[Version, str], ...]:
+    """(version, file stem) of every release file, oldest first."""
     found = []
     for path in folder.glob("*.yaml") if folder.is_dir() else []:
         if path.name != MOVES_FILE:
             try:
-                found.append(Version(path.stem))
+                found.append((Version(path.stem), path.stem))
             except InvalidVersion:
                 continue
     return tuple(sorted(found))
@@ -47,16 +57,29 @@ def _known(folder: Path) -> tuple[Version, ...]:
 
 def known_versions(root: Path | None = None) -> list[Version]:
     """Every release with a data file, oldest first."""
-    return list(_known(versions_dir(root)))
+    return [version for version, _ in _known(versions_dir(root))]
+
+
+def release_named(version: str | Version, known: list[str] | None = None, *, flag: str = "",
+                  hint: str = TREE_HINT, root: Path | None = None) -> str:
+    """The one release of ``known`` (default: every release with a data file) that ``version`` names,
+    spelt as optkit knows it: the one that is PEP 440 equal to it, so ``0.23`` names 0.23.0 (not
+    0.23.0rc1 or 0.23.0.post1, which are other releases). ``UnknownRelease`` (ending in ``hint``) when
+    none is, or more than one, naming ``flag``. ``version`` is a ``Version`` or valid version text: wording a
+    malformed one is its flag's business."""
+    wanted = Version(str(version))
+    spelt = [stem for _, stem in _known(versions_dir(root))] if known is None else [str(k) for k in known]
+    named = [k for k in spelt if Version(k) == wanted]
+    if len(named) == 1:
+        return named[0]
+    base = Version(wanted.base_version)
+    near = [k for k in spelt if Version(Version(k).base_version) == base]
+    raise UnknownRelease(str(wanted), sorted(spelt, key=Version), near, named, hint, flag)
 
 
 def load_release(version: str | Version, root: Path | None = None):
-    """The data of one release; ``UnknownRelease`` when there is no file for it."""
-    wanted = Version(str(version))
-    known = known_versions(root)
-    if wanted not in known:
-        raise UnknownRelease(str(wanted), [str(v) for v in known])
-    return _load(versions_dir(root) / f"{wanted}.yaml")
+    """The data of the one release ``version`` names (``release_named``)."""
+    return _load(versions_dir(root) / f"{release_named(version, root=root)}.yaml")
 
 
 @lru_cache(maxsize=None)

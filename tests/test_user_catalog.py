@@ -67,6 +67,17 @@ def test_from_lock_refuses_a_changed_catalog(tmp_path, monkeypatch):
     assert not Path("again").exists()
 
 
+def test_from_lock_refuses_a_catalog_whose_records_changed(recorded, tmp_path, monkeypatch):
+    """A record added to (or removed from) one's own verified/ after the lock changes the plan's numbers."""
+    monkeypatch.chdir(tmp_path)
+    _team_recipe(Path("mine"))
+    assert run(*PLAN, "--catalog", "mine", "-o", "bundle").exit_code == 0
+    shutil.copytree(recorded / "verified", Path("mine/verified"))
+    result = run("plan", "--from-lock", "bundle/optkit.lock.json", "-o", "again")
+    assert result.exit_code == 1, result.output
+    assert "the catalog mine changed since bundle/optkit.lock.json was written" in result.output
+
+
 def test_the_environment_variable_layers_folders(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     _team_recipe(Path("a"), "team-one")

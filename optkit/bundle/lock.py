@@ -33,8 +33,9 @@ def catalog_sha256(root: Path) -> str:
 
 
 def layered_sha256(folder: Path) -> str:
-    """sha256 of a ``--catalog`` folder: every ``*/recipe.yaml`` and ``*/*.patch`` in it, sorted by path."""
-    return _files_sha256(folder, ["*/recipe.yaml", "*/*.patch"])
+    """sha256 of a ``--catalog`` folder: every ``*/recipe.yaml`` and ``*/*.patch`` in it, and the
+    measurement records in its ``verified/`` (they change the plan's numbers), sorted by path."""
+    return _files_sha256(folder, ["*/recipe.yaml", "*/*.patch", "verified/*.yaml"])
 
 
 def catalogs_data(catalog) -> list[dict[str, str]]:

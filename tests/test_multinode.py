@@ -28,7 +28,7 @@ from optkit.resolve.request import Request
 WORKSPACE = load_workspace()
 FLAGSHIP = {"model": "qwen3.5-35b", "target": "910c", "mtp": True}
 TWO_NODES = {"tp": 2, "dp": 16}  # 8 DP ranks of TP2 on each of two 910C nodes
-TP_ACROSS = {"tp": 32}  # one TP group over two nodes
+TP_ACROSS = {"tp": 16, "target": "910b"}  # one TP group over two 910B nodes (TP 32 on 910C: no model splits so)
 
 
 def write(dest: Path, k8s=False, **fields) -> Path:

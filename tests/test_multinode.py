@@ -91,6 +91,18 @@ def test_from_lock_reproduces_a_multi_node_bundle(two_nodes, tmp_path):
         assert (tmp_path / "b" / path.relative_to(two_nodes)).read_bytes() == path.read_bytes(), path.name
 
 
+@pytest.mark.parametrize("args", [
+    pytest.param(["plan", "qwen3.5-35b", "--tp", "2", "--dp", "16", "--k8s"], id="plan"),
+    pytest.param(["plan", "qwen3.5-35b", "--k8s", "--replicas", "2"], id="plan-replicas"),
+    pytest.param(["plan", "--from-lock", "{lock}", "--k8s"], id="from-lock"),
+])
+def test_k8s_without_an_output_is_a_usage_error(two_nodes, args):
+    """--k8s writes into the bundle: without -o there is none, and the flag must not be dropped silently."""
+    args = [str(two_nodes / "optkit.lock.json") if a == "{lock}" else a for a in args]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2 and "--k8s writes k8s/ into a bundle: give -o DIR too" in result.output, result.output
+
+
 def test_the_plan_header_says_where_the_ranks_run():
     result = CliRunner().invoke(cli, ["plan", "qwen3.5-35b", "--mtp", "--tp", "2", "--dp", "16"])
     assert result.exit_code == 0, result.output

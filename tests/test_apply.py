@@ -486,7 +486,7 @@ def test_cli_apply_status_revert(sdist_tree, tmp_path):
     (["apply", "{bundle}", "--tree", "{tmp}/missing"], 1, "optkit: error: no such directory"),
     (["apply", "{tmp}/missing", "--tree", "{tree}"], 2, "does not exist"),
     (["apply", "{bundle}"], 2, "Missing option '--tree'"),
-    (["status", "--tree", "{tree}"], 0, "patches   none applied by optkit"),
+    (["status", "--tree", "{tree}"], 0, "patches   none applied by optkit or apply.sh"),
 ], ids=["dry-run", "no-tree", "no-bundle", "tree-required", "status-clean"])
 def test_cli_exit_codes(sdist_tree, tmp_path, args, code, words):
     bundle = make_bundle(tmp_path / "b", three_patches())

@@ -28,7 +28,7 @@ from optkit.resolve.request import Request
 WORKSPACE = load_workspace()
 FLAGSHIP = {"model": "qwen3.5-35b", "target": "910c", "mtp": True}
 TWO_NODES = {"tp": 2, "dp": 16}  # 8 DP ranks of TP2 on each of two 910C nodes
-TP_ACROSS = {"tp": 32}  # one TP group over two nodes
+TP_ACROSS = {"tp": 16, "target": "910b"}  # one TP group over two 910B nodes (TP 32 on 910C: no model splits so)
 
 
 def write(dest: Path, k8s=False, **fields) -> Path:
@@ -89,6 +89,18 @@ def test_from_lock_reproduces_a_multi_node_bundle(two_nodes, tmp_path):
     assert result.exit_code == 0, result.output
     for path in sorted(p for p in two_nodes.rglob("*") if p.is_file()):
         assert (tmp_path / "b" / path.relative_to(two_nodes)).read_bytes() == path.read_bytes(), path.name
+
+
+@pytest.mark.parametrize("args", [
+    pytest.param(["plan", "qwen3.5-35b", "--tp", "2", "--dp", "16", "--k8s"], id="plan"),
+    pytest.param(["plan", "qwen3.5-35b", "--k8s", "--replicas", "2"], id="plan-replicas"),
+    pytest.param(["plan", "--from-lock", "{lock}", "--k8s"], id="from-lock"),
+])
+def test_k8s_without_an_output_is_a_usage_error(two_nodes, args):
+    """--k8s writes into the bundle: without -o there is none, and the flag must not be dropped silently."""
+    args = [str(two_nodes / "optkit.lock.json") if a == "{lock}" else a for a in args]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2 and "--k8s writes k8s/ into a bundle: give -o DIR too" in result.output, result.output
 
 
 def test_the_plan_header_says_where_the_ranks_run():

@@ -42,7 +42,7 @@ def vllm_030() -> str:
 def _bundle(tmp_path: Path, version: str, **fields) -> Path:
     workspace = load_workspace()
     out = tmp_path / f"bundle-{version}"
-    request = Request(model="qwen3.5-35b", target="910c", mtp=True, vllm_ascend_version=version, **fields)
+    request = Request(**{"model": "qwen3.5-35b", "target": "910c", "mtp": True, "vllm_ascend_version": version, **fields})
     write_bundle(plan(request, workspace), workspace, out)
     return out
 
@@ -58,7 +58,7 @@ def test_newest_release_bundle_passes_vllm_0_30_and_its_ascend_config(vllm_030, 
     assert read_lock(bundle)["launch"]["additional_config"]["enable_fused_mc2"] == 1
 
 
-@pytest.mark.parametrize("fields", [dict(tp=2, dp=16), dict(tp=32)], ids=["dp-across-nodes", "tp-across-nodes"])
+@pytest.mark.parametrize("fields", [dict(tp=2, dp=16), dict(tp=16, target="910b")], ids=["dp-across-nodes", "tp-across-nodes"])
 def test_vllm_0_30_accepts_every_nodes_argv_of_a_multi_node_bundle(vllm_030, tmp_path, fields):
     """The leader's and the worker's argv of a two-node plan pass vLLM 0.30.0's parser too."""
     from optkit.bundle.check import check_vllm

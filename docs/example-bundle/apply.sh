@@ -3,6 +3,8 @@
 # Apply this bundle's patches (patches/series, in order) to a vllm-ascend tree without optkit.
 #   ./apply.sh [--allow-pending] TREE       apply
 #   ./apply.sh --revert TREE                undo what apply.sh applied (reverse order)
+# .optkit/apply-sh.done in the tree lists the patches applied, kept up to date after each one
+# (`optkit status` reads it); it and .optkit/ go when the last one is reverted.
 # Before anything is applied or reverted, every patch must have the sha256 the lock records
 # (and patches/series list the lock's patches). Each patch is checked before it is applied; if
 # one fails, the ones already applied are reverted. `optkit apply BUNDLE --tree TREE` is the
@@ -21,7 +23,7 @@ while [ "$#" -gt 0 ]; do
   case "$1" in
     --revert) MODE=revert; shift ;;
     --allow-pending) ALLOW_PENDING=1; shift ;;
-    -h|--help) sed -n '3,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,12p' "$0"; exit 0 ;;
     -*) echo "apply.sh: unknown option: $1" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -92,19 +94,41 @@ check_patches() {  # patches/series lists the lock's patches; each has the lock'
 }
 check_patches
 
+APPLIED=()
+record() {  # write APPLIED to $DONE (atomically); with none left, remove it and an empty .optkit/
+  if [ "${#APPLIED[@]}" -gt 0 ]; then
+    mkdir -p "$TREE/.optkit"
+    printf '%s\n' "${APPLIED[@]}" > "$DONE.tmp"
+    mv -f "$DONE.tmp" "$DONE"
+  else
+    rm -f "$DONE" "$DONE.tmp"
+    rmdir "$TREE/.optkit" 2>/dev/null || true
+  fi
+}
+
 if [ "$MODE" = revert ]; then
   if [ ! -f "$DONE" ]; then
     echo "apply.sh: nothing to revert ($DONE not found)"
+    rmdir "$TREE/.optkit" 2>/dev/null || true
     exit 0
   fi
-  mapfile -t APPLIED < "$DONE"
-  for ((i = ${#APPLIED[@]} - 1; i >= 0; i--)); do
-    name="${APPLIED[$i]}"
-    [ -n "$name" ] || continue
-    run_patch "$HERE/patches/$name" --reverse
-    echo "reverted $name"
+  while IFS= read -r line || [ -n "$line" ]; do
+    [ -n "$line" ] && APPLIED+=("$line")
+  done < "$DONE"
+  while [ "${#APPLIED[@]}" -gt 0 ]; do
+    name="${APPLIED[${#APPLIED[@]} - 1]}"
+    if ! run_patch "$HERE/patches/$name" --check --reverse 2>/dev/null && run_patch "$HERE/patches/$name" --check 2>/dev/null; then
+      echo "apply.sh: $name was recorded but not applied (an apply.sh run was stopped); dropped from the record"
+    elif ! run_patch "$HERE/patches/$name" --reverse; then
+      echo "apply.sh: cannot revert $name in $TREE (a read-only file or directory? make it writable: chmod u+w); the ${#APPLIED[@]} patch(es) still listed in .optkit/apply-sh.done stay applied; fix the cause, then run apply.sh --revert $TREE again" >&2
+      exit 1
+    else
+      echo "reverted $name"
+    fi
+    unset "APPLIED[${#APPLIED[@]}-1]"
+    record
   done
-  rm -f "$DONE"
+  echo "apply.sh: reverted every patch; $TREE is as before"
   exit 0
 fi
 
@@ -113,8 +137,8 @@ if [ "${#PENDING[@]}" -gt 0 ] && [ "$ALLOW_PENDING" -ne 1 ]; then
   echo "apply.sh: applying the rest would leave them half done; pass --allow-pending to apply anyway" >&2
   exit 1
 fi
-if [ -f "$DONE" ] || [ -f "$TREE/.optkit/state.json" ]; then
-  echo "apply.sh: $TREE already has patches applied (.optkit/); revert them first" >&2
+if [ -f "$DONE" ] || [ -f "$TREE/.optkit/state.json" ] || [ -f "$TREE/.optkit/journal.json" ]; then
+  echo "apply.sh: $TREE already has patches applied (.optkit/); revert them first (apply.sh --revert, or optkit revert --tree $TREE for optkit apply's)" >&2
   exit 1
 fi
 
@@ -123,10 +147,15 @@ if [ "${#PATCHES[@]}" -eq 0 ]; then
   exit 0
 fi
 
-APPLIED=()
 rollback() {
-  for ((i = ${#APPLIED[@]} - 1; i >= 0; i--)); do
-    run_patch "$HERE/patches/${APPLIED[$i]}" --reverse || echo "apply.sh: could not revert ${APPLIED[$i]}" >&2
+  while [ "${#APPLIED[@]}" -gt 0 ]; do
+    name="${APPLIED[${#APPLIED[@]} - 1]}"
+    if ! run_patch "$HERE/patches/$name" --reverse; then
+      echo "apply.sh: could not revert $name; the patches listed in .optkit/apply-sh.done stay applied: apply.sh --revert $TREE" >&2
+      return
+    fi
+    unset "APPLIED[${#APPLIED[@]}-1]"
+    record
   done
 }
 for name in "${PATCHES[@]}"; do
@@ -135,10 +164,15 @@ for name in "${PATCHES[@]}"; do
     rollback
     exit 1
   fi
-  run_patch "$HERE/patches/$name"
   APPLIED+=("$name")
+  record  # before the patch: a run killed while patching still leaves it for --revert
+  if ! run_patch "$HERE/patches/$name"; then
+    unset "APPLIED[${#APPLIED[@]}-1]"
+    record
+    echo "apply.sh: $name failed on $TREE; reverting the ${#APPLIED[@]} patch(es) applied so far" >&2
+    rollback
+    exit 1
+  fi
   echo "applied $name"
 done
-mkdir -p "$TREE/.optkit"
-printf '%s\n' "${APPLIED[@]}" > "$DONE"
 echo "apply.sh: applied ${#APPLIED[@]} patch(es) to $TREE (recorded in .optkit/apply-sh.done)"

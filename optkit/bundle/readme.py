@@ -7,6 +7,7 @@ conditions (MTP, a requested concurrency) and the others; both files label them 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from optkit import __version__
@@ -68,11 +69,24 @@ def readme_data(launch: Launch, lock: dict) -> dict[str, Any]:
     }
 
 
+def on_release(text: str, knobs) -> str:
+    """``text`` with each knob the release renamed or moved (``KnobVerdict``s of the recipe) spelled as
+    the release reads it: ``VLLM_ASCEND_ENABLE_FUSED_MC2`` becomes ``additional_config.enable_fused_mc2``
+    from 0.27.1rc1 (versions/moves.yaml)."""
+    for knob in knobs:
+        if knob.state in ("renamed", "moved"):
+            old, (kind, new) = knob.knob.split(":", 1)[1], knob.emitted.split(":", 1)
+            text = re.sub(rf"(?<![\w.]){re.escape(old)}(?!\w)", new if kind == "env" else f"{kind}.{new}", text)
+    return text
+
+
 def _recipe_data(plan: Plan, recipe: RecipeRecord, lock: dict) -> dict[str, Any]:
     decision = plan.resolution.decisions[recipe.id]
     entry = lock["recipes"][recipe.id]
+    verdict = plan.verdicts.get(recipe.id)
     return {
-        "id": recipe.id, "title": recipe.title, "kind": recipe.kind.value, "summary": recipe.summary,
+        "id": recipe.id, "title": on_release(recipe.title, verdict.knobs if verdict else ()),
+        "kind": recipe.kind.value, "summary": recipe.summary, "release_notes": list(decision.notes),
         "reason": decision.reason, "chain": list(decision.chain),
         "gains": [g for g in recipe.gains if _gain_applies(g, plan)[0]],
         "other_gains": [g for g in recipe.gains if not _gain_applies(g, plan)[0]],

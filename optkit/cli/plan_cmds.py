@@ -52,6 +52,8 @@ def _plan_from_lock(lock: Path, model, request_file, params):
 def plan_command(model, request_file, as_json, verbose, output, k8s, replicas, k8s_device_plugin, from_lock,
                  **params):
     """Choose the best valid recipe set for MODEL on a target, and explain it."""
+    if k8s and output is None:
+        raise click.UsageError("--k8s writes k8s/ into a bundle: give -o DIR too")
     given = {"replicas": replicas, "device_plugin": k8s_device_plugin}
     if from_lock is not None:
         workspace, result, options = _plan_from_lock(from_lock, model, request_file, params)

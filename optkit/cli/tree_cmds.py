@@ -89,12 +89,15 @@ def status_command(tree_dir, as_json):
     elif result.lock_pid is not None:
         click.echo(f"lock      held by pid {result.lock_pid} (an apply/revert runs, or one was killed)")
     if not result.patches:
-        click.echo("patches   none applied by optkit")
+        click.echo("patches   none applied by optkit or apply.sh")
+    elif result.applied_by == "apply.sh":
+        click.echo(f"patches   applied by apply.sh (.optkit/apply-sh.done, no checksums: drift is not checked); "
+                   f"undo with `apply.sh --revert {result.root}` from its bundle")
     for o in result.patches:
         click.echo(f"patch     {o.outcome:<16} {o.name}  (recipe {o.recipe})")
     for d in result.drift:
         click.echo(f"drift     {d.path}: expected sha256 {_short(d.expected)}, found {_short(d.actual)}")
-    if result.patches and not result.drift:
+    if result.patches and not result.drift and result.applied_by != "apply.sh":
         click.echo(f"files     {len(result.files)} patched file(s), unchanged since the apply")
 
 

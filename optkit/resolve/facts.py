@@ -18,6 +18,7 @@ from optkit.errors import RequestError
 from optkit.catalog.factspec import FACTS
 from optkit.resolve.layout import NodeLayout, node_layout
 from optkit.resolve.request_record import DEFAULT_VLLM_ASCEND, RequestRecord
+from optkit.resolve.sharding import check_sharding
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,8 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
     """Every fact in ``optkit.catalog.factspec.FACTS`` for this request, on ``release`` (an
     ``optkit.versions.onrelease.ReleaseView``; default: the data of the requested version)."""
     layout = check_request(request, target)
+    ep = model.is_moe if request.ep is None else request.ep
+    check_sharding(model, request.tp, request.dp, ep)
     if release is None:
         from pathlib import Path
 
@@ -106,7 +109,6 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
         release = release_view(ascend_version(request), Path(request.tree) if request.tree else None)
     ascend = ascend_version(request, release)
     vllm = parse_version(request.vllm_version, "--vllm-version") if request.vllm_version else paired_vllm(release)
-    ep = model.is_moe if request.ep is None else request.ep
     sizes = capture_sizes(request)
     rows = max(sizes)
     values: dict[str, Any] = {**target.facts(request.variant), **model.facts()}

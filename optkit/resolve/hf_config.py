@@ -46,7 +46,8 @@ hub configs)."""
 # (lowest, highest) for each integer key: values outside cannot describe a real checkpoint.
 _RANGES = {
     "num_hidden_layers": (1, 10_000), "hidden_size": (1, 1 << 20), "vocab_size": (1, 1 << 24),
-    "num_attention_heads": (1, 1 << 14), "num_key_value_heads": (1, 1 << 14), "head_dim": (1, 1 << 16),
+    "num_attention_heads": (1, 1 << 14), "num_key_value_heads": (1, 1 << 14),
+    "linear_num_key_heads": (1, 1 << 14), "linear_num_value_heads": (1, 1 << 14), "head_dim": (1, 1 << 16),
     "full_attention_interval": (0, 10_000), "experts": (0, 1 << 20), "num_experts_per_tok": (1, 1 << 20),
     "shared_expert_intermediate_size": (0, 1 << 24), "n_shared_experts": (0, 1 << 20), "mtp": (0, 64),
 }
@@ -139,6 +140,9 @@ class _ConfigReader:
             num_attention_heads=heads,
             num_kv_heads=self.integer("num_key_value_heads", default=heads, field="num_kv_heads"),
             head_dim=self.integer("head_dim", default=hidden // heads if heads else 0, field="head_dim"),
+            # 0 (absent) reads as None: a model without Gated DeltaNet layers has no linear heads
+            linear_key_heads=self.integer("linear_num_key_heads", default=0, field="linear_key_heads") or None,
+            linear_value_heads=self.integer("linear_num_value_heads", default=0, field="linear_value_heads") or None,
             mtp_layers=self._mtp_layers(model_type),
             is_vl="vision_config" in self.top,
             dtype=self.text_value("dtype", "torch_dtype", default="unknown"),

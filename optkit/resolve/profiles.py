@@ -54,6 +54,10 @@ class ModelProfile(ModelProfileBehaviour, BaseModel):
     num_attention_heads: int = Field(gt=0, description="Query heads of the full-attention layers.")
     num_kv_heads: int = Field(gt=0, description="Key/value heads of the full-attention layers (GQA).")
     head_dim: int = Field(gt=0, description="Per-head dimension of the full-attention layers.")
+    linear_key_heads: Optional[int] = Field(
+        None, gt=0, description="Key heads of the Gated DeltaNet layers (`linear_num_key_heads`); null without them.")
+    linear_value_heads: Optional[int] = Field(
+        None, gt=0, description="Value heads of the Gated DeltaNet layers (`linear_num_value_heads`); null without them.")
     is_moe: bool = Field(description="True if the FFN is a routed mixture of experts.")
     num_experts: int = Field(ge=0, description="Routed experts per MoE layer; 0 for dense models.")
     experts_per_token: int = Field(ge=0, description="Routed experts each token activates (top-k); 0 for dense.")

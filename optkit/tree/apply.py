@@ -8,6 +8,7 @@ is written before every check passed; an interrupted apply is rolled back by the
 
 from __future__ import annotations
 
+import re
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -20,12 +21,16 @@ from optkit.tree.inspect import inspect_tree, tree_checksum
 from optkit.tree.journal import Recovery
 from optkit.tree.lock import alive, lock_pid, locked
 from optkit.tree.patchset import PatchSpec, targets_of
-from optkit.tree.safety import state_home
+from optkit.tree.safety import HOME, state_home
 
 if TYPE_CHECKING:
     from optkit.tree.schema import TreeState
 
 Outcome = Literal["applied", "already present", "would apply", "already applied"]
+
+APPLY_SH_RECORD = "apply-sh.done"
+"""What a bundle's apply.sh keeps in ``.optkit/``: the names of the patches it applied, one a line
+(it writes no state.json: bash has no journal, and it records no checksums)."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,8 @@ class TreeStatus:
     drift: list[Drift]
     interrupted: Interrupted | None
     lock_pid: int | None
+    applied_by: str = ""
+    """Who applied ``patches``: 'optkit apply', 'apply.sh' (no checksums: no ``files``, no drift) or ''."""
 
 
 def apply(tree: Path, patches: list[PatchSpec], *, force: bool = False, dry_run: bool = False) -> ApplyResult:
@@ -127,6 +134,7 @@ def apply(tree: Path, patches: list[PatchSpec], *, force: bool = False, dry_run:
             journal.refuse_unfinished(root)
         recovered = None if dry_run else journal.recover(root)
         state = journal.read_state(root)
+        _refuse_apply_sh(root, ", then apply again")
         if state is not None:
             outcomes = _already_applied(root, patches, state)
             return ApplyResult(root, str(info.version), outcomes, dry_run, True, recovered, notes)
@@ -156,6 +164,7 @@ def revert(tree: Path, *, force: bool = False) -> RevertResult:
         recovered = journal.recover(root)
         state = journal.read_state(root)
         if state is None:
+            _refuse_apply_sh(root)
             journal.clear(root)
             return RevertResult(root, [], list(recovered.restored) if recovered else [], [], recovered, notes)
         drift = _drift(root, state, pristine_ok=True)  # pristine: a revert killed midway
@@ -181,9 +190,32 @@ def status(tree: Path) -> TreeStatus:
         interrupted = Interrupted(done, [n for n in unfinished.patches if n not in done], pid, running)
     state = journal.read_state(root) if unfinished is None else None
     if state is None:
-        return TreeStatus(root, str(info.version), info.is_git, [], [], [], interrupted, holder)
+        by_script = apply_sh_patches(root)
+        return TreeStatus(root, str(info.version), info.is_git, by_script, [], [], interrupted, holder,
+                          "apply.sh" if by_script else "")
     return TreeStatus(root, str(info.version), info.is_git, _recorded(state), sorted(state.files),
-                      _drift(root, state), interrupted, holder)
+                      _drift(root, state), interrupted, holder, "optkit apply")
+
+
+def apply_sh_patches(root: Path) -> list[PatchOutcome]:
+    """The patches a bundle's apply.sh records as applied (``.optkit/apply-sh.done``), in order; the
+    recipe is read from the bundle's patch name, ``NNNN-<recipe>--<file>``."""
+    path = root / HOME / APPLY_SH_RECORD
+    if not path.is_file():
+        return []
+    names = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    return [PatchOutcome(m.group(1) if (m := re.match(r"\d+-(.+?)--", name)) else "unknown", name, "applied")
+            for name in names]
+
+
+def _refuse_apply_sh(root: Path, then: str = "") -> None:
+    """optkit does not undo what apply.sh did (it kept no backup): that is apply.sh --revert's job."""
+    applied = apply_sh_patches(root)
+    if applied:
+        raise TreeError(f"{root} has {len(applied)} patch(es) applied by a bundle's apply.sh (recorded in "
+                        f"{HOME}/{APPLY_SH_RECORD}; optkit kept no backup of them): undo them with "
+                        f"`BUNDLE/apply.sh --revert {root}`, BUNDLE the bundle that applied them{then}; "
+                        "nothing was changed")
 
 
 def _already_applied(root: Path, patches: list[PatchSpec], state: TreeState) -> list[PatchOutcome]:

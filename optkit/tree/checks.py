@@ -65,8 +65,8 @@ def check_writable(root: Path, files: list[str]) -> None:
     be writable: git replaces the files, and a rollback must be able to put them back. A file or
     directory without its owner's write bit is refused even when the user (root) could write it."""
     folders = dict.fromkeys([root] + [_folder_of(root / rel) for rel in files])
-    problems = [f"  - {d}/: the directory is not writable" for d in folders if _read_only(d)]
-    problems += [f"  - {root / rel}: the file is read-only" for rel in files if (root / rel).is_file() and _read_only(root / rel)]
+    problems = [f"  - {d}/: the directory is not writable" for d in folders if read_only(d)]
+    problems += [f"  - {root / rel}: the file is read-only" for rel in files if (root / rel).is_file() and read_only(root / rel)]
     if problems:
         raise TreeError(f"cannot patch {root}: optkit must write these and may not:\n" + "\n".join(problems)
                         + "\nmake them writable (chmod u+w), or patch a writable copy "
@@ -81,7 +81,8 @@ def _folder_of(path: Path) -> Path:
     return folder
 
 
-def _read_only(path: Path) -> bool:
+def read_only(path: Path) -> bool:
+    """No write bit for the owner, or no write access for this user (root has it everywhere)."""
     return not (path.stat().st_mode & stat.S_IWUSR and os.access(path, os.W_OK))
 
 

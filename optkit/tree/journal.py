@@ -150,14 +150,17 @@ def restore(root: Path, wanted: dict[str, str | None], new_dirs: list[str], sour
         raise TreeError(f"refusing to restore {', '.join(outside)}: a directory on the way is now a symlink "
                         f"out of {root}; put the directory back, then run the command again")
     current = tree_checksum(root, list(wanted))
+    to_change = [(rel, sha) for rel, sha in sorted(wanted.items()) if current.get(rel) != sha]
+    _refuse_read_only(root, [rel for rel, _ in to_change])
     changed = []
-    for rel, sha in sorted(wanted.items()):
-        if current.get(rel) == sha:
-            continue
-        if sha is None:
-            (root / rel).unlink()
-        else:
-            _move_into_place(root, _saved_copy(sources, rel, sha), rel)
+    for rel, sha in to_change:
+        try:
+            if sha is None:
+                (root / rel).unlink()
+            else:
+                _move_into_place(root, _saved_copy(sources, rel, sha), rel)
+        except OSError as exc:
+            raise TreeError(_unrestored(root, rel, exc.strerror or str(exc), changed)) from None
         changed.append(rel)
     for rel in sorted(new_dirs, key=lambda d: d.count("/"), reverse=True):
         try:
@@ -165,6 +168,30 @@ def restore(root: Path, wanted: dict[str, str | None], new_dirs: list[str], sour
         except OSError:
             pass  # not empty (something else lives there now) or already gone
     return changed
+
+
+def _refuse_read_only(root: Path, files: list[str]) -> None:
+    """Before anything is restored: every file to put back, and its directory, must be writable (by
+    its owner's write bit too, as ``checks.check_writable`` asks of an apply, so root is stopped alike)."""
+    from optkit.tree.checks import read_only
+
+    for rel in files:
+        path = root / rel
+        folder = next(d for d in path.parents if d.exists())
+        if path.is_file() and read_only(path):
+            raise TreeError(_unrestored(root, rel, "the file is read-only", [], fix=f"chmod u+w {path}"))
+        if read_only(folder):
+            raise TreeError(_unrestored(root, rel, f"its directory {folder}/ is not writable", [],
+                                        fix=f"chmod u+w {folder}"))
+
+
+def _unrestored(root: Path, rel: str, why: str, restored: list[str], fix: str = "") -> str:
+    """Why ``rel`` could not be put back, what was, and how to finish (the records stay for it)."""
+    done = (f"the {len(restored)} file(s) restored before it ({', '.join(restored)}) keep their pristine bytes"
+            if restored else "nothing was restored yet")
+    fix = fix or "make it writable"
+    return (f"cannot restore {root / rel}: {why}; {fix}, then run `optkit revert --tree {root}` again; "
+            f"{done}, and optkit's records in {root / HOME}/ stay, so that revert finishes the job")
 
 
 def _saved_copy(sources: list[Path], rel: str, sha: str) -> Path:

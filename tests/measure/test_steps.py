@@ -121,7 +121,7 @@ def test_only_refuses_what_the_plan_does_not_select(only, error, words):
 
 @pytest.mark.parametrize("fields, words", [
     pytest.param({"tp": 2, "dp": 16}, "TP2 DP16 on 2 nodes (8 DP ranks of TP2 per node)", id="dp-across-nodes"),
-    pytest.param({"tp": 32}, "TP32 DP1 on 2 nodes (the TP group spans the nodes", id="tp-across-nodes"),
+    pytest.param({"tp": 16, "target": "910b"}, "TP16 DP1 on 2 nodes (the TP group spans the nodes", id="tp-across-nodes"),
     pytest.param({"tp": 2, "dp": 4, "nodes": 2}, "TP2 DP4 on 2 nodes (2 DP ranks of TP2 per node)", id="spread"),
 ])
 def test_the_ladder_refuses_a_plan_on_several_nodes(fields, words):

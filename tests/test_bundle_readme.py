@@ -26,3 +26,6 @@ def test_the_readme_titles_a_recipe_with_the_knob_its_release_reads(tmp_path, ve
     assert heading == f"{HEADING} {title}"
     moved = note if note else "VLLM_ASCEND_ENABLE_FUSED_MC2 is replaced by"
     assert (moved in text) == (note is not None)
+    summary = text.split(heading, 1)[1].split("\n\n", 2)[1]  # the kind and the summary, after the heading
+    kind, knob = ("*config*.", "additional_config.enable_fused_mc2=1") if note else ("*env*.", "VLLM_ASCEND_ENABLE_FUSED_MC2=1")
+    assert summary.startswith(kind) and knob in summary, summary

@@ -80,13 +80,22 @@ def on_release(text: str, knobs) -> str:
     return text
 
 
+def kind_on_release(kind: str, knobs) -> str:
+    """An ``env`` recipe all of whose variables the release moved into ``additional_config`` is a ``config``
+    recipe there (``moe-fused-mc2-enable`` from 0.27.1rc1); any other kind is what the recipe says."""
+    emitted = [knob.emitted if knob.state in ("renamed", "moved") else knob.knob for knob in knobs]
+    if kind == "env" and emitted and not any(name.startswith("env:") for name in emitted):
+        return "config"
+    return kind
+
+
 def _recipe_data(plan: Plan, recipe: RecipeRecord, lock: dict) -> dict[str, Any]:
     decision = plan.resolution.decisions[recipe.id]
     entry = lock["recipes"][recipe.id]
-    verdict = plan.verdicts.get(recipe.id)
+    knobs = plan.verdicts[recipe.id].knobs if recipe.id in plan.verdicts else ()
     return {
-        "id": recipe.id, "title": on_release(recipe.title, verdict.knobs if verdict else ()),
-        "kind": recipe.kind.value, "summary": recipe.summary, "release_notes": list(decision.notes),
+        "id": recipe.id, "title": on_release(recipe.title, knobs), "kind": kind_on_release(recipe.kind.value, knobs),
+        "summary": on_release(recipe.summary, knobs), "release_notes": list(decision.notes),
         "reason": decision.reason, "chain": list(decision.chain),
         "gains": [g for g in recipe.gains if _gain_applies(g, plan)[0]],
         "other_gains": [g for g in recipe.gains if not _gain_applies(g, plan)[0]],

@@ -58,7 +58,7 @@ class Group(click.Group):
             sys.exit(0)
         except KeyboardInterrupt:
             click.echo("optkit: interrupted", err=True)
-            sys.exit(130)
+            raise Interrupted(130) from None
         except Exception as exc:  # noqa: BLE001 - the one catch-all boundary
             import traceback
 
@@ -85,8 +85,34 @@ def main() -> None:
         sys.stdout.reconfigure(errors="backslashreplace")
     try:
         cli(prog_name="optkit")
+    except Interrupted:
+        _die_of_sigint()
     finally:
         gc.freeze()
+
+
+class Interrupted(SystemExit):
+    """Ctrl-C: exit 130 in-process (CliRunner), killed by SIGINT as a process (see ``_die_of_sigint``)."""
+
+
+def _die_of_sigint() -> None:
+    """End the process by SIGINT itself, once the interruption is reported and the files are closed.
+
+    A shell running optkit in a script (run-ladder.sh, apply.sh) acts on a Ctrl-C only if its child
+    died of the signal ("wait and cooperative exit"); a child that exits 130 instead looks as if it
+    handled the key, and the script goes on to its next step.
+    """
+    import os
+    import signal
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+    sys.exit(130)  # where SIGINT cannot end the process
 
 
 if __name__ == "__main__":

@@ -63,12 +63,27 @@ class RecipeBehaviour:
         return entry.versions if entry else self.versions.vllm_ascend
 
 
+def know_upstream_ranges(recipes, version: str = UPSTREAM_RELEASE) -> None:
+    """Have every release-entry range of ``recipes`` answered at ``version`` at once (from the catalog
+    cache when asked before), so listing ``upstream()`` for a whole catalog does not import
+    ``packaging.specifiers`` (``optkit.catalog.specifiers``)."""
+    from optkit.catalog.specifiers import VersionRanges
+
+    VersionRanges({entry.versions for recipe in recipes for entry in recipe.releases}, [version])
+
+
 def _lower_bound(entry):
-    """The lowest release an entry's range admits (``>=X`` or ``==X``; 0 when it has no lower bound)."""
-    from packaging.specifiers import SpecifierSet
+    """The lowest release an entry's range admits (``>=X`` or ``==X``; 0 when it has no lower bound).
+
+    Read from the range's clauses as written (the schema has checked them with packaging): importing
+    ``packaging.specifiers`` costs more than a whole ``optkit recipes``."""
     from packaging.version import Version
 
-    bounds = [Version(c.version) for c in SpecifierSet(entry.versions) if c.operator in (">=", "==", "===")]
+    bounds = []
+    for clause in entry.versions.split(","):
+        operator = next((op for op in ("===", ">=", "==") if clause.strip().startswith(op)), None)
+        if operator:
+            bounds.append(Version(clause.strip()[len(operator):].strip().removesuffix(".*")))
     return max(bounds, default=Version("0"))
 
 

@@ -19,8 +19,11 @@ def recipes_command(as_json, catalogs):
     from optkit.catalog.loader import load_catalog
     from optkit.catalog.records import effective_level, load_records
 
+    from optkit.catalog.recipe_records import know_upstream_ranges
+
     catalog = load_catalog(None, catalog_dirs(catalogs))
     records = load_records(catalog.root, catalog)
+    know_upstream_ranges(catalog)
     if as_json:
         rows = [{"id": r.id, "kind": r.kind.value, "upstream": r.upstream()[0],
                  "verification": effective_level(r, records).value, "needs_npu": r.verification.needs_npu,

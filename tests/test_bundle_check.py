@@ -1,4 +1,5 @@
-"""``optkit bundle check`` end to end: the whole check runs one probe process and reads the tree's knobs once."""
+"""``optkit bundle check`` end to end: the way to a missing vLLM works as printed, the whole check runs
+one probe process and reads the tree's knobs once."""
 
 from __future__ import annotations
 
@@ -51,6 +52,55 @@ def bundle_for(tmp_path: Path, release: str) -> Path:
 
 
 # --------------------------------------------------------------------------- a missing vLLM
+
+
+OWN_VENV = "pass --vllm-python PYTHON, a Python with vLLM {v} (e.g. of a virtualenv of its own with `pip install vllm=={v}`)"
+
+
+@pytest.mark.parametrize("version, cwd, installed, way", [
+    pytest.param("0.23.0", "checkout", False, "build its virtualenv with `bash scripts/vllm-venv 0.23.0`, or " + OWN_VENV,
+                 id="from-the-checkout"),
+    pytest.param("0.23.0", "elsewhere", False, f"build its virtualenv with `bash {ROOT}/scripts/vllm-venv 0.23.0`, or "
+                 + OWN_VENV, id="from-another-directory"),
+    pytest.param("0.27.1", "checkout", False, "scripts/vllm-venv cannot build it (no tests/requirements-vllm-0.27.txt: "
+                 "its dependency set is not known); " + OWN_VENV, id="no-dependency-set-for-that-vllm"),
+    pytest.param("0.23.0", "elsewhere", True, "build its virtualenv in optkit's source checkout with "
+                 "`bash scripts/vllm-venv 0.23.0` (scripts/ and tests/ are not part of an installed optkit), or "
+                 + OWN_VENV, id="installed-optkit"),
+])
+def test_a_missing_vllm_is_named_with_a_way_to_get_it_that_works_as_printed(tmp_path, monkeypatch, version, cwd,
+                                                                            installed, way):
+    monkeypatch.setenv("OPTKIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(ROOT if cwd == "checkout" else tmp_path)
+    hide_this_pythons_vllm(monkeypatch)
+    if installed:
+        monkeypatch.setattr(paths, "checkout_root", lambda: None)
+    python, why = find_vllm_python(version)
+    assert python is None
+    assert why == (f"vLLM {version} not installed (this Python has no vLLM, and there is no "
+                   f"{tmp_path / 'cache' / 'venvs' / f'vllm-{version}'}); {way.format(v=version)}")
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_the_printed_command_builds_the_venv_that_bundle_check_then_uses(tmp_path, monkeypatch):
+    """Run the suggestion as printed, from another directory, then check the flagship in that venv
+    (built once into the optkit cache, a few minutes; reused after)."""
+    cache = os.environ.get("OPTKIT_CACHE_DIR")
+    monkeypatch.setenv("OPTKIT_CACHE_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.chdir(tmp_path)
+    hide_this_pythons_vllm(monkeypatch)
+    _, why = find_vllm_python("0.23.0")
+    command = re.search(r"`(bash [^`]+)`", why).group(1)
+    monkeypatch.delenv("OPTKIT_CACHE_DIR") if cache is None else monkeypatch.setenv("OPTKIT_CACHE_DIR", cache)
+    built = subprocess.run(shlex.split(command), cwd=tmp_path, capture_output=True, text=True, timeout=1800)
+    if built.returncode:
+        unavailable(f"{command} failed: {built.stderr[-2000:]}")
+    python, found = find_vllm_python("0.23.0")
+    venv = paths.cache_dir() / "venvs" / "vllm-0.23.0"
+    assert (python, found) == (str(venv / "bin" / "python"), str(venv))
+    check = check_vllm(read_lock(bundle_for(tmp_path, "0.23.0")), python=python)
+    assert check.status == "pass" and check.note.startswith("vLLM 0.23.0;"), (check.problems, check.note)
 
 
 # --------------------------------------------------------------------------- one probe process, one scan

@@ -94,9 +94,3 @@ def test_static_kernel_turns_super_kernel_on_in_0_30_0rc2(vllm_030):
                        env={"VLLM_TARGET_DEVICE": "cpu", "VLLM_PLUGINS": "", "PYTHONPATH": str(release_trees()["0.30.0rc2"])})
     assert result["status"] == "ok", result
     assert result["config"]["enable_super_kernel"] is True
-
-
-def test_a_bundle_for_a_vllm_without_an_environment_is_skipped_with_the_way_to_make_one(tmp_path, monkeypatch):
-    monkeypatch.setenv("OPTKIT_CACHE_DIR", str(tmp_path / "empty-cache"))
-    python, why = find_vllm_python("0.27.1")
-    assert python is None and "bash scripts/vllm-venv 0.27.1" in why

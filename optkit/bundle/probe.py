@@ -48,8 +48,31 @@ def find_vllm_python(version: str, given: Path | None = None) -> tuple[str | Non
     venv = cache_dir() / "venvs" / f"vllm-{version}"
     if (venv / ".complete").is_file():
         return str(venv / "bin" / "python"), str(venv)
-    return None, (f"vLLM {version} not installed (this Python has {here or 'no vLLM'}, and there is no {venv}); "
-                  f"build it with `bash scripts/vllm-venv {version}` or pass --vllm-python")
+    return None, f"vLLM {version} not installed (this Python has {here or 'no vLLM'}, and there is no {venv}); {ways_to_get(version)}"
+
+
+def ways_to_get(version: str, cwd: Path | None = None) -> str:
+    """How to get vLLM ``version`` for the check, in words that work as printed from ``cwd`` (default:
+    the current directory): the checkout's ``scripts/vllm-venv`` when it knows that version's dependency
+    set (``tests/requirements-vllm-MAJOR.MINOR.txt``), where it is; else ``--vllm-python``."""
+    from optkit.catalog.paths import checkout_root
+
+    root = checkout_root()
+    requirements = f"tests/requirements-vllm-{version.rsplit('.', 1)[0]}.txt"
+    own_venv = (f"pass --vllm-python PYTHON, a Python with vLLM {version} (e.g. of a virtualenv of its own "
+                f"with `pip install vllm=={version}`)")
+    if root is None:
+        return (f"build its virtualenv in optkit's source checkout with `bash scripts/vllm-venv {version}` "
+                f"(scripts/ and tests/ are not part of an installed optkit), or {own_venv}")
+    if not (root / requirements).is_file():
+        return f"scripts/vllm-venv cannot build it (no {requirements}: its dependency set is not known); {own_venv}"
+    return f"build its virtualenv with `bash {_shown(root / 'scripts' / 'vllm-venv', cwd)} {version}`, or {own_venv}"
+
+
+def _shown(path: Path, cwd: Path | None) -> str:
+    """``path`` relative to ``cwd`` when it is inside it, else absolute."""
+    cwd = (cwd or Path.cwd()).resolve()
+    return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else str(path)
 
 
 def probe_request(lock: dict, node: int = 0) -> dict:

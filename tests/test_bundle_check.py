@@ -1,5 +1,5 @@
 """``optkit bundle check`` end to end: the way to a missing vLLM works as printed, the whole check runs
-one probe process and reads the tree's knobs once."""
+one probe process and reads the tree's knobs once, and docs/bundle.md shows what the command prints."""
 
 from __future__ import annotations
 
@@ -141,3 +141,20 @@ def test_the_check_reads_the_tree_once_and_runs_one_probe_process(tmp_path, monk
     assert (len(scans), len(runs)) == (1, probes), runs
     if release == "0.30.0rc2":
         assert {c.name: c.status for c in report.checks}["ascend-config"] == "pass"
+
+
+# --------------------------------------------------------------------------- docs
+
+
+@pytest.mark.tree
+@pytest.mark.vllm
+def test_docs_show_what_bundle_check_prints_for_the_example_bundle(monkeypatch):
+    text = (ROOT / "docs" / "bundle.md").read_text(encoding="utf-8")
+    section = text.split("\n## optkit bundle check\n", 1)[1]
+    shown = [line[4:] for line in re.search(r"(?m)(^    (PASS|FAIL|SKIP)  .*\n)+", section).group(0).splitlines()]
+    if find_vllm_python("0.23.0")[0] is None:
+        unavailable(find_vllm_python("0.23.0")[1])
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(cli, ["bundle", "check", "docs/example-bundle"])
+    assert result.exit_code == 0, result.output
+    assert shown == result.output.splitlines()

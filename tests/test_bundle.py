@@ -840,7 +840,7 @@ def test_unpatched_tree_does_not_know_enable_super_kernel(flagship):
     lock = read_lock(flagship)
     if "compile-super-kernel" not in lock["selected"]:
         pytest.skip("the flagship plan no longer selects compile-super-kernel")
-    check = check_config_keys(lock, pristine_tree(), [])
+    check = check_config_keys(lock, tree_knobs(pristine_tree()), [])
     assert any(p.startswith("recipe compile-super-kernel: --additional-config key "
                             "ascend_compilation_config.enable_super_kernel is not read by vllm-ascend 0.23.0")
                for p in check.problems), check.problems
@@ -857,7 +857,8 @@ def test_unpatched_tree_does_not_know_enable_super_kernel(flagship):
 ], ids=["unknown-additional-config-key", "env-var-the-tree-does-not-define"])
 def test_tree_problems_name_the_recipe(edited, case, check, message):
     lock = read_lock(edited[case])
-    result = check(lock, pristine_tree(), []) if check is check_config_keys else check(lock, pristine_tree())
+    knobs = tree_knobs(pristine_tree())
+    result = check(lock, knobs, []) if check is check_config_keys else check(lock, knobs)
     assert [p for p in result.problems if p.startswith(message)], result.problems
 
 
@@ -867,7 +868,7 @@ def test_external_env_vars_need_no_definition(flagship, tmp_path):
     (tree / "envs.py").write_text("env_variables = {'VLLM_ASCEND_ATTN_WEIGHT_PREFETCH': None,\n"
                                   "                 'VLLM_ASCEND_FUSED_O_PROJ_AR': None}\n")
     lock = read_lock(flagship)
-    assert check_env(lock, tmp_path / "tree").problems == []
+    assert check_env(lock, tree_knobs(tmp_path / "tree")).problems == []
 
 
 def test_shell_check_reports_a_syntax_error(flagship, tmp_path):
@@ -1032,8 +1033,7 @@ def test_bundle_check_refuses_damaged_files(flagship, tmp_path, damage, words):
 def test_bundle_check_cli_fails_when_vllm_is_missing(flagship, monkeypatch):
     import optkit.bundle.check as bundle_check
 
-    monkeypatch.setattr(bundle_check, "run_probe",
-                        lambda request, python=None, **kw: {"status": "skipped", "reason": "vLLM 0.23.0 not installed (test)"})
+    monkeypatch.setattr(bundle_check, "find_vllm_python", lambda version, given=None: (None, "vLLM 0.23.0 not installed (test)"))
     monkeypatch.setattr(bundle_check, "check_config_keys", lambda *a: bundle_check.Check("config-keys", "pass"))
     monkeypatch.setattr(bundle_check, "check_env", lambda *a: bundle_check.Check("env", "pass"))
     result = CliRunner().invoke(cli, ["bundle", "check", str(flagship)])

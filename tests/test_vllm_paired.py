@@ -14,7 +14,7 @@ import pytest
 
 from compat_support import release_trees
 from optkit.bundle.check import (check_ascend_config, check_bundle, check_config_keys, find_vllm_python,
-                                 read_lock)
+                                 read_lock, tree_knobs)
 from optkit.bundle.writer import write_bundle
 from optkit.resolve.plan import load_workspace, plan
 from optkit.resolve.request import Request
@@ -76,8 +76,9 @@ def test_the_real_ascend_config_rejects_a_key_the_release_does_not_know(vllm_030
     lock["launch"]["sources"]["additional_config.ascend_compilation_config.enable_super_kernl"] = "waterfall-static-kernel"
     (bundle / "optkit.lock.json").write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
     tree = release_trees()["0.30.0rc2"]
-    checks = {"ascend-config": check_ascend_config(lock, tree, vllm_030, "the vLLM 0.30.0 venv"),
-              "config-keys": check_config_keys(lock, tree, [])}
+    knobs = tree_knobs(tree)
+    checks = {"ascend-config": check_ascend_config(lock, knobs, python=vllm_030, root=tree),
+              "config-keys": check_config_keys(lock, knobs, [])}
     assert checks["ascend-config"].problems == [
         "recipe waterfall-static-kernel: AscendConfig rejects --additional-config "
         "ascend_compilation_config.enable_super_kernl: unexpected_keyword_argument: Unexpected keyword argument"]
@@ -93,9 +94,3 @@ def test_static_kernel_turns_super_kernel_on_in_0_30_0rc2(vllm_030):
                        env={"VLLM_TARGET_DEVICE": "cpu", "VLLM_PLUGINS": "", "PYTHONPATH": str(release_trees()["0.30.0rc2"])})
     assert result["status"] == "ok", result
     assert result["config"]["enable_super_kernel"] is True
-
-
-def test_a_bundle_for_a_vllm_without_an_environment_is_skipped_with_the_way_to_make_one(tmp_path, monkeypatch):
-    monkeypatch.setenv("OPTKIT_CACHE_DIR", str(tmp_path / "empty-cache"))
-    python, why = find_vllm_python("0.27.1")
-    assert python is None and "bash scripts/vllm-venv 0.27.1" in why

@@ -6,13 +6,18 @@ lock's ``launch.sources``, ``launch.env`` and ``launch.argv_sources``):
 - ``launch``: serve.sh runs exactly the lock's ``launch.argv`` (and, on a multi-node plan, its worker
   nodes add the lock's ``launch.nodes.worker_args``); env.sh exports the lock's env; the k8s ConfigMap
   of a multi-node bundle carries these serve.sh and env.sh.
-- ``vllm``: the argv (of every node, on a multi-node plan) passes vLLM 0.23.0's own parser and config classes, and its capture sizes
-  survive vLLM's spec-decode rounding (``optkit.bundle.vllm_probe``, one subprocess run by ``optkit.bundle.probe``; skipped, not passed,
-  when vLLM 0.23.0 is not installed).
+- ``vllm``: the argv (of every node, on a multi-node plan) passes the paired vLLM's own parser and config classes, and its
+  capture sizes survive vLLM's spec-decode rounding (``optkit.bundle.vllm_probe``; skipped, not passed, when that vLLM is
+  not installed).
 - ``config-keys``: every ``--additional-config`` key (nested ones too) is read by the vllm-ascend
   tree, found statically (``ast``) in the tree after the bundle's patches are applied to a copy.
 - ``env``: every env var is in the tree's ``vllm_ascend/envs.py`` or marked external.
+- ``ascend-config``: on a strict release, the tree's own ``AscendConfig`` takes the ``--additional-config``
+  (``optkit.bundle.ascend_config_probe``).
 - ``scripts``: ``bash -n`` and ``shellcheck`` on every script.
+
+vLLM's import is most of the time: ONE probe process (``optkit.bundle.probe.ProbeSession``) does every
+vLLM-side check, started first so that its import overlaps the rest; the tree's knobs are read once.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Any, Iterator, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from optkit.bundle.launch_check import launch_problems
-from optkit.bundle.probe import find_vllm_python, probe_requests, run_probe
+from optkit.bundle.probe import ProbeSession, find_vllm_python, probe_requests, probe_session, run_probe
 from optkit.errors import BundleError, did_you_mean
 from optkit.tree.patchset import LOCK_NAME, checked, lock_json
 from optkit.tree.schema import Lock
@@ -73,17 +78,29 @@ def check_bundle(bundle: Path, *, tree: Path | None = None, use_vllm: bool = Tru
     """
     bundle = Path(bundle)
     lock = read_lock(bundle)
-    checks = [check_launch(bundle, lock)]
     python, found = find_vllm_python(lock["versions"]["vllm"], vllm_python) if use_vllm else (None, "")
-    if use_vllm:
-        checks.append(check_vllm(lock, python=python, missing=found))
-    with prepared_tree(bundle, lock, tree) as (root, patch_problems):
-        checks.append(check_config_keys(lock, root, patch_problems))
-        if use_vllm:
-            checks.append(check_ascend_config(lock, root, python, found))
-        checks.append(check_env(lock, root))
-    checks.append(check_scripts(bundle))
-    return BundleReport(bundle, checks)
+    with probe_session(python) as probe:
+        if probe is not None:  # its vLLM import runs while the checks below run here
+            probe.ask("vllm", {"batch": probe_requests(lock)})
+        launch, scripts = check_launch(bundle, lock), check_scripts(bundle)
+        with prepared_tree(bundle, lock, tree) as (root, patch_problems):
+            knobs = tree_knobs(root)
+            config_keys, env = check_config_keys(lock, knobs, patch_problems), check_env(lock, knobs)
+            vllm = _vllm_checks(probe, lock, knobs, root, found) if use_vllm else []
+    return BundleReport(bundle, [launch, *vllm[:1], config_keys, *vllm[1:], env, scripts])
+
+
+def _vllm_checks(probe: ProbeSession | None, lock: dict, knobs, root: Path, found: str) -> list[Check]:
+    """The vllm and ascend-config checks from the session's answers (the latter asked for now that
+    the tree is ready); without a session both are skipped, ``found`` says why."""
+    strict = knobs.additional_config.unknown_keys == "rejected"
+    if probe is None:
+        return [check_vllm(lock, missing=found), check_ascend_config(lock, knobs, missing=found)]
+    if strict:
+        probe.ask("ascend-config", ascend_config_request(lock, knobs, root))
+    answers = probe.answers()
+    return [check_vllm(lock, answers[0]["results"]),
+            check_ascend_config(lock, knobs, answers[1] if strict else None, missing=found)]
 
 
 class _Env(BaseModel):
@@ -260,11 +277,12 @@ def _pending_note(lock: dict, recipe: str) -> str:
     return f"; its patch {', '.join(pending)} (still pending, not written) would have to add it" if pending else ""
 
 
-def check_config_keys(lock: dict, root: Path, patch_problems: list[str]) -> Check:
-    """Every --additional-config key (nested ones too) is one the tree knows; an unknown one is
-    ignored by a lenient release and stops a strict one (0.27.1rc1 on) at start-up."""
+def check_config_keys(lock: dict, knobs, patch_problems: list[str]) -> Check:
+    """Every --additional-config key (nested ones too) is one the tree knows (``knobs``: its
+    ``tree_knobs``); an unknown one is ignored by a lenient release and stops a strict one
+    (0.27.1rc1 on) at start-up."""
     launch, version = lock["launch"], lock["versions"]["vllm_ascend"]
-    top = tree_knobs(root).additional_config
+    top = knobs.additional_config
     problems = list(patch_problems)
     for path in _leaf_paths(launch["additional_config"]):
         section, parts = top, path.split(".")
@@ -295,23 +313,32 @@ def _leaf_paths(fragment: dict, prefix: str = "") -> list[str]:
     return out
 
 
-def check_ascend_config(lock: dict, root: Path, python: str | None, found: str) -> Check:
+def ascend_config_request(lock: dict, knobs, root: Path) -> dict:
+    """What ``ascend_config_probe`` gets: the fragment, the keys ``init_ascend_config`` takes out
+    itself, and the tree to import ``AscendConfig`` from."""
+    return {"additional_config": lock["launch"]["additional_config"],
+            "factory": list(knobs.additional_config.factory), "tree": str(root)}
+
+
+def check_ascend_config(lock: dict, knobs, result: dict | None = None, *, python: str | None = None,
+                        root: Path | None = None, missing: str = "") -> Check:
     """On a strict release (pydantic AscendConfig, 0.27.1rc1 on): the tree's own AscendConfig
-    validates the --additional-config (``ascend_config_probe.py`` in the paired vLLM's Python)."""
-    config = tree_knobs(root).additional_config
-    if config.unknown_keys != "rejected":
+    validates the --additional-config (``result``: the probe's answer at hand; else, with ``python``,
+    a session of its own on the tree ``root``; else skipped, ``missing`` says why)."""
+    if knobs.additional_config.unknown_keys != "rejected":
         return Check("ascend-config", "skipped", [], "a lenient release: unknown keys are ignored, checked statically by config-keys")
-    if python is None:
-        return Check("ascend-config", "skipped", [], f"skipped: {found}")
-    env = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_PLUGINS": "", "PYTHONPATH": str(root)}
-    result = run_probe({"additional_config": lock["launch"]["additional_config"], "factory": list(config.factory)},
-                       python, script="ascend_config_probe.py", env=env)
+    if result is None and python is not None:
+        with probe_session(python) as probe:
+            probe.ask("ascend-config", ascend_config_request(lock, knobs, root))
+            result = probe.answers()[0]
+    if result is None:
+        return Check("ascend-config", "skipped", [], f"skipped: {missing}")
     if result["status"] == "skipped":
         return Check("ascend-config", "skipped", [], f"skipped: {result['reason']}")
     sources = lock["launch"]["sources"]
     problems = [f"{_who(sources.get('additional_config.' + p['loc'], 'optkit'))}: AscendConfig rejects "
                 f"--additional-config {p['loc'] or '(whole)'}: {p['message']}" for p in result["problems"]]
-    return _result("ascend-config", problems, f"vllm-ascend {lock['versions']['vllm_ascend']}'s AscendConfig, in {found}")
+    return _result("ascend-config", problems, f"vllm-ascend {lock['versions']['vllm_ascend']}'s AscendConfig")
 
 
 def _hint(name: str, known) -> str:
@@ -319,8 +346,8 @@ def _hint(name: str, known) -> str:
     return f"; {hint}" if hint else ""
 
 
-def check_env(lock: dict, root: Path) -> Check:
-    knobs = tree_knobs(root)
+def check_env(lock: dict, knobs) -> Check:
+    """Every env var is in the tree's envs.py (``knobs``: its ``tree_knobs``) or marked external."""
     names = set(knobs.env) | set(knobs.env_read)
     version = lock["versions"]["vllm_ascend"]
     problems = [

@@ -1,10 +1,14 @@
 """Run a ``vllm serve`` argument list through the real vLLM parser, in its own process.
 
-    python -m optkit.bundle.vllm_probe '{"argv": [...], "labels": [...], "vllm": "0.23.0"}'
-    python -m optkit.bundle.vllm_probe '{"batch": [{"argv": ...}, ...]}'     (→ {"results": [...]})
+    python vllm_probe.py '{"argv": [...], "labels": [...], "vllm": "0.23.0"}'
+    python vllm_probe.py '{"batch": [{"argv": ...}, ...]}'     (→ {"results": [...]})
+    python vllm_probe.py -      (a session: one request a line on stdin, one answer a line on stdout)
 
 prints one JSON object on stdout. optkit never imports vLLM itself (the import takes seconds and
-pulls in torch); ``optkit.bundle.check`` runs this module once per check. ``argv`` is what follows
+pulls in torch); ``optkit.bundle.check`` runs ONE session per check (``optkit.bundle.probe.ProbeSession``):
+it imports vLLM before it reads its first request, so the import overlaps optkit's own work, and
+answers ``{"kind": "vllm", ...}`` requests here and ``{"kind": "ascend-config", "tree": ..., ...}``
+ones with ``ascend_config_probe`` (the tree put on ``sys.path``), all with that one import. ``argv`` is what follows
 ``vllm serve``; ``labels`` names, per token, who put it there, so a rejected argument is blamed on
 the recipe that added it. What is checked, in vLLM's own code:
 
@@ -37,17 +41,48 @@ EXPECTED_VLLM = "0.23.0"
 
 def main(argv: list[str]) -> int:
     real_stdout = sys.stdout
-    sys.stdout = sys.stderr  # vLLM may log to stdout; only the result goes there
+    sys.stdout = sys.stderr  # vLLM may log to stdout; only the results go there
     try:
-        request = json.loads(argv[1]) if len(argv) > 1 else json.load(sys.stdin)
-        if "batch" in request:  # several argvs, one import
-            result = {"results": [probe(item) for item in request["batch"]]}
-        else:
-            result = probe(request)
+        if argv[1:] == ["-"]:
+            return session(sys.stdin, real_stdout)
+        result = answer(json.loads(argv[1]) if len(argv) > 1 else json.load(sys.stdin))
     finally:
         sys.stdout = real_stdout
     print(json.dumps(result, sort_keys=True))
     return 0
+
+
+def session(requests: typing.TextIO, out: typing.TextIO) -> int:
+    """Import vLLM, then answer each request line with one line (a failed import: each vLLM answer
+    says skipped, as ``probe`` does)."""
+    with contextlib.suppress(Exception):
+        _import_vllm()
+    for line in requests:
+        if line.strip():
+            request = json.loads(line)
+            result = _ascend_config(request) if request.pop("kind", "vllm") == "ascend-config" else answer(request)
+            out.write(json.dumps(result, sort_keys=True, default=str) + "\n")
+            out.flush()
+    return 0
+
+
+def answer(request: dict) -> dict:
+    if "batch" in request:  # several argvs, one import
+        return {"results": [probe(item) for item in request["batch"]]}
+    return probe(request)
+
+
+def _ascend_config(request: dict) -> dict:
+    """``ascend_config_probe.validate`` with the tree ``request["tree"]`` first on ``sys.path``."""
+    if __package__:
+        from . import ascend_config_probe
+    else:  # run by path: this directory is sys.path[0]
+        import ascend_config_probe
+    sys.path.insert(0, request["tree"])
+    try:
+        return ascend_config_probe.validate(request)
+    finally:
+        sys.path.remove(request["tree"])
 
 
 def probe(request: dict) -> dict:

@@ -43,7 +43,7 @@ def check_command(bundle_dir, tree_dir, no_vllm, vllm_python, as_json):
     vllm_skipped = [c for c in report.skipped if c.name == "vllm"]
     if report.problems or vllm_skipped:
         what = [f"{len(report.problems)} problem(s)"] if report.problems else []
-        what += [f"vLLM check {c.note} (install vLLM {_probe_version(bundle_dir)} as docs/bundle.md shows, "
+        what += [f"vLLM check {c.note} (the way to vLLM {_probe_version(bundle_dir)} is printed above; "
                  "or pass --no-vllm to skip the check)" for c in vllm_skipped]
         raise BundleError([f"bundle {bundle_dir}: {'; '.join(what)} (listed above)"])
 

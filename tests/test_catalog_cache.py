@@ -88,7 +88,7 @@ def test_plan_json_is_byte_identical_cold_warm_and_without_a_cache(tmp_path, mon
     cold = plan_json()
     # An entry that is missing here could not be pickled through the cache's loader (records, enums,
     # dataclasses, dates, containers, registered validator functions): its loader validates every run.
-    assert sorted(p.name for p in (cache_home / "catalog").iterdir()) == [
+    assert sorted(p.name for p in (cache_home / "catalog").iterdir() if p.suffix != ".key") == [
         "baselines.pickle", "kernels.pickle", "models.pickle", "recipes.pickle", "request.pickle", "secret",
         "specifiers.pickle", "targets.pickle", "versions-0.23.0.pickle", "versions-moves.pickle"]
     warm = plan_json()
@@ -180,12 +180,43 @@ def _remove_kernel_source(root: Path) -> None:
     pytest.param(_add_patch_file, id="kernel-folder-file-added"),
     pytest.param(_remove_kernel_source, id="kernel-patch-removed"),
 ])
-def test_an_edit_is_seen_by_the_next_load(edit, root, cache_home, monkeypatch, tmp_path):
+@pytest.mark.parametrize("settled", [pytest.param(False, id="just-written"),
+                                     pytest.param(True, id="settled-files-keys-from-their-stats")])
+def test_an_edit_is_seen_by_the_next_load(edit, settled, root, cache_home, monkeypatch, tmp_path):
+    if settled:  # the files count as long unchanged: the next load takes its keys from their stats if it can
+        monkeypatch.setattr(cache, "_SETTLED_NS", 0)
     before = snapshot(root)
+    if settled:
+        assert sorted(p.name for p in (cache_home / "catalog").glob("*.key")) == [
+            "baselines.key", "kernels.key", "models.key", "recipes.key", "targets.key"]
     edit(root)
     after = snapshot(root)
     assert after == uncached(root, monkeypatch, tmp_path)
     assert after != before or edit.__name__ == "_add_patch_file"
+
+
+def test_a_warm_load_of_settled_files_reads_none_of_them(root, cache_home, monkeypatch):
+    """Their keys come from the files' stats (signed beside the entries): no file is read, same result."""
+    monkeypatch.setattr(cache, "_SETTLED_NS", 0)
+    first = snapshot(root)
+    read = []
+    monkeypatch.setattr(cache, "folder_key", lambda *a, **k: read.append(a) or b"")
+    assert snapshot(root) == first and read == []
+
+
+@pytest.mark.parametrize("damage", [
+    pytest.param(lambda key: key.write_bytes(key.read_bytes()[:-1] + b"x"), id="bad-signature"),
+    pytest.param(lambda key: key.write_bytes(b""), id="empty"),
+    pytest.param(lambda key: key.unlink(), id="missing"),
+])
+def test_a_damaged_key_file_is_no_shortcut(damage, root, cache_home, monkeypatch):
+    monkeypatch.setattr(cache, "_SETTLED_NS", 0)
+    first = snapshot(root)
+    damage(cache_home / "catalog" / "recipes.key")
+    read = []
+    real = cache.folder_key
+    monkeypatch.setattr(cache, "folder_key", lambda *a, **k: read.append(a[0]) or real(*a, **k))
+    assert snapshot(root) == first and root / "recipes" in read
 
 
 def test_recipe_edit_changes_the_title_it_loads(root, cache_home):

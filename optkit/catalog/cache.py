@@ -7,7 +7,13 @@ therefore imports neither pydantic nor YAML. The key is a sha256 of the bytes an
 of every file under the loader's folder, of optkit's own validating code, and of Python's version
 and the installed files of pydantic, pydantic-core, PyYAML and packaging (their names, sizes and
 modification times, read without importing them): an edited, added or removed data file, another
-optkit or another library version never meets an old entry (data file times play no part).
+optkit or another library version never meets an old entry. Reading every file for the key costs a
+tenth of a warm plan, so the key last computed for a folder is kept beside its entry (signed, like
+the entries) under a digest of the files' names, sizes, inodes and modification and change times:
+while none of those moved, the key is taken from there without reading the files. A file changed
+in the last two seconds is always read (its times may not show a second change within their
+resolution), and the change time cannot be set back, so an edit that keeps size and modification
+time is still seen.
 
 An entry is trusted only if it is whole and was written by optkit with this cache's secret (an
 HMAC-SHA256 over key and payload; the secret is a random file beside the entries, readable by its
@@ -28,6 +34,7 @@ import io
 import os
 import pickle
 import sys
+import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, TypeVar
@@ -63,16 +70,76 @@ def cached(name: str, folder: Path | None, build: Callable[[], T], code: tuple[s
     propagate, and nothing is stored.
     """
     try:
-        key = folder_key(folder, code, inputs)
+        stats = _stat_digest(folder, code, inputs)
+        key = _known_key(name, stats) or folder_key(folder, code, inputs)
     except OSError:  # an unreadable file: validating reports it
         return build()
     found = _read(name, key)
     if found is not None:
+        _remember_key(name, stats, key)
         return found
     value = build()
     if _unchanged(folder, code, inputs, key):  # else the value may mix old and new files: do not store it
         _write(name, key, value)
+        _remember_key(name, stats, key)
     return value
+
+
+_SETTLED_NS = 2_000_000_000
+"""A file changed less than this long ago may change again within its timestamps' resolution: it is read."""
+
+
+def _stat_digest(folder: Path | None, code: tuple[str, ...], inputs: bytes) -> bytes | None:
+    """sha256 of what names the files under ``folder`` without reading them (path, type, size, inode,
+    modification and change times), of the code fingerprint and of ``inputs``; None without a folder or
+    when a file changed in the last two seconds. A shortcut to ``folder_key`` only (``_known_key``):
+    the key itself is always computed from the files' bytes."""
+    if folder is None:
+        return None
+    now = time.time_ns()
+    digest = hashlib.sha256(b"stat\0" + _fingerprint(code) + hashlib.sha256(inputs).digest())
+    for path in _files(folder):
+        st = os.lstat(path)
+        if now - max(st.st_mtime_ns, st.st_ctime_ns) < _SETTLED_NS:
+            return None
+        rel = path.relative_to(folder).as_posix()
+        digest.update(f"{rel}\0{st.st_mode >> 12}\0{st.st_size}\0{st.st_ino}\0{st.st_dev}\0{st.st_mtime_ns}\0"
+                      f"{st.st_ctime_ns}\0".encode(errors="surrogateescape"))
+    return digest.digest()
+
+
+def _known_key(name: str, stats: bytes | None) -> bytes | None:
+    """The content key last computed for files with these ``stats``, if this cache signed it."""
+    if stats is None:
+        return None
+    try:
+        data = (_folder() / f"{name}.key").read_bytes()
+        secret = _secret(create=False)
+    except OSError:
+        return None
+    stored, key, mac = data[:_DIGEST], data[_DIGEST:2 * _DIGEST], data[2 * _DIGEST:]
+    if secret is None or len(data) != 3 * _DIGEST or stored != stats:
+        return None
+    return key if hmac.compare_digest(mac, hmac.new(secret, b"key\0" + stats + key, "sha256").digest()) else None
+
+
+def _remember_key(name: str, stats: bytes | None, key: bytes) -> None:
+    """Sign and keep ``stats`` → ``key`` for the next load (once; no error if the cache cannot be written)."""
+    if stats is None or _known_key(name, stats) == key:
+        return
+    try:
+        secret = _secret(create=False)
+        if secret is None:
+            return
+        mac = hmac.new(secret, b"key\0" + stats + key, "sha256").digest()
+        temporary = _folder() / f".{name}.key.{os.getpid()}.tmp"
+        try:
+            temporary.write_bytes(stats + key + mac)
+            os.replace(temporary, _folder() / f"{name}.key")
+        finally:
+            temporary.unlink(missing_ok=True)
+    except OSError:
+        return
 
 
 def _unchanged(folder: Path | None, code: tuple[str, ...], inputs: bytes, key: bytes) -> bool:

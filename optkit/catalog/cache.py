@@ -94,18 +94,30 @@ def _stat_digest(folder: Path | None, code: tuple[str, ...], inputs: bytes) -> b
     modification and change times), of the code fingerprint and of ``inputs``; None without a folder or
     when a file changed in the last two seconds. A shortcut to ``folder_key`` only (``_known_key``):
     the key itself is always computed from the files' bytes."""
-    if folder is None:
+    if folder is None or not os.path.isdir(folder):
         return None
     now = time.time_ns()
     digest = hashlib.sha256(b"stat\0" + _fingerprint(code) + hashlib.sha256(inputs).digest())
-    for path in _files(folder):
-        st = os.lstat(path)
+    for rel, st in _stats(str(folder), ""):
         if now - max(st.st_mtime_ns, st.st_ctime_ns) < _SETTLED_NS:
             return None
-        rel = path.relative_to(folder).as_posix()
         digest.update(f"{rel}\0{st.st_mode >> 12}\0{st.st_size}\0{st.st_ino}\0{st.st_dev}\0{st.st_mtime_ns}\0"
                       f"{st.st_ctime_ns}\0".encode(errors="surrogateescape"))
     return digest.digest()
+
+
+def _stats(folder: str, prefix: str):
+    """(relative path, lstat) of every entry under ``folder`` (directories too: an added or removed
+    entry changes its directory's times), sorted, symlinks not followed; plain strings, no ``Path``s,
+    since this runs on every warm load."""
+    with os.scandir(folder) as found:
+        entries = sorted(found, key=lambda entry: entry.name)
+    for entry in entries:
+        rel = prefix + entry.name
+        st = entry.stat(follow_symlinks=False)
+        yield rel, st
+        if entry.is_dir(follow_symlinks=False):
+            yield from _stats(entry.path, rel + "/")
 
 
 def _known_key(name: str, stats: bytes | None) -> bytes | None:

@@ -34,7 +34,6 @@ from optkit.resolve.classify import _Classifier, _holds, version_ranges
 from optkit.resolve.constraints import _SOFT, _build, _Problem, _weights
 from optkit.resolve.decision import Decision, Resolution, Status
 from optkit.resolve.facts import Facts
-from optkit.resolve.impossible import _impossible
 from optkit.resolve.objective import Benefit
 from optkit.resolve.solver import Unsatisfiable, maximize
 from optkit.versions.onrelease import Verdict, declared_verdicts
@@ -75,6 +74,8 @@ def resolve(catalog: Catalog, facts: Facts, with_ids: list[str], without_ids: li
     try:
         chosen = maximize(_weights(problem, decisions), problem.clauses, problem.fixed)
     except Unsatisfiable as exc:
+        from optkit.resolve.impossible import _impossible  # only an impossible request needs its explanation
+
         raise _impossible(catalog, facts, decisions, problem, exc, with_ids, without_ids,
                           baseline_for, unavailable, verdicts, measured) from None
     _explain_unselected(catalog, decisions, problem, chosen)

@@ -475,6 +475,29 @@ def test_fetch_many_tells_of_each_tree_as_it_is_fetched(cache, tmp_path, monkeyp
     assert sorted(t[:2] for t in told) == expected and sorted(t[2:] for t in told) == [(1, 2), (2, 2)]
 
 
+@pytest.mark.parametrize("cached, said", [pytest.param(False, True, id="downloaded"),
+                                           pytest.param(True, False, id="from-the-cache")])
+def test_tree_fetch_says_before_a_download_that_it_starts_one(cache, tmp_path, monkeypatch, cached, said):
+    from click.testing import CliRunner
+
+    from optkit.cli.main import cli
+
+    fresh = _sdist(tmp_path / "vllm_ascend-0.18.0.tar.gz", [], top="vllm_ascend-0.18.0")
+    if cached:
+        _seed_cache(cache, fresh, "0.18.0")
+    order = []
+    monkeypatch.setattr(tree, "_pip_download", lambda package, version, into: order.append("pip") or
+                        Path(shutil.copy(fresh, into / fresh.name)))
+    real = tree.fetch
+    monkeypatch.setattr(tree, "fetch", lambda *a, on_download=None, **k: real(
+        *a, on_download=lambda p, v: order.append("told") or on_download(p, v), **k))
+    result = CliRunner().invoke(cli, ["tree", "fetch", "0.18.0", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    line = "downloading the sdist of vllm-ascend 0.18.0 from PyPI"
+    assert (line in result.stderr) is said and line not in result.stdout
+    assert order == (["told", "pip"] if said else [])
+
+
 @pytest.mark.parametrize("args", [pytest.param([], id="table"), pytest.param(["--json"], id="json")])
 def test_compat_reports_fetch_progress_on_stderr_only(monkeypatch, args):
     from click.testing import CliRunner

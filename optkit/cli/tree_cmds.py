@@ -130,7 +130,11 @@ def fetch_command(version, dest, package, force):
     is fetched too."""
     from optkit.tree.fetch import fetch
 
-    result = fetch(version, dest, package=package, force=force)
+    def downloading(package, version):
+        click.echo(f"downloading the sdist of {package} {version} from PyPI (pip builds its metadata: a minute "
+                   "or two, once; later fetches use the cache)", err=True)
+
+    result = fetch(version, dest, package=package, force=force, on_download=downloading)
     click.echo(f"release   {result.package} {result.version}")
     click.echo(f"path      {result.path}")
     click.echo(f"sdist     {result.sdist.name} sha256 {result.sha256}")

@@ -59,6 +59,7 @@ def fetch(
     *,
     package: str = "vllm-ascend",
     force: bool = False,
+    on_download: Callable[[str, str], None] | None = None,
 ) -> FetchResult:
     """Get the pristine source tree of ``package==version`` from its PyPI sdist.
 
@@ -66,6 +67,8 @@ def fetch(
     calls reuse it without network while the archive still has its recorded sha256. With
     ``force`` the archive is downloaded and unpacked again. With ``dest`` the pristine tree is
     also copied to ``dest`` (which must be absent or empty) and ``path`` is that copy.
+    ``on_download(package, version)`` is called before a download starts (it takes a minute or
+    more: pip builds the sdist's metadata), so a caller can say so.
     Raises ``TreeError`` for a bad version or package name, a non-empty ``dest``, a failed
     download or an unsafe archive.
     """
@@ -75,7 +78,7 @@ def fetch(
         dest = _check_dest(Path(dest))
     try:
         with entry_lock(package, version):
-            sdist, sha256, from_cache = _cached(package, version, force)
+            sdist, sha256, from_cache = _cached(package, version, force, on_download)
             tree = tree_path(package, version)
             if dest is not None:
                 tree = _copy_tree(tree, dest)
@@ -85,11 +88,13 @@ def fetch(
     return FetchResult(package, version, tree, sdist, sha256, from_cache)
 
 
-def _cached(package: str, version: str, force: bool) -> tuple[Path, str, bool]:
+def _cached(package: str, version: str, force: bool, on_download=None) -> tuple[Path, str, bool]:
     """The sdist in the cache (downloaded and unpacked if need be), its sha256, whether it was cached."""
     record = None if force else read_record(package, version)
     if record is None:
         _require_build_tools()
+        if on_download is not None:
+            on_download(package, version)
         sdist, sha256 = _download_into_cache(package, version)
         _unpack_into_cache(package, version, sdist)
         write_record(package, version, sdist, sha256)

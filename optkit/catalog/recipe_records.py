@@ -56,6 +56,12 @@ class RecipeBehaviour:
         since = _lower_bound(ordered[start])
         return ordered[at].status, (str(since) if since.release != (0,) and ordered[at].status != "new" else None)
 
+    def release_entry(self, version):
+        """The release entry whose range contains ``version`` (pre-releases included), or None."""
+        from optkit.catalog.specifiers import contains
+
+        return next((entry for entry in self.releases if contains(entry.versions, version)), None)
+
     def patch_versions(self, file: str) -> str:
         """The releases a patch file was written for (its release entry's range; the recipe's own
         range when the recipe declares no release entries)."""

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
-from optkit.versions.probes import RecipeOnTree, declared_entry, recipe_on_tree
 from optkit.versions.releases import known_versions, load_moves, load_release
 
 if TYPE_CHECKING:  # the run-time holds their records (optkit.catalog.frozen)
     from optkit.catalog.schema import Recipe, ReleaseRange
+    from optkit.versions.probes import RecipeOnTree  # probes are read on a tree only
     from optkit.versions.schema import ConfigSection, KnobMove, Knobs, ReleaseData
 
 LEFT_OUT = ("superseded", "broken", "absent")
@@ -62,6 +62,8 @@ def release_view(version: str | Version, tree: Path | None = None, catalog=None)
     data = freeze(ReleaseData.model_validate(scan_tree(Path(tree))), RECORDS)
     view = ReleaseView(data, Path(tree).resolve())
     if catalog is not None:
+        from optkit.versions.probes import recipe_on_tree
+
         view.probes = {r.id: recipe_on_tree(r, view.tree, view.version) for r in catalog if r.releases}
     return view
 
@@ -229,7 +231,7 @@ def _entry(recipe: Recipe, view: ReleaseView) -> tuple[ReleaseRange | None, list
     version declares), else the declared one."""
     probed = view.probes.get(recipe.id)
     if probed is None:
-        return declared_entry(recipe, view.version), []
+        return recipe.release_entry(view.version), []
     if probed.entry is None:
         return probed.declared, [f"no probe of this recipe holds on {view.tree}; using the entry for {view.version}"]
     if probed.declared is not None and probed.entry is not probed.declared:
@@ -263,7 +265,7 @@ def declared_verdicts(catalog, version: Version) -> dict[str, Verdict]:
     made up in a test."""
     out = {}
     for recipe in catalog:
-        entry = declared_entry(recipe, version)
+        entry = recipe.release_entry(version)
         early = _by_entry(recipe, entry, version, f"vllm-ascend {version}", [])
         patches, _ = _patch_set(recipe, entry)
         out[recipe.id] = early or Verdict("ok", "", tuple(patches), entry.versions if entry else recipe.versions.vllm_ascend,

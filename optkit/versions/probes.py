@@ -103,8 +103,8 @@ def in_range(version: Version, spec: str) -> bool:
 
 
 def declared_entry(recipe: Recipe, version: Version) -> ReleaseRange | None:
-    """The release entry whose range contains ``version``."""
-    return next((e for e in recipe.releases if in_range(version, e.versions)), None)
+    """The release entry whose range contains ``version`` (``Recipe.release_entry``)."""
+    return recipe.release_entry(version)
 
 
 def recipe_on_tree(recipe: Recipe, root: Path, version: Version, files: _Files | None = None) -> RecipeOnTree:

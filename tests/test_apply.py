@@ -498,15 +498,16 @@ def test_cli_exit_codes(sdist_tree, tmp_path, args, code, words):
 def test_cli_tree_fetch(tmp_path, monkeypatch):
     from optkit.tree import fetch as trees
 
-    def fake_fetch(version, dest, *, package, force):
+    def fake_fetch(version, dest, *, package, force, on_download):
         assert (version, package, force) == ("0.23.0", "vllm-ascend", False)
         return trees.FetchResult(package, version, dest, tmp_path / "vllm_ascend-0.23.0.tar.gz", "ab" * 32, True)
 
     monkeypatch.setattr(trees, "fetch", fake_fetch)
     result = run_cli("tree", "fetch", "0.23.0", tmp_path / "t")
     assert result.exit_code == 0, result.output
-    assert result.output.splitlines()[1:] == [f"sdist     vllm_ascend-0.23.0.tar.gz sha256 {'ab' * 32}",
-                                              "source    cache"]
+    assert result.output.splitlines() == ["release   vllm-ascend 0.23.0", f"path      {tmp_path / 't'}",
+                                          f"sdist     vllm_ascend-0.23.0.tar.gz sha256 {'ab' * 32}",
+                                          "source    cache"]
 
 
 # --------------------------------------------------------------------------- the real sdist

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from pathlib import Path
 
 
+@lru_cache(maxsize=None)  # where the package lies does not change while it runs; asked dozens of times a plan
 def project_root() -> Path:
     """The directory holding recipes/, models/, targets/, kernels/ (the repo or the install)."""
     here = Path(__file__).resolve().parent.parent  # the optkit package

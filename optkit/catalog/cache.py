@@ -71,12 +71,14 @@ def cached(name: str, folder: Path | None, build: Callable[[], T], code: tuple[s
     """
     try:
         stats = _stat_digest(folder, code, inputs)
-        key = _known_key(name, stats) or folder_key(folder, code, inputs)
+        known = _known_key(name, stats)
+        key = known or folder_key(folder, code, inputs)
     except OSError:  # an unreadable file: validating reports it
         return build()
     found = _read(name, key)
     if found is not None:
-        _remember_key(name, stats, key)
+        if known is None:
+            _remember_key(name, stats, key)
         return found
     value = build()
     if _unchanged(folder, code, inputs, key):  # else the value may mix old and new files: do not store it
@@ -136,8 +138,8 @@ def _known_key(name: str, stats: bytes | None) -> bytes | None:
 
 
 def _remember_key(name: str, stats: bytes | None, key: bytes) -> None:
-    """Sign and keep ``stats`` → ``key`` for the next load (once; no error if the cache cannot be written)."""
-    if stats is None or _known_key(name, stats) == key:
+    """Sign and keep ``stats`` → ``key`` for the next load (no error if the cache cannot be written)."""
+    if stats is None:
         return
     try:
         secret = _secret(create=False)

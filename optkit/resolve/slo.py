@@ -1,0 +1,189 @@
+"""A service-level objective: bounds on latency statistics, e.g. ``tpot_p99<=20ms,ttft_p99<=1s``.
+
+The grammar, one term per bound, terms separated by commas::
+
+    term   := metric "_" stat ("<=" | "<") number unit
+    metric := ttft | tpot | itl | e2el       (vLLM bench serve's --percentile-metrics)
+    stat   := mean | median | pNN[.N]       (p50, p90, p99, p99.9, ...)
+    unit   := us | ms | s
+
+A bound names the field of ``vllm bench serve``'s result JSON it is checked against
+(``p99_tpot_ms``, ``mean_ttft_ms``) and its share of vLLM's ``--goodput`` option (a per-request
+bound in milliseconds). ``<`` and ``<=`` are the same bound here: the statistics are measured, not
+exact, and optkit never decides on the boundary.
+
+Nothing here imports more than the standard library: the plan path parses an SLO.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+from optkit.errors import RequestError
+
+METRICS = ("ttft", "tpot", "itl", "e2el")
+METRIC_NAMES = {"ttft": "time to first token", "tpot": "time per output token",
+                "itl": "inter-token latency", "e2el": "end-to-end latency"}
+_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+_TERM = re.compile(r"^(?P<metric>[a-z0-9]+)_(?P<stat>mean|median|p\d{1,3}(?:\.\d{1,3})?)\s*(?P<op><=|<)\s*"
+                   r"(?P<value>\d+(?:\.\d+)?)\s*(?P<unit>us|ms|s)$")
+MAX_TERMS = 16
+
+
+class SloError(RequestError):
+    """An SLO text that does not parse: names the term, the flag or file, and the fix."""
+
+
+@dataclass(frozen=True, order=True)
+class Bound:
+    """One bound: ``stat`` of ``metric`` at most ``limit_ms`` milliseconds."""
+
+    metric: str
+    stat: str
+    limit_ms: float
+
+    @property
+    def result_key(self) -> str:
+        """The field of vLLM bench serve's result JSON that holds this statistic."""
+        return f"{self.stat}_{self.metric}_ms"
+
+    @property
+    def percentile(self) -> float | None:
+        """The percentile a ``pNN`` stat asks for (``median`` is 50), None for ``mean``."""
+        if self.stat == "mean":
+            return None
+        return 50.0 if self.stat == "median" else float(self.stat[1:])
+
+    def text(self) -> str:
+        return f"{self.metric}_{self.stat}<={_fmt_ms(self.limit_ms)}"
+
+    def met_by(self, value_ms: float) -> bool:
+        return value_ms <= self.limit_ms
+
+
+@dataclass(frozen=True)
+class Slo:
+    """A set of bounds, one per metric and statistic, in a canonical order."""
+
+    bounds: tuple[Bound, ...]
+
+    def text(self) -> str:
+        """The canonical text: parse(text()) == self, and equal SLOs print the same."""
+        return ",".join(b.text() for b in self.bounds)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def bound(self, metric: str, stat: str | None = None) -> Bound | None:
+        """The bound on ``metric`` (the tightest percentile one when ``stat`` is None)."""
+        found = [b for b in self.bounds if b.metric == metric and (stat is None or b.stat == stat)]
+        return min(found, key=lambda b: b.limit_ms) if found else None
+
+    def percentiles(self) -> list[str]:
+        """The percentiles a benchmark must report so every bound can be checked ('50,90,99')."""
+        wanted = {b.percentile for b in self.bounds if b.percentile is not None}
+        return [_fmt_number(p) for p in sorted(wanted)]
+
+    def violations(self, result: Mapping[str, object]) -> list[str]:
+        """What a benchmark result misses: one sentence per bound not met or not measured."""
+        out = []
+        for b in self.bounds:
+            value = result.get(b.result_key)
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                out.append(f"{b.text()}: the result has no {b.result_key}")
+            elif not b.met_by(float(value)):
+                out.append(f"{b.text()}: measured {_fmt_ms(float(value))}")
+        return out
+
+    def met_by(self, result: Mapping[str, object]) -> bool:
+        return not self.violations(result)
+
+    def goodput_args(self) -> list[str]:
+        """vLLM bench serve's ``--goodput`` values: per-request bounds in ms (ttft, tpot, e2el).
+
+        vLLM counts a request as good when each of its own latencies is within the bound; it knows
+        ttft, tpot and e2el (not itl). The tightest bound per metric is used.
+        """
+        terms = []
+        for metric in ("ttft", "tpot", "e2el"):
+            b = self.bound(metric)
+            if b is not None:
+                terms.append(f"{metric}:{_fmt_number(b.limit_ms)}")
+        return terms
+
+
+def parse_slo(text: str, where: str = "--slo") -> Slo:
+    """Parse an SLO; ``where`` names the flag or ``file:line: field`` an error points at."""
+    if not isinstance(text, str):
+        raise SloError(f"{where}: an SLO is a text such as 'tpot_p99<=20ms,ttft_p99<=1s', not {type(text).__name__}")
+    terms = [t.strip() for t in text.split(",")]
+    if not text.strip():
+        raise SloError(f"{where}: empty SLO; write bounds such as 'tpot_p99<=20ms,ttft_p99<=1s'")
+    if len(terms) > MAX_TERMS:
+        raise SloError(f"{where}: {len(terms)} terms; an SLO holds at most {MAX_TERMS}")
+    bounds: dict[tuple[str, str], Bound] = {}
+    for n, term in enumerate(terms, 1):
+        if not term:
+            raise SloError(f"{where}: term {n} is empty (a stray comma?)")
+        bound = _parse_term(term.lower(), n, where)
+        key = (bound.metric, bound.stat)
+        if key in bounds:
+            raise SloError(f"{where}: {bound.metric}_{bound.stat} is bounded twice "
+                           f"({bounds[key].text()} and {bound.text()}); keep one")
+        bounds[key] = bound
+    return Slo(tuple(sorted(bounds.values(), key=lambda b: (METRICS.index(b.metric), _stat_order(b.stat)))))
+
+
+def _parse_term(term: str, n: int, where: str) -> Bound:
+    m = _TERM.match(term)
+    if m is None:
+        hint = _term_hint(term)
+        raise SloError(f"{where}: term {n} {term!r} is not <metric>_<stat><=<value><unit>; {hint}")
+    metric, stat = m["metric"], m["stat"]
+    if metric not in METRICS:
+        from optkit.errors import did_you_mean
+
+        near = did_you_mean(metric, METRICS)
+        raise SloError(f"{where}: term {n} {term!r}: unknown metric {metric!r}; known: {', '.join(METRICS)}"
+                       + (f"; {near}" if near else ""))
+    if stat.startswith("p"):
+        p = float(stat[1:])
+        if not 0 < p < 100:
+            raise SloError(f"{where}: term {n} {term!r}: percentile {stat[1:]} is not between 0 and 100 (exclusive)")
+        stat = "p" + _fmt_number(p)
+    limit = float(m["value"]) * _UNITS_MS[m["unit"]]
+    if limit <= 0:
+        raise SloError(f"{where}: term {n} {term!r}: a latency bound must be above zero")
+    if limit > 86_400_000:
+        raise SloError(f"{where}: term {n} {term!r}: a bound above a day is no service-level objective")
+    return Bound(metric, stat, limit)
+
+
+def _term_hint(term: str) -> str:
+    if ">" in term:
+        return "an SLO bounds latencies from above: use <= (e.g. 'tpot_p99<=20ms')"
+    if re.search(r"\d$", term):
+        return "add a unit: us, ms or s (e.g. 'tpot_p99<=20ms')"
+    if "_" not in term.split("<")[0]:
+        return "name a statistic after the metric: mean, median or pNN (e.g. 'ttft_p99<=1s')"
+    return "e.g. 'tpot_p99<=20ms,ttft_p99<=1s'"
+
+
+def _stat_order(stat: str) -> tuple[int, float]:
+    if stat == "mean":
+        return (0, 0.0)
+    return (1, 50.0 if stat == "median" else float(stat[1:]))
+
+
+def _fmt_number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def _fmt_ms(ms: float) -> str:
+    if ms >= 1000 and (ms / 1000).is_integer():
+        return f"{int(ms // 1000)}s"
+    if ms < 1 and not ms.is_integer():
+        return f"{_fmt_number(round(ms * 1000, 6))}us"
+    return f"{_fmt_number(round(ms, 6))}ms"

@@ -18,9 +18,10 @@ a selected recipe sets it: named from the launch's sources) or by an entry of
 ``check`` returns what is unexplained, and the disagreement entries that no longer match a
 difference (stale), each with the exact edit that would fix the data.
 
-``python tests/conformance_support.py [--write] [--profiles]`` prints (or writes into docs/models.md)
-the table of the model profiles and, unless ``--profiles``, the table of differences (which reads the
-release trees).
+``python tests/conformance_support.py [--write] [--profiles] [--prune]`` prints (or writes into
+docs/models.md) the table of the model profiles and, unless ``--profiles``, the table of differences
+(which reads the release trees); ``--prune`` first takes out of disagreements.yaml what no longer
+holds (``pruned``), the reconciliation after new recipes land.
 """
 
 from __future__ import annotations
@@ -343,6 +344,33 @@ def _stale(n: int, entry: dict, release: str, line: int, found: Difference | Non
     return out
 
 
+def pruned(differences: list[Difference], releases: list[str]) -> list[dict]:
+    """The disagreement entries with what no longer holds taken out: a release whose difference is gone
+    (or now explained by a recipe) leaves the entry's ``lines``, a moved tutorial line is updated, an
+    entry without releases left is dropped. Changed values are left for a person (the ``why`` may no
+    longer hold): ``check`` reports them."""
+    by_key = {(d.tutorial, d.where, d.key, d.release): d for d in differences}
+    kept = []
+    for entry in disagreements():
+        lines = {}
+        for release, line in entry["lines"].items():
+            found = by_key.get((entry["tutorial"], entry["where"], entry["key"], release))
+            if release not in releases:
+                lines[release] = line
+            elif found is not None and not found.recipe_added:
+                lines[release] = found.line
+        if lines:
+            kept.append({**entry, "lines": lines})
+    return kept
+
+
+def write_disagreements(entries: list[dict]) -> None:
+    """tests/conformance/disagreements.yaml with ``entries``, its header comment kept."""
+    path = DATA / "disagreements.yaml"
+    header = "".join(line for line in path.read_text(encoding="utf-8").splitlines(True) if line.startswith("#"))
+    path.write_text(header + yaml.safe_dump(entries, sort_keys=False, allow_unicode=True, width=110), encoding="utf-8")
+
+
 def _shown(value: Any) -> str:
     return "unset" if value is ABSENT else json.dumps(value)
 
@@ -457,7 +485,11 @@ def _replace(text: str, begin: str, end: str, rendered: str) -> str:
 
 def main(argv: list[str]) -> int:
     profiles = profiles_table()
-    conformance = "" if "--profiles" in argv else table(all_results())
+    results = [] if "--profiles" in argv else all_results()
+    if "--prune" in argv:
+        write_disagreements(pruned([d for r in results for d in r.differences], data()["releases"]))
+        disagreements.cache_clear()
+    conformance = table(results) if results else ""
     if "--write" in argv:
         text = _replace(DOC.read_text(encoding="utf-8"), PROFILES_BEGIN, PROFILES_END, profiles)
         if conformance:

@@ -246,3 +246,19 @@ def test_no_recipe_condition_names_a_model():
             if "model.id" in lowered or "model.family" in lowered or any(name in lowered for name in names):
                 found.append(f"{path.parent.name}{where}: {condition}")
     assert found == []
+
+
+def test_prune_takes_out_what_no_longer_holds(monkeypatch):
+    """The reconciliation after new recipes land: closed releases leave an entry, moved lines follow, an
+    entry whose every release closed goes; a changed value is left for check() to report."""
+    def entry(key, lines, optkit=None):
+        return {"tutorial": "T.md", "where": "W", "key": key, "tutorial_value": "128", "optkit_value": optkit,
+                "lines": lines, "why": "x"}
+
+    entries = [entry("--max-num-seqs", {"0.23.0": 10, "0.30.0rc2": 20}), entry("--max-num-batched-tokens", {"0.23.0": 11}),
+               entry("--max-model-len", {"0.23.0": 12, "0.18.0": 5})]
+    monkeypatch.setattr(cs, "disagreements", lambda: entries)
+    still = [cs.Difference("0.30.0rc2", "T.md", "W", "--max-num-seqs", "128", None, 21, ""),
+             cs.Difference("0.23.0", "T.md", "W", "--max-model-len", "128", "64", 12, "scheduling-recipe")]
+    assert cs.pruned(still, ["0.23.0", "0.30.0rc2"]) == [
+        entry("--max-num-seqs", {"0.30.0rc2": 21}), entry("--max-model-len", {"0.23.0": 12, "0.18.0": 5})]

@@ -261,7 +261,7 @@ def compare(release: str, tutorial: str, command: Command, entry: dict, plan, la
     env_of = dict(load_release(release).knobs.additional_config.env)
     theirs = _one_knob(tutorial_side(command, entry), env_of)
     ours = _one_knob(optkit_side(plan, launch, entry), env_of)
-    defaults = {k: _canonical(k, d["value"]) for k, d in data()["defaults"].items()}
+    defaults = {k: _canonical(k, _default(d, str(plan.facts["versions.vllm"]))) for k, d in data()["defaults"].items()}
     agree, found = 0, []
     for key in sorted(set(theirs) | set(ours)):
         their_value, line = theirs.get(key, (defaults.get(key, ABSENT), command.line))
@@ -271,6 +271,15 @@ def compare(release: str, tutorial: str, command: Command, entry: dict, plan, la
             continue
         found.append(Difference(release, tutorial, command.where, key, their_value, our_value, line, source))
     return agree, found
+
+
+def _default(entry: dict, vllm: str) -> Any:
+    """A ``defaults:`` value: one for every vLLM, or the one of the paired vLLM's range (``by_vllm``)."""
+    if "value" in entry:
+        return entry["value"]
+    from packaging.specifiers import SpecifierSet
+
+    return next(d["value"] for d in entry["by_vllm"] if SpecifierSet(d["versions"]).contains(vllm))
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -308,6 +308,9 @@ def run_release(release: str, tree: Path, workspace) -> tuple[list[Compared], li
         for command, entry in pairs:
             if "skip" in entry:
                 continue
+            if command.problems:
+                problems += [f"{release} {tutorial} [{command.where}]: {p}" for p in command.problems]
+                continue
             request = request_for(release, text, command, entry)
             result = plan(Request(**request), workspace)
             agree, differences = compare(release, tutorial, command, entry, result, Launch(result, workspace))

@@ -182,6 +182,17 @@ def test_myst_page_and_repeated_names():
     assert [(c.where, c.model) for c in twice] == [("Accuracy", "A"), ("Accuracy #2", "B")]
 
 
+def test_what_the_shell_or_vllm_could_not_read_is_a_located_problem():
+    found = commands("## Deploy\n\n```shell\nvllm serve A --additional-config '{\"a\": x}'\n```\n\n"
+                     "```shell\nvllm serve B --x 'open\n```\n")
+    assert [(c.where, c.model, c.problems) for c in found] == [
+        ("Deploy", "A", ["line 4: --additional-config is not JSON (Expecting value: line 1 column 7 (char 6)); "
+                         "compared as its raw text"]),
+        ("Deploy #2", "", ["line 8: unterminated quote in command: \"vllm serve B --x 'open\\n\""]),
+    ]
+    assert found[0].options == {"--additional-config": ('{"a": x}', 4)}
+
+
 def test_unexplained_and_stale_are_reported(monkeypatch):
     difference = cs.Difference("0.30.0rc2", "Qwen3.6-35B-A3B.md", "Somewhere", "--max-num-seqs", "128", None, 200, "")
     entry = {"tutorial": "Qwen3.6-35B-A3B.md", "where": "Somewhere", "key": "--max-num-seqs",

@@ -50,6 +50,9 @@ class Command:
     """flag (or ``--json-flag.key.path``) → (value, line); a bare flag is True, ``--no-X`` is ``--X`` False."""
     env: dict[str, tuple[str, int]] = field(default_factory=dict)
     """variables the block exports before the command → (value, line)."""
+    problems: list[str] = field(default_factory=list)
+    """what could not be read as the shell or vLLM would (an open quote, a JSON value that is no JSON),
+    each with its page line; such a value is kept as its raw string."""
 
 
 @dataclass
@@ -145,7 +148,11 @@ def _block_commands(block: _Block, keep: tuple[str, ...] = ()) -> list[Command]:
         line = block.lines[index].strip()
         number = block.start + index
         if line.startswith("vllm serve"):
-            tokens, used = _command_tokens(block.lines, index)
+            try:
+                tokens, used = _command_tokens(block.lines, index)
+            except ValueError as exc:  # an open quote to the end of the block: the shell would fail too
+                found.append(Command(block.where, number, "", env=dict(env), problems=[f"line {number}: {exc}"]))
+                break
             found.append(_command(block, number, tokens, variables, dict(env)))
             index += used
             continue
@@ -231,7 +238,12 @@ def _line_of(lines: list[str], flag: str) -> int:
 
 
 def _add_option(command: Command, flag: str, value: str | None, line: int) -> None:
-    for key, inner in option_entries(flag, value).items():
+    try:
+        entries = option_entries(flag, value)
+    except json.JSONDecodeError as exc:
+        command.problems.append(f"line {line}: {flag} is not JSON ({exc}); compared as its raw text")
+        entries = {flag: value}
+    for key, inner in entries.items():
         command.options[key] = (inner, line)
 
 

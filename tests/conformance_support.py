@@ -413,7 +413,7 @@ def table(results: list[Compared]) -> str:
     for r in results:
         asked = ", ".join(f"{k} {json.dumps(r.request[k])}" for k in shown if k in r.request)
         what = f"{r.request['model']} on {r.request['target']}, TP{r.request['tp']} DP{r.request['dp']}"
-        rows.append(f"| {r.release} | {r.tutorial}:{r.command.line} {r.command.where} ({what}) | {asked} | "
+        rows.append(f"| {r.release} | {r.tutorial}:{r.command.line} {r.command.where} — {r.entry['scenario']} ({what}) | {asked} | "
                     f"{len(r.selected)} | {r.agree} | {len(r.differences)} |")
     reasons: list[str] = []
     grouped: dict[tuple, list[str]] = {}

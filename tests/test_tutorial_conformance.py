@@ -84,6 +84,7 @@ def test_tutorial_entries_are_well_formed():
     for tutorial, entries in cs.data()["tutorials"].items():
         for entry in entries:
             assert ("skip" in entry) != ("target" in entry), (tutorial, entry["where"])
+            assert ("scenario" in entry) == ("target" in entry), (tutorial, entry["where"])
             assert set(entry.get("releases", RELEASES)) <= set(RELEASES), (tutorial, entry["where"])
 
 

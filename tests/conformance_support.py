@@ -105,10 +105,6 @@ def keep_variables() -> tuple[str, ...]:
                          for name in e.get("shell", {})}))
 
 
-def tutorial_commands(tree: Path, tutorial: str) -> list[Command]:
-    return commands((tree / TUTORIALS / tutorial).read_text(encoding="utf-8"), keep_variables())
-
-
 def entries_for(release: str, tutorial: str) -> list[dict]:
     return [e for e in data()["tutorials"][tutorial] if release in e.get("releases", data()["releases"])]
 
@@ -233,10 +229,9 @@ def _canonical(key: str, value: Any) -> Any:
 
 
 def _normalized(side: dict) -> dict:
-    """Without the entries that are no tuning, and with vLLM's defaults where a side leaves them unset."""
+    """A side without the entries that describe the deployment, not its tuning (``ignored:``)."""
     ignored = data()["ignored"]
-    out = {k: v for k, v in side.items() if k not in ignored}
-    return out
+    return {k: v for k, v in side.items() if k not in ignored}
 
 
 def _one_knob(side: dict, env_of: dict[str, str]) -> dict:
@@ -310,6 +305,10 @@ def run_release(release: str, tree: Path, workspace) -> tuple[list[Compared], li
                 continue
             if command.problems:
                 problems += [f"{release} {tutorial} [{command.where}]: {p}" for p in command.problems]
+                continue
+            if command.model not in data()["checkpoints"]:
+                problems.append(f"{release} {tutorial}:{command.line} [{command.where}]: model path {command.model!r} "
+                                "is not in tests/conformance/tutorials.yaml checkpoints: name its profile there")
                 continue
             request = request_for(release, text, command, entry)
             result = plan(Request(**request), workspace)

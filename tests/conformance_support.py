@@ -256,7 +256,8 @@ def compare(release: str, tutorial: str, command: Command, entry: dict, plan, la
     env_of = dict(load_release(release).knobs.additional_config.env)
     theirs = _one_knob(tutorial_side(command, entry), env_of)
     ours = _one_knob(optkit_side(plan, launch, entry), env_of)
-    defaults = {k: _canonical(k, _default(d, str(plan.facts["versions.vllm"]))) for k, d in data()["defaults"].items()}
+    defaults = {k: _canonical(k, _default(d, str(plan.facts["versions.vllm"]), plan.request.quantized))
+                for k, d in data()["defaults"].items()}
     agree, found = 0, []
     for key in sorted(set(theirs) | set(ours)):
         their_value, line = theirs.get(key, (defaults.get(key, ABSENT), command.line))
@@ -268,8 +269,11 @@ def compare(release: str, tutorial: str, command: Command, entry: dict, plan, la
     return agree, found
 
 
-def _default(entry: dict, vllm: str) -> Any:
-    """A ``defaults:`` value: one for every vLLM, or the one of the paired vLLM's range (``by_vllm``)."""
+def _default(entry: dict, vllm: str, quantized: bool) -> Any:
+    """A ``defaults:`` value: one for every vLLM, or the one of the paired vLLM's range (``by_vllm``);
+    none for unquantized weights where it holds for quantized ones only (``quantized_only``)."""
+    if entry.get("quantized_only") and not quantized:
+        return ABSENT
     if "value" in entry:
         return entry["value"]
     from packaging.specifiers import SpecifierSet

@@ -48,6 +48,16 @@ def test_every_difference_is_a_recipe_or_a_documented_disagreement():
 
 
 @pytest.mark.tree
+def test_every_profile_with_a_tutorial_is_compared_in_the_newest_release():
+    from optkit.resolve.profile_catalog import load_models
+
+    newest = RELEASES[-1]
+    compared = {r.request["model"] for r in _release(newest)[0]}
+    assert compared | set(cs.data()["without_tutorial"]) == set(load_models(cs.REPO / "models"))
+    assert not compared & set(cs.data()["without_tutorial"])
+
+
+@pytest.mark.tree
 def test_recipe_added_entries_name_selected_recipes():
     for release in RELEASES:
         for result in _release(release)[0]:

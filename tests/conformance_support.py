@@ -409,6 +409,13 @@ def _entry_for(d: Difference) -> dict | None:
 def table(results: list[Compared]) -> str:
     """The markdown of docs/models.md's conformance section: the commands compared, every difference
     (grouped over the releases where it holds) with what explains it, and the reasons, numbered."""
+    reasons: list[str] = []
+    rows = [*_commands_rows(results), "", *_difference_rows(results, reasons), ""]
+    rows += [f"- **R{n}.** {text}" for n, text in enumerate(reasons, 1)]
+    return "\n".join(rows) + "\n"
+
+
+def _commands_rows(results: list[Compared]) -> list[str]:
     rows = ["| release | tutorial command | optkit request (besides model, target, TP, DP) | recipes selected | "
             "entries agreeing | differences |", "| --- | --- | --- | --- | --- | --- |"]
     shown = ("concurrency", "mtp", "num_speculative_tokens", "prefix_caching", "quantized", "flashcomm1", "nodes",
@@ -416,30 +423,36 @@ def table(results: list[Compared]) -> str:
     for r in results:
         asked = ", ".join(f"{k} {json.dumps(r.request[k])}" for k in shown if k in r.request)
         what = f"{r.request['model']} on {r.request['target']}, TP{r.request['tp']} DP{r.request['dp']}"
-        rows.append(f"| {r.release} | {r.tutorial}:{r.command.line} {r.command.where} — {r.entry['scenario']} ({what}) | {asked} | "
-                    f"{len(r.selected)} | {r.agree} | {len(r.differences)} |")
-    reasons: list[str] = []
-    grouped: dict[tuple, list[str]] = {}
-    for r in results:
-        for d in r.differences:
-            entry = _entry_for(d)
-            if d.recipe_added:
-                why = f"recipe `{d.source}`"
-            elif entry is None:
-                why = "**unexplained**"
-            else:
-                text = entry["why"].strip()
-                if text not in reasons:
-                    reasons.append(text)
-                why = f"[R{reasons.index(text) + 1}]" + (f" pending: {entry['pending']}" if entry.get("pending") else "")
-            row = (f"{d.tutorial} {d.where}", d.key, _shown(d.tutorial_value), _shown(d.optkit_value), why)
-            grouped.setdefault(row, []).append((d.release, d.line))
-    rows += ["", "| tutorial command | entry | tutorial | optkit | release:line | explained by |",
-             "| --- | --- | --- | --- | --- | --- |"]
+        rows.append(f"| {r.release} | {r.tutorial}:{r.command.line} {r.command.where} — {r.entry['scenario']} "
+                    f"({what}) | {asked} | {len(r.selected)} | {r.agree} | {len(r.differences)} |")
+    return rows
+
+
+def _difference_rows(results: list[Compared], reasons: list[str]) -> list[str]:
+    """One row per difference and explanation, its releases as runs; each disagreement's ``why`` is
+    added to ``reasons`` once and cited by number."""
+    grouped: dict[tuple, list[tuple[str, int]]] = {}
+    for d in (d for r in results for d in r.differences):
+        row = (f"{d.tutorial} {d.where}", d.key, _shown(d.tutorial_value), _shown(d.optkit_value),
+               _explained(d, reasons))
+        grouped.setdefault(row, []).append((d.release, d.line))
+    rows = ["| tutorial command | entry | tutorial | optkit | release:line | explained by |",
+            "| --- | --- | --- | --- | --- | --- |"]
     for (where, key, theirs, ours, why), releases in grouped.items():
         rows.append(f"| {where} | `{key}` | `{theirs}` | `{ours}` | {_runs(releases)} | {why} |")
-    rows += [""] + [f"- **R{n}.** {text}" for n, text in enumerate(reasons, 1)]
-    return "\n".join(rows) + "\n"
+    return rows
+
+
+def _explained(d: Difference, reasons: list[str]) -> str:
+    if d.recipe_added:
+        return f"recipe `{d.source}`"
+    entry = _entry_for(d)
+    if entry is None:
+        return "**unexplained**"
+    text = entry["why"].strip()
+    if text not in reasons:
+        reasons.append(text)
+    return f"[R{reasons.index(text) + 1}]" + (f" pending: {entry['pending']}" if entry.get("pending") else "")
 
 
 def _runs(found: list[tuple[str, int]]) -> str:

@@ -11,6 +11,7 @@ from optkit.errors import UnknownName, ValidationFailed
 from optkit.resolve.profile_catalog import find_model, find_target, load_models, load_targets
 from optkit.resolve.profile_records import ModelProfileRecord
 from optkit.resolve.hf_config import profile_from_hf_config
+from optkit.resolve.profiles import ModelProfile
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "models"
@@ -40,7 +41,8 @@ def targets():
 
 
 def test_catalogs_load(models, targets):
-    assert sorted(models) == ["qwen3.5-35b-a3b", "qwen3.6-27b"]
+    assert sorted(models) == ["qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3.5-397b-a17b", "qwen3.6-27b",
+                              "qwen3.6-35b-a3b"]
     assert sorted(targets) == ["910b", "910c"]
     assert all(m.source == "catalog" and m.sources for m in models.values())
 
@@ -166,8 +168,11 @@ def test_target_soc_versions(targets):
 
 @pytest.mark.parametrize(
     "fixture, catalog_id",
-    [("qwen3_5_moe", "qwen3.5-35b-a3b"), ("qwen3.6-27b", "qwen3.6-27b"), ("qwen3.5-27b", "qwen3.6-27b")],
-    ids=["qwen3.5-35b-a3b", "qwen3.6-27b", "qwen3.5-27b-same-architecture"],
+    [("qwen3_5_moe", "qwen3.5-35b-a3b"), ("qwen3.6-27b", "qwen3.6-27b"), ("qwen3.5-27b", "qwen3.6-27b"),
+     ("qwen3.5-27b", "qwen3.5-27b"), ("qwen3.6-35b-a3b", "qwen3.6-35b-a3b"), ("qwen3.6-35b-a3b", "qwen3.5-35b-a3b"),
+     ("qwen3.5-397b-a17b", "qwen3.5-397b-a17b")],
+    ids=["qwen3.5-35b-a3b", "qwen3.6-27b", "qwen3.5-27b-same-architecture", "qwen3.5-27b",
+         "qwen3.6-35b-a3b", "qwen3.6-35b-a3b-same-architecture", "qwen3.5-397b-a17b"],
 )
 def test_published_config_matches_catalog_architecture(models, fixture, catalog_id):
     derived = profile_from_hf_config(HF / fixture / "config.json", "Qwen/Some-Checkpoint")
@@ -175,6 +180,28 @@ def test_published_config_matches_catalog_architecture(models, fixture, catalog_
     assert {f: getattr(derived, f) for f in ARCHITECTURE} == {f: getattr(catalog, f) for f in ARCHITECTURE}
     assert (derived.id, derived.hf_id, derived.family, derived.source) == (
         "some-checkpoint", "Qwen/Some-Checkpoint", "custom", "config.json")
+
+
+# Each catalog profile and the config.json fixture it is derived from (tests/fixtures/hf/README.md says
+# where each came from): the whole profile but its names, family and provenance is the derivation.
+CATALOG_DERIVATIONS = {
+    "qwen3.5-27b": "qwen3.5-27b", "qwen3.5-35b-a3b": "qwen3_5_moe", "qwen3.5-397b-a17b": "qwen3.5-397b-a17b",
+    "qwen3.6-27b": "qwen3.6-27b", "qwen3.6-35b-a3b": "qwen3.6-35b-a3b",
+}
+NOT_DERIVED = {"id", "aliases", "family", "source", "sources"}
+
+
+def test_every_catalog_profile_has_a_fixture(models):
+    assert sorted(CATALOG_DERIVATIONS) == sorted(models)
+
+
+@pytest.mark.parametrize("catalog_id", sorted(CATALOG_DERIVATIONS))
+def test_catalog_profile_is_its_config_derivation(models, catalog_id):
+    catalog = models[catalog_id]
+    derived = profile_from_hf_config(HF / CATALOG_DERIVATIONS[catalog_id] / "config.json", catalog.hf_id)
+    compared = sorted(set(ModelProfile.model_fields) - NOT_DERIVED)
+    assert {f: getattr(derived, f) for f in compared} == {f: getattr(catalog, f) for f in compared}
+    assert derived.id == catalog.id  # the hub name the config is published under gives the catalog id
 
 
 @pytest.mark.parametrize(

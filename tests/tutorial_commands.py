@@ -1,0 +1,285 @@
+"""The ``vllm serve`` commands of an upstream tutorial page, as data: where each stands, its env, its flags.
+
+vllm-ascend's tutorials (``docs/source/tutorials/models/*.md``) are written in two markdown dialects:
+MyST up to 0.23.x (```` ```{code-block} bash ```` fences, ``::::{tab-item} Name`` colon fences) and
+mkdocs-material from 0.24 (indented fences under ``=== "Name"`` tabs). ``commands(text)`` reads both:
+it walks the page line by line keeping the heading and the open tabs, collects every fenced code
+block, and in each block finds the ``vllm serve`` commands, joined over ``\\`` continuations and
+multi-line quotes and split with ``shlex`` as the shell would. ``where`` names a command by the last
+heading (its section number dropped, so a renumbered page keeps its names) and the open tabs, e.g.
+``Single-Node Online Deployment › Atlas 300I DUO``; a second command under the same name gets
+`` #2``.
+
+A command's ``env`` is what its block exports before it (``export K=V``; shell variables assigned in
+the block, ``nic_name="xxxx"``, are expanded as the shell would, unknown ones kept as ``$name``), and
+its ``options`` are its flags with the line each stands on, ``--no-X`` read as ``--X false`` and JSON
+values (``--additional-config '{…}'``) parsed and flattened into ``--additional-config.key`` entries.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+
+JSON_FLAGS = ("--additional-config", "--compilation-config", "--speculative-config", "--kv-transfer-config")
+"""Flags whose value is JSON: compared key by key (``--additional-config.enable_cpu_binding``)."""
+SEPARATOR = " › "
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*(\{:.*\})?\s*$")
+_NUMBER = re.compile(r"^(\d+(\.\d+)*\.?|Q\d+:)\s+")
+_MKDOCS_TAB = re.compile(r'^(\s*)===\s+"(.*)"\s*$')
+_MYST_TAB = re.compile(r"^\s*(:{3,})\{tab-item\}\s*(.*?)\s*$")
+_MYST_OPEN = re.compile(r"^\s*(:{3,})\{[\w-]+\}.*$")
+_MYST_CLOSE = re.compile(r"^\s*(:{3,})\s*$")
+_FENCE = re.compile(r"^(\s*)(`{3,})(.*)$")
+_ASSIGN = re.compile(r"^(export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+
+
+@dataclass
+class Command:
+    """One ``vllm serve`` command of a tutorial page."""
+
+    where: str
+    line: int
+    """1-based line of ``vllm serve`` in the page."""
+    model: str
+    options: dict[str, tuple[object, int]] = field(default_factory=dict)
+    """flag (or ``--json-flag.key.path``) → (value, line); a bare flag is True, ``--no-X`` is ``--X`` False."""
+    env: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """variables the block exports before the command → (value, line)."""
+    problems: list[str] = field(default_factory=list)
+    """what could not be read as the shell or vLLM would (an open quote, a JSON value that is no JSON),
+    each with its page line; such a value is kept as its raw string."""
+
+
+@dataclass
+class _Block:
+    start: int  # line of the first code line
+    lines: list[str]
+    where: str
+
+
+def commands(text: str, keep: tuple[str, ...] = ()) -> list[Command]:
+    """Every ``vllm serve`` command of a tutorial page, in page order; the shell variables ``keep``
+    (a node's address, its network interface) stay ``$name`` instead of the block's example value."""
+    found: list[Command] = []
+    seen: dict[str, int] = {}
+    for block in _blocks(text.splitlines()):
+        for command in _block_commands(block, keep):
+            seen[command.where] = seen.get(command.where, 0) + 1
+            if seen[command.where] > 1:
+                command.where += f" #{seen[command.where]}"
+            found.append(command)
+    return found
+
+
+def _blocks(lines: list[str]) -> list[_Block]:
+    """The fenced code blocks of a page, each with the heading and tabs it stands under."""
+    blocks: list[_Block] = []
+    heading = ""
+    tabs: list[tuple[str, int, str]] = []  # (dialect, indent or fence length, name)
+    fence: tuple[str, int, int, list[str]] | None = None  # (backticks, indent, start, lines)
+    for number, line in enumerate(lines, 1):
+        if fence is not None:
+            match = _FENCE.match(line)
+            if match and len(match.group(2)) >= len(fence[0]) and not match.group(3).strip():
+                blocks.append(_Block(fence[2], _dedent(fence[3], fence[1]), _where(heading, tabs)))
+                fence = None
+            else:
+                fence[3].append(line)
+            continue
+        match = _FENCE.match(line)
+        if match:
+            tabs = _close_mkdocs(tabs, len(match.group(1)))
+            fence = (match.group(2), len(match.group(1)), number + 1, [])
+            continue
+        heading, tabs = _structure(line, heading, tabs)
+    return blocks
+
+
+def _structure(line: str, heading: str, tabs: list) -> tuple[str, list]:
+    """The heading and open tabs after a non-code line."""
+    if match := _HEADING.match(line):
+        return _NUMBER.sub("", match.group(2)), []
+    if match := _MKDOCS_TAB.match(line):
+        indent = len(match.group(1))
+        return heading, [*_close_mkdocs(tabs, indent), ("mkdocs", indent, match.group(2))]
+    if match := _MYST_TAB.match(line):
+        return heading, [*tabs, ("myst", len(match.group(1)), match.group(2))]
+    if match := _MYST_OPEN.match(line):
+        return heading, [*tabs, ("myst", len(match.group(1)), "")]
+    if match := _MYST_CLOSE.match(line):
+        width = len(match.group(1))
+        while tabs and tabs[-1][0] == "myst":
+            if tabs.pop()[1] == width:
+                break
+        return heading, tabs
+    if line.strip():
+        indent = len(line) - len(line.lstrip())
+        return heading, _close_mkdocs(tabs, indent)
+    return heading, tabs
+
+
+def _close_mkdocs(tabs: list, indent: int) -> list:
+    """Tabs still open at a line of ``indent``: an mkdocs tab's content is indented past its ``===``."""
+    while tabs and tabs[-1][0] == "mkdocs" and tabs[-1][1] >= indent:
+        tabs = tabs[:-1]
+    return tabs
+
+
+def _where(heading: str, tabs: list) -> str:
+    return SEPARATOR.join([heading, *(name for _, _, name in tabs if name)])
+
+
+def _dedent(lines: list[str], indent: int) -> list[str]:
+    return [line[indent:] if line[:indent].strip() == "" else line.lstrip() for line in lines]
+
+
+def _block_commands(block: _Block, keep: tuple[str, ...] = ()) -> list[Command]:
+    """The ``vllm serve`` commands of one code block, with what the block exported before each."""
+    found: list[Command] = []
+    variables: dict[str, str] = {}
+    env: dict[str, tuple[str, int]] = {}
+    index = 0
+    while index < len(block.lines):
+        line = block.lines[index].strip()
+        number = block.start + index
+        if line.startswith("vllm serve"):
+            try:
+                tokens, used = _command_tokens(block.lines, index)
+            except ValueError as exc:  # an open quote to the end of the block: the shell would fail too
+                found.append(Command(block.where, number, "", env=dict(env), problems=[f"line {number}: {exc}"]))
+                break
+            found.append(_command(block, number, tokens, variables, dict(env)))
+            index += used
+            continue
+        if (match := _ASSIGN.match(line)) and not line.startswith("#"):
+            value = _expand(_shell_word(match.group(3)), variables)
+            if match.group(2) not in keep:
+                variables[match.group(2)] = value
+            if match.group(1):
+                env[match.group(2)] = (value, number)
+        index += 1
+    return found
+
+
+def _shell_word(text: str) -> str:
+    """The value of ``K=value``: one shell word (quotes removed), a trailing comment dropped."""
+    try:
+        words = shlex.split(text, comments=True)
+    except ValueError:
+        return text.strip()
+    return words[0] if words else ""
+
+
+def _expand(text: str, variables: dict[str, str]) -> str:
+    return _VAR.sub(lambda m: variables.get(m.group(1), m.group(0)), text)
+
+
+def _command_tokens(lines: list[str], start: int) -> tuple[list[str], int]:
+    """The shell words of the command starting at ``lines[start]`` and how many lines it spans."""
+    text = ""
+    for used, raw in enumerate(lines[start:], 1):
+        line = raw.rstrip()
+        continued = line.endswith("\\")
+        text += (line[:-1] if continued else line) + ("\n" if not continued else " ")
+        if continued:
+            continue
+        try:
+            return shlex.split(text, comments=True), used
+        except ValueError:  # an open quote: the value goes on over the next line
+            continue
+    try:  # the block ends inside the command (a trailing `\`): the shell runs what it has at the end
+        return shlex.split(text, comments=True), len(lines) - start
+    except ValueError:
+        raise ValueError(f"unterminated quote in command: {text[:80]!r}") from None
+
+
+def _command(block: _Block, number: int, tokens: list[str], variables: dict[str, str],
+             env: dict[str, tuple[str, int]]) -> Command:
+    words = [_expand(t, variables) for t in tokens]
+    command = Command(block.where, number, words[2] if len(words) > 2 else "", env=env)
+    span = block.lines[number - block.start:]
+    for flag, value, index in options(words):
+        _add_option(command, flag, value, number + _line_of(span, words[index].split("=", 1)[0]))
+    return command
+
+
+def options(words: list[str]) -> list[tuple[str, str | None, int]]:
+    """The flags of a ``vllm serve`` argv: (flag with ``_`` read as ``-``, its value or None, the index of
+    the flag's word); the words before the first flag (``vllm serve MODEL``) are not flags."""
+    found = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if not word.startswith("--"):
+            i += 1
+            continue
+        flag, value, at = word, None, i
+        if "=" in word:
+            flag, value = word.split("=", 1)
+        elif i + 1 < len(words) and not words[i + 1].startswith("--"):
+            value = words[i + 1]
+            i += 1
+        i += 1
+        found.append((flag.replace("_", "-"), value, at))
+    return found
+
+
+def _line_of(lines: list[str], flag: str) -> int:
+    """Lines after the command's first line where ``flag`` stands (0: on the first)."""
+    for offset, line in enumerate(lines):
+        if re.search(rf"(^|\s){re.escape(flag)}(\s|=|$)", line):
+            return offset
+    return 0
+
+
+def _add_option(command: Command, flag: str, value: str | None, line: int) -> None:
+    try:
+        entries = option_entries(flag, value)
+    except json.JSONDecodeError as exc:
+        command.problems.append(f"line {line}: {flag} is not JSON ({exc}); compared as its raw text")
+        entries = {flag: value}
+    for key, inner in entries.items():
+        command.options[key] = (inner, line)
+
+
+def option_entries(flag: str, value: str | None) -> dict[str, object]:
+    """One flag as compared entries: a bare flag is True, ``--no-X`` is ``--X`` False, a JSON value one
+    entry per leaf (``--additional-config.key.path``), any other value its string."""
+    if value is None:
+        negated = flag.startswith("--no-")
+        return {"--" + flag[5:] if negated else flag: not negated}
+    if flag in JSON_FLAGS:
+        return flatten(json.loads(value), flag)
+    return {flag: value}
+
+
+def flatten(data: object, prefix: str) -> dict[str, object]:
+    """A JSON object as ``prefix.key.path`` → leaf value (lists are leaves)."""
+    if not isinstance(data, dict) or not data:
+        return {prefix: data}
+    out: dict[str, object] = {}
+    for key, value in data.items():
+        out.update(flatten(value, f"{prefix}.{key}"))
+    return out
+
+
+def bench_lengths(text: str) -> tuple[int | None, int | None]:
+    """``--random-input[-len]`` / ``--random-output[-len]`` of the page's first ``vllm bench serve``."""
+    for block in _blocks(text.splitlines()):
+        for index, line in enumerate(block.lines):
+            if line.strip().startswith("vllm bench serve"):
+                words, _ = _command_tokens(block.lines, index)
+                return _int_option(words, "--random-input"), _int_option(words, "--random-output")
+    return None, None
+
+
+def _int_option(words: list[str], flag: str) -> int | None:
+    for i, word in enumerate(words[:-1]):
+        if word in (flag, flag + "-len"):
+            return int(words[i + 1])
+    return None

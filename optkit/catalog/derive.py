@@ -96,6 +96,8 @@ def _scalar(expr: Any, facts: Mapping[str, Any], where: str) -> None:
         raise ValueError(f"{where}: expected an integer, an int fact's name or one operator "
                          f"({', '.join([*_VARIADIC, 'mul', *_BINARY, 'if'])}), got {expr!r}")
     (op, args), = expr.items()
+    if op == "ladder":
+        raise ValueError(f"{where}: a ladder is a list of sizes, only a whole value (not an operand) may be one")
     if not isinstance(args, list):
         raise ValueError(f"{where}.{op}: the operands are a list")
     if op in (*_VARIADIC, "mul"):

@@ -117,7 +117,21 @@ def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> list[Block]:
         for derived in (x for x in plan.derivations if x.recipe == rid):
             basis = "a rule, unquantified: no measured number for this value" if derived.basis == "rule" else "measured"
             lines += [f"  sets {derivation_text(derived)}", f"    because {derived.why} ({basis})"]
-        lines += [f"  upstream {t.release} {t.file}:{t.line}: {t.supports}" for t in recipe.tutorials]
+        lines += _tutorial_lines(recipe, str(plan.facts["versions.vllm_ascend"]))
+    return lines
+
+
+def _tutorial_lines(recipe, release: str) -> list[str]:
+    """The recipe's cited tutorial lines in the release planned for; elsewhere, which releases say so."""
+    here = [t for t in recipe.tutorials if t.release == release]
+    lines = [f"  upstream {t.release}: {t.file}:{t.line} — {t.supports}" for t in here]
+    claims = {t.supports for t in here}
+    others: dict[str, list[str]] = {}
+    for t in recipe.tutorials:
+        if t.supports not in claims:
+            others.setdefault(t.supports, []).append(t.release)
+    lines += [f"  upstream, not in {release}'s tutorials: {claim} (cited for {', '.join(releases)})"
+              for claim, releases in others.items()]
     return lines
 
 

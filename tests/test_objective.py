@@ -115,6 +115,8 @@ def test_throughput_bundles_follow_the_tutorials_rules(workspace, case):
     assert tokens >= seqs * (1 + k)
     wanted = TUTORIAL_LOW_LATENCY_TOKENS[1] if case["slo"] else TUTORIAL_HIGH_THROUGHPUT_TOKENS
     assert tokens == max(wanted, seqs * (1 + k))
+    if case["flashcomm1"]:  # vllm-ascend: "the max_num_batched_tokens should be divisible by tp_size"
+        assert tokens % tp == 0
     assert "--enable-chunked-prefill" in argv
     # capture sizes: the load's decode batch sizes, each a whole number of requests × (1 + k), up to the load
     compilation = json.loads(_flag(argv, "--compilation-config"))
@@ -141,6 +143,11 @@ def test_the_articles_49_to_70_case(workspace, c, k, sizes):
     result = _plan(workspace, concurrency=c, goal="throughput", mtp=True, num_speculative_tokens=k)
     assert result.compilation_config["cudagraph_capture_sizes"] == sizes
     assert result.facts["workload.decode_rows_max"] == sizes[-1]
+
+
+def test_batched_tokens_are_a_multiple_of_tp_under_flashcomm1(workspace):
+    argv = _lock(workspace, concurrency=8193, goal="throughput", flashcomm1=True)["launch"]["argv"]
+    assert (_flag(argv, "--max-num-seqs"), _flag(argv, "--max-num-batched-tokens")) == ("8193", "8194")
 
 
 def test_the_capture_range_is_bounded_at_large_loads(workspace):

@@ -100,7 +100,7 @@ def _estimates(plan: Plan) -> list[Block]:
 def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> list[Block]:
     from optkit.resolve.resolver import describe_benefit
 
-    lines: list[Block] = []
+    lines: list[Block] = list(_objective(plan))
     for rid in recipe_ids:
         d, recipe = plan.resolution.decisions[rid], catalog[rid]
         lines += [f"{rid}: {d.status.value}", f"  {d.reason}"]

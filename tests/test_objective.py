@@ -227,3 +227,31 @@ def test_the_paired_vllm_parses_every_throughput_argv(workspace, version, vllm, 
     check = check_vllm(lock, python=python)
     assert check.status == "pass", (check.problems, check.note, shlex.join(lock["launch"]["argv"]))
     assert check.note.startswith(f"vLLM {vllm};")
+
+
+# --------------------------------------------------------------------------- by architecture, and reproducible
+
+HF = Path(__file__).resolve().parent / "fixtures" / "hf"
+
+
+def test_a_user_checkpoint_of_the_architecture_gets_the_same_rules(workspace):
+    """Nothing keys on a model name: a config.json of the Qwen3.5/3.6 MoE architecture plans like the profile."""
+    fields = dict(concurrency=64, goal="throughput", mtp=True, dp=4)
+    mine = plan(parse_request({"model_config": str(HF / "qwen3_5_moe"), "model_id": "me/my-moe", **fields}), workspace)
+    ours = _plan(workspace, **fields)
+    assert [(d.target, d.value) for d in mine.derivations] == [(d.target, d.value) for d in ours.derivations]
+    risk = next(r for r in workspace.catalog["mtp-enable-k4"].risks if "below two concurrent" in r.text)
+    from optkit.catalog.conditions import compiled
+
+    assert compiled(risk.when).evaluate(mine.facts.values)
+
+
+def test_a_throughput_bundle_replans_from_its_lock_byte_for_byte(tmp_path):
+    runner = CliRunner()
+    first = runner.invoke(cli, ["plan", "qwen3.5-35b", "--concurrency", "64", "--slo", "tpot_p99<=25ms", "--dp", "4",
+                                "--mtp", "-o", str(tmp_path / "a")])
+    assert first.exit_code == 0, first.output
+    again = runner.invoke(cli, ["plan", "--from-lock", str(tmp_path / "a" / "optkit.lock.json"), "-o", str(tmp_path / "b")])
+    assert again.exit_code == 0, again.output
+    files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
+    assert files and all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files)

@@ -255,3 +255,19 @@ def test_a_throughput_bundle_replans_from_its_lock_byte_for_byte(tmp_path):
     assert again.exit_code == 0, again.output
     files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
     assert files and all((tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes() for f in files)
+
+
+@pytest.mark.parametrize("fields, advice", [
+    (dict(concurrency=64), {"local DP groups", "prefix caching", "sequence parallelism"}),
+    (dict(concurrency=64, dp=4, prefix_caching=True, flashcomm1=True), set()),
+    (dict(concurrency=64, model="qwen3.6-27b"), {"prefix caching", "sequence parallelism"}),  # dense: no DP-attention advice
+    (dict(concurrency=64, dp=8), {"prefix caching", "sequence parallelism"}),
+], ids=["dp1-moe", "as-upstream", "dense", "dp8"])
+def test_the_throughput_rows_advice_holds_where_the_plan_differs_from_them(workspace, fields, advice):
+    from optkit.catalog.conditions import compiled
+
+    facts = _plan(workspace, goal="throughput", **fields).facts.values
+    risks = [r for r in workspace.catalog["sched-capacity-for-load"].risks if r.text.startswith("Advice")]
+    found = {topic for r in risks if compiled(r.when).evaluate(facts)
+             for topic in ("local DP groups", "prefix caching", "sequence parallelism") if topic in r.text}
+    assert found == advice

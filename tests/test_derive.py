@@ -58,7 +58,7 @@ def test_expressions_are_type_checked(expr, expected):
 @pytest.mark.parametrize("target, ok", [
     ("serve:--max-num-seqs", True), ("compilation_config:cudagraph_capture_sizes", True),
     ("additional_config:a.b_c", True), ("serve:max-num-seqs", False), ("serve:--a b", False),
-    ("speculative_config:x", False), ("compilation_config:", False), ("compilation_config:a..b", False)])
+    ("serve:--tensor-parallel-size", False), ("speculative_config:x", False), ("compilation_config:", False), ("compilation_config:a..b", False)])
 def test_targets(target, ok):
     if ok:
         assert check_target(target) == target
@@ -197,3 +197,21 @@ def test_every_shipped_tutorial_citation_holds_in_its_releases_tree():
     cited = {t.release for r in catalog for t in r.tutorials}
     assert {"0.23.0", "0.30.0rc2"} <= cited
     assert [str(p) for p in check_tutorials(catalog, lambda release: trees[release])] == []
+
+
+@pytest.mark.parametrize("fields", [dict(mtp=True), dict(tp=2, dp=16, concurrency=64), dict(tp=16, target="910b"),
+                                    dict(enforce_eager=True, async_scheduling=False, prefix_caching=True)],
+                         ids=["flagship", "dp-across-nodes", "tp-across-nodes", "flags"])
+def test_optkits_own_flags_are_the_ones_derive_reserves(fields):
+    """Every flag the launch sets from the request (not from a recipe) is in OPTKIT_FLAGS."""
+    from optkit.bundle.launch import Launch
+    from optkit.catalog.derive import OPTKIT_FLAGS
+    from optkit.resolve.plan import load_workspace, plan
+    from optkit.resolve.request_record import parse_request
+
+    workspace = load_workspace()
+    launch = Launch(plan(parse_request({"model": "qwen3.5-35b", **fields}), workspace), workspace)
+    own = {t for t, who in zip(launch.argv, launch.sources) if t.startswith("--") and who in ("optkit", "request")}
+    own |= {t for t, who in zip(launch.argv, launch.sources) if t in ("--compilation-config", "--speculative-config",
+                                                                       "--additional-config")}
+    assert own and own <= OPTKIT_FLAGS, own - OPTKIT_FLAGS

@@ -271,3 +271,11 @@ def test_the_throughput_rows_advice_holds_where_the_plan_differs_from_them(works
     found = {topic for r in risks if compiled(r.when).evaluate(facts)
              for topic in ("local DP groups", "prefix caching", "sequence parallelism") if topic in r.text}
     assert found == advice
+
+
+def test_explain_json_carries_the_derived_values():
+    result = CliRunner().invoke(cli, ["explain", "sched-capacity-for-load", "qwen3.5-35b", "--concurrency", "64", "--json"])
+    assert result.exit_code == 0, result.output
+    derived = json.loads(result.output)["sched-capacity-for-load"]["derived"]
+    assert [(d["set"], d["value"], d["basis"]) for d in derived] == [
+        ("serve:--max-num-seqs", 64, "rule"), ("serve:--max-num-batched-tokens", 8192, "rule")]

@@ -43,6 +43,16 @@ TARGETS = ("serve", "compilation_config", "additional_config")
 """What a ``derived.set`` may name: ``serve:--flag``, or ``compilation_config:a.b`` / ``additional_config:a.b``."""
 
 
+OPTKIT_FLAGS = frozenset({
+    "--served-model-name", "--port", "--tensor-parallel-size", "--data-parallel-size", "--dtype",
+    "--enable-expert-parallel", "--no-async-scheduling", "--enable-prefix-caching", "--no-enable-prefix-caching",
+    "--enforce-eager", "--compilation-config", "--speculative-config", "--additional-config",
+    "--data-parallel-size-local", "--data-parallel-start-rank", "--data-parallel-address", "--data-parallel-rpc-port",
+    "--distributed-executor-backend", "--nnodes", "--node-rank", "--master-addr", "--master-port"})
+"""The ``vllm serve`` flags optkit's launch sets from the request itself (``optkit.bundle.launch``; a test
+keeps the two in step): a derived value may not set one (the argv would carry it twice)."""
+
+
 class DerivedValueError(RequestError):
     """A derived launch value out of range for this request (e.g. a division by a zero fact)."""
 
@@ -54,6 +64,9 @@ def check_target(text: str) -> str:
         raise ValueError(f"{text!r}: write serve:--flag, compilation_config:key or additional_config:key")
     if kind == "serve" and not (rest.startswith("--") and rest[2:].replace("-", "").isalnum()):
         raise ValueError(f"{text!r}: a serve target is one long flag, e.g. serve:--max-num-seqs")
+    if kind == "serve" and rest in OPTKIT_FLAGS:
+        raise ValueError(f"{text!r}: optkit sets {rest} from the request (its flag or the node layout); "
+                         "a recipe cannot derive it")
     if kind != "serve" and not all(part.replace("_", "").isalnum() for part in rest.split(".")):
         raise ValueError(f"{text!r}: a config key is a dotted path of names, e.g. compilation_config:cudagraph_capture_sizes")
     return text

@@ -128,6 +128,8 @@ def _explain_selected(catalog: Catalog, decisions: dict[str, Decision], selected
         elif catalog[rid].derived:
             d.reason = ("sets launch values by rule (unquantified: no measured number backs them; "
                         "optkit explain shows each value and its rule)")
+        elif d.benefit and any(basis != "unquantified" for basis in d.benefit.basis.values()):
+            d.reason = "valid and effective here; " + describe_benefit(d.benefit)  # e.g. a gain not carried up
         else:
             d.reason = "valid and effective here; the article gives no TPOT number for this workload"
         users = sorted(needed_by.get(rid, set()) & chosen)

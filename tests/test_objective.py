@@ -138,7 +138,7 @@ def test_throughput_bundles_follow_the_tutorials_rules(workspace, case):
     (10, 6, [7, 14, 28, 56, 70]),
 ], ids=["c7-stops-at-49", "c10-reaches-70"])
 def test_the_articles_49_to_70_case(workspace, c, k, sizes):
-    """49 = 7 × 7 and 70 = 10 × 7 (1 + k = 7): a range that stops at 49 holds c7's steps, not c10's (the
+    """49 = 7 × 7 and 70 = 10 × 7 (1 + k = 7, the seed map's inference: the article gives no k): a range that stops at 49 holds c7's steps, not c10's (the
     article's c10 ran 173 → 477 tok/s once the range reached 70)."""
     result = _plan(workspace, concurrency=c, goal="throughput", mtp=True, num_speculative_tokens=k)
     assert result.compilation_config["cudagraph_capture_sizes"] == sizes

@@ -215,3 +215,18 @@ def test_optkits_own_flags_are_the_ones_derive_reserves(fields):
     own |= {t for t, who in zip(launch.argv, launch.sources) if t in ("--compilation-config", "--speculative-config",
                                                                        "--additional-config")}
     assert own and own <= OPTKIT_FLAGS, own - OPTKIT_FLAGS
+
+
+@pytest.mark.tree
+def test_lint_trees_reports_a_moved_line_at_file_line(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from optkit.cli.main import cli
+
+    monkeypatch.chdir(tmp_path)
+    _catalog(tmp_path, "tutorials:\n  - {release: '0.23.0', file: docs/source/tutorials/models/Qwen3.6-35B-A3B.md, "
+                       "line: 226, quote: 'greater than or equal to the test concurrency', supports: the rule}\n")
+    result = CliRunner().invoke(cli, ["lint", "mine", "--trees"])
+    assert result.exit_code == 1
+    assert f"{F}:" in result.output and "does not contain the quote" in result.output
+    assert "(the quote is at line 227)" in result.output

@@ -64,11 +64,15 @@ def lint_command(root, trees):
     from optkit.catalog.lint import lint
 
     findings = lint(root)
-    if trees and not findings:
+    if trees:
         from optkit.catalog.lint import lint_catalog
+        from optkit.errors import ValidationFailed
         from optkit.versions.tutorials import check_tutorials
 
-        findings = check_tutorials(lint_catalog(root))
+        try:
+            findings += check_tutorials(lint_catalog(root))
+        except ValidationFailed:  # the schema problems are listed already
+            pass
     for finding in findings:
         click.echo(str(finding))
     if findings:

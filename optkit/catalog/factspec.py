@@ -96,6 +96,12 @@ _SPECS = [
     _f("workload.decode_rows_max", "int",
        "Largest decode rows per step: ceil(concurrency / dp) × (1 + k)."),
     _f("workload.decode_rows_per_rank_max", "int", "Decode rows per step per TP rank (rows / tp)."),
+    # the objective (optkit.resolve.slo; the goal's default in optkit.resolve.request_record)
+    _f("objective.goal", "str", "What the plan optimizes: latency (the article's c <= 8 work; the default up to "
+       "c8) or throughput (the default above).", ("latency", "throughput")),
+    _f("objective.slo", "str", "The service-level objective in its canonical text ('' when none)."),
+    _f("objective.tpot_limit_ms", "float", "The tightest bound the SLO puts on TPOT, in ms (0 when it has none)."),
+    _f("objective.ttft_limit_ms", "float", "The tightest bound the SLO puts on TTFT, in ms (0 when it has none)."),
     # speculative decoding
     _f("spec.mtp", "bool", "MTP speculative decoding on.", flag="--mtp"),
     _f("spec.num_speculative_tokens", "int", "k, draft tokens per step (0 when off)."),

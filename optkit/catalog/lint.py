@@ -32,9 +32,8 @@ def lint(root: Path | None = None) -> list[Problem]:
     ``root`` is a catalog root (it has ``recipes/``), or a folder of recipe folders as ``--catalog``
     takes it, audited layered over the shipped catalog (its links may name shipped recipes).
     """
-    layered = root is not None and not (Path(root) / "recipes").is_dir()
     try:
-        catalog = load_catalog(None, [root]) if layered else load_catalog(root)
+        catalog = lint_catalog(root)
     except ValidationFailed as exc:
         return exc.problems
     problems: list[Problem] = []
@@ -44,6 +43,13 @@ def lint(root: Path | None = None) -> list[Problem]:
                   _cycles, lint_kernels, _records):
         problems.extend(check(catalog))
     return sorted(problems, key=lambda p: (p.location.file, p.location.line or 0, p.message))
+
+
+def lint_catalog(root: Path | None = None) -> Catalog:
+    """The catalog ``lint(root)`` audits: the shipped one, a catalog root, or a folder of recipe folders
+    layered over the shipped catalog."""
+    layered = root is not None and not (Path(root) / "recipes").is_dir()
+    return load_catalog(None, [root]) if layered else load_catalog(root)
 
 
 def _links(catalog: Catalog) -> list[Problem]:
@@ -193,6 +199,9 @@ def _settings_of(recipe: RecipeRecord) -> dict:
         _flatten(field, getattr(recipe, field), flat)
     for env in recipe.env:
         flat[f"env.{env.name}"] = env.value
+    for entry in recipe.derived:  # a computed value: two recipes deriving one key need a conflict between them
+        kind, _, key = entry.set.partition(":")
+        flat[f"{kind}.{key}"] = f"<derived by {recipe.id}>"
     return flat
 
 

@@ -46,7 +46,21 @@ def _launch(recipe) -> list[str]:
         if value:
             lines.append(f"- {field} `{json.dumps(value, sort_keys=True, ensure_ascii=False)}`")
     lines.extend(f"- serve arg `{arg}`" for arg in recipe.serve_args)
+    lines.extend(f"- derived `{d.set}` = `{json.dumps(d.value, ensure_ascii=False)}` ({d.basis}) — {_one_line(d.why)}"
+                 for d in recipe.derived)
     return (["**Launch settings**", ""] + lines + [""]) if lines else []
+
+
+def _tutorials(recipe) -> list[str]:
+    """The cited tutorial lines, one item per file and claim, each release's line number."""
+    if not recipe.tutorials:
+        return []
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for t in recipe.tutorials:
+        grouped.setdefault((t.file, t.supports), []).append(f"{t.release}:{t.line}")
+    lines = ["**Upstream's tutorials** (file:line per release, checked by `optkit lint --trees`)", ""]
+    lines += [f"- `{file}` — {supports}: {', '.join(where)}" for (file, supports), where in grouped.items()]
+    return lines + [""]
 
 
 def measured_text(measurement) -> str:
@@ -87,6 +101,7 @@ def recipe_markdown(catalog: Catalog, recipe_id: str, records=None) -> str:
     lines += _rules("Pays off when", r.effective_when)
     lines += _links("Requires", r.requires) + _links("Conflicts", r.conflicts)
     lines += _launch(r)
+    lines += _tutorials(r)
     if r.patches:
         lines += ["**Patches**", ""]
         lines += [f"- `{pt.file}` ({pt.status}) → {', '.join(f'`{t}`' for t in pt.targets)} — {_one_line(pt.description)}"

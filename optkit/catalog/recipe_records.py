@@ -35,7 +35,7 @@ class RecipeBehaviour:
         """Whether it changes what the server runs (settings, arguments, patches or kernels); a recipe
         that does not (e.g. a precondition on the release) has nothing to measure or gate."""
         return bool(self.env or self.additional_config or self.compilation_config or self.speculative_config
-                    or self.serve_args or self.patches or self.kernels)
+                    or self.serve_args or self.derived or self.patches or self.kernels)
 
     def upstream(self, version: str = UPSTREAM_RELEASE) -> tuple[str, str | None]:
         """(status, since) of the recipe's change on ``version``, from one source: the release entry

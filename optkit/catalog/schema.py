@@ -182,6 +182,47 @@ class Patch(_Strict):
         "pending", description="'present' once the file exists; 'pending' marks a declared, unwritten patch.")
 
 
+def _check_derived_value(value: Any) -> Any:
+    from optkit.catalog.derive import check_expression
+    from optkit.catalog.factspec import FACTS
+
+    check_expression(value, FACTS)
+    return value
+
+
+def _check_derived_target(text: str) -> str:
+    from optkit.catalog.derive import check_target
+
+    return check_target(text)
+
+
+class Derived(_Strict):
+    """One launch value computed from the request's facts (``optkit.catalog.derive``: typed, never eval'd)."""
+
+    set: Annotated[str, AfterValidator(_check_derived_target)] = Field(
+        description="What it sets: 'serve:--flag' (a vllm serve flag and its value) or "
+        "'compilation_config:key.path' / 'additional_config:key.path'.")
+    value: Annotated[Any, AfterValidator(_check_derived_value)] = Field(
+        description="An expression over int facts (optkit.catalog.derive): an integer, a fact name, or one "
+        "operator (add, mul, max, min, ceil_div, round_up, if, ladder) with its operands.")
+    why: str = Field(min_length=8, description="The rule the value follows, in words (shown by optkit explain).")
+    basis: Literal["rule", "measured"] = Field(
+        "rule", description="'rule': the value follows a written rule, no measured number backs it (plans say "
+        "'unquantified'); 'measured': a number measured for it exists (name it in 'why').")
+
+
+class TutorialRef(_Strict):
+    """A line of upstream's own tuning guide in one release's tree, checked by ``optkit lint --trees``."""
+
+    release: str = Field(pattern=r"^\d+\.\d+\.\d+(rc\d+|\.post\d+)?$",
+                         description="The vllm-ascend release whose tree holds the line (e.g. 0.30.0rc2).")
+    file: str = Field(pattern=r"^docs/source/tutorials/(models|features)/[A-Za-z0-9._-]+\.md$",
+                      description="The tutorial, relative to the tree root.")
+    line: int = Field(ge=1, description="1-based line number in that release's file.")
+    quote: str = Field(min_length=8, description="Exact text of that line (a part of it; spaces as in the file).")
+    supports: str = Field(min_length=4, description="What the recipe takes from it (the rule or value).")
+
+
 Metric = Literal["tpot", "p99_tpot", "ttft", "e2e_latency", "throughput", "host_time", "comm_volume",
                  "compile_success", "capture_success"]
 
@@ -273,6 +314,11 @@ class Recipe(RecipeBehaviour, _Strict):
     serve_args: list[ServeArg] = Field(
         default_factory=list, description="Extra `vllm serve` arguments, each entry one or more shell words "
         "(`--max-num-seqs 64`; quoted as a shell command line would quote them).")
+    derived: list[Derived] = Field(
+        default_factory=list, description="Launch values computed from the request (e.g. --max-num-seqs from the "
+        "concurrency and DP), each with its rule.")
+    tutorials: list[TutorialRef] = Field(
+        default_factory=list, description="Lines of upstream's tutorials, per release, that the recipe follows.")
     patches: list[Patch] = Field(default_factory=list, description="Source patches, applied in order.")
     kernels: list[RecipeId] = Field(default_factory=list, description="Kernel build specs under kernels/.")
     gains: list[Gain] = Field(default_factory=list, description="Reported gains (and regressions).")

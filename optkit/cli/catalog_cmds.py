@@ -56,12 +56,23 @@ def show_command(recipe_id, as_json, catalogs):
 
 @click.command("lint")
 @click.argument("root", required=False, type=click.Path(exists=True, file_okay=False, path_type=Path))
-def lint_command(root):
+@click.option("--trees", is_flag=True, help="Also check every cited tutorial line against its release's tree "
+              "(fetched from PyPI and cached on first use).")
+def lint_command(root, trees):
     """Audit a catalog like `spack audit`: the shipped one, a catalog root (with recipes/), or a folder of
     your own recipe folders (as --catalog takes it), checked layered over the shipped catalog."""
     from optkit.catalog.lint import lint
 
     findings = lint(root)
+    if trees:
+        from optkit.catalog.lint import lint_catalog
+        from optkit.errors import ValidationFailed
+        from optkit.versions.tutorials import check_tutorials
+
+        try:
+            findings += check_tutorials(lint_catalog(root))
+        except ValidationFailed:  # the schema problems are listed already
+            pass
     for finding in findings:
         click.echo(str(finding))
     if findings:

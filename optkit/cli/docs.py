@@ -108,11 +108,31 @@ def _port_report(target: str | None, diffs: bool):
     return make
 
 
+OBJECTIVE_REQUEST = {"model": "qwen3.5-35b", "target": "910c", "concurrency": 64, "dp": 4, "mtp": True,
+                     "slo": "tpot_p99<=25ms", "goal": "throughput", "vllm_ascend_version": "0.30.0rc2"}
+OBJECTIVE_COMMAND = ("optkit explain sched-capacity-for-load cudagraph-capture-sizes-for-load qwen3.5-35b --concurrency 64 "
+                     "--dp 4 --mtp --slo 'tpot_p99<=25ms' --goal throughput --vllm-ascend-version 0.30.0rc2")
+"""docs/objective.md's example: a throughput plan's derived values and why (``optkit explain``'s own text)."""
+
+
+def _objective_example(src: _Sources) -> str:
+    from optkit.cli.render import explain_report, layout
+    from optkit.resolve.plan import load_workspace, plan
+    from optkit.resolve.request_record import parse_request
+
+    workspace = load_workspace(src.root)
+    result = plan(parse_request(OBJECTIVE_REQUEST), workspace)
+    recipes = ["sched-capacity-for-load", "cudagraph-capture-sizes-for-load"]
+    text = layout(explain_report(result, workspace.catalog, recipes))
+    return f"\n\n    $ {OBJECTIVE_COMMAND}\n" + "".join(f"    {line}\n".replace("    \n", "\n")
+                                                   for line in text.splitlines()) + "\n"
+
+
 FIGURES = {"flagship-patches": _patch_count, "flagship-series": _series_state,
            "multinode-manifests": _manifests("leaderworkerset.yaml", "service.yaml"),
            "releases": _lines(_releases), "moves": _lines(_moves), "probes": _lines(_probes),
            "port-post": _lines(_port_report("0.23.0.post1", True), "\n\n"),
-           "port-newest": _lines(_port_report(None, False), "\n\n")}
+           "port-newest": _lines(_port_report(None, False), "\n\n"), "objective-example": _objective_example}
 """What a region ``<!-- optkit:NAME -->`` of a docs page holds, computed from ``_Sources``."""
 
 

@@ -99,7 +99,12 @@ def explain_command(words, request_file, as_json, **params):
     if as_json:
         from optkit.resolve.report import decision_data, dump_json
 
-        click.echo(dump_json({rid: decision_data(result.resolution.decisions[rid]) for rid in recipe_ids}), nl=False)
+        data = {rid: decision_data(result.resolution.decisions[rid]) for rid in recipe_ids}
+        for d in result.derivations:  # the launch values a recipe derived, with how and why
+            if d.recipe in data:
+                data[d.recipe].setdefault("derived", []).append(
+                    {"set": d.target, "value": d.value, "how": d.how, "why": d.why, "basis": d.basis})
+        click.echo(dump_json(data), nl=False)
         return
     from optkit.cli.render import explain_report, show
 

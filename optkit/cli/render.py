@@ -54,7 +54,34 @@ def plan_report(plan: Plan, catalog, verbose: bool = False, records=None) -> lis
     counts = count_by_status(plan)
     totals = (f"Totals: {counts.pop('selected', 0)} selected of {len(plan.resolution.decisions)}; "
               + ", ".join(f"{n} {status}" for status, n in counts.items()))
-    return [*blocks, selected, rest, totals, *_estimates(plan)]
+    return [*blocks, *_objective(plan), selected, rest, totals, *_derived(plan), *_estimates(plan)]
+
+
+def _objective(plan: Plan) -> list[Block]:
+    """The goal and the SLO, when the request names either or the goal is not the article's (latency)."""
+    facts = plan.facts
+    if not facts["objective.slo"] and facts["objective.goal"] == "latency" and not plan.request.goal:
+        return []
+    slo = facts["objective.slo"] or "none given"
+    return [f"Objective: {facts['objective.goal']} under SLO {slo} (nothing here measures the SLO or throughput: "
+            "values chosen for the goal rest on rules, unquantified; a run on an NPU host checks them)"]
+
+
+def _derived(plan: Plan) -> list[Block]:
+    """The launch values recipes computed from the request (optkit explain RECIPE says why)."""
+    if not plan.derivations:
+        return []
+    lines: list[Block] = ["Values derived from the request (by rule; no measured number backs them unless said):"]
+    for d in plan.derivations:
+        lines.append(f"  {derivation_text(d)}")
+    return lines
+
+
+def derivation_text(d) -> str:
+    """``--max-num-seqs = 64 (sched-…): ceil_div(…) = 64``."""
+    key = d.target.split(":", 1)[1]
+    shown = ",".join(map(str, d.value)) if isinstance(d.value, list) else d.value
+    return f"{key} = {shown} ({d.recipe}): {d.how}"
 
 
 def _estimates(plan: Plan) -> list[Block]:
@@ -74,7 +101,7 @@ def _estimates(plan: Plan) -> list[Block]:
 def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> list[Block]:
     from optkit.resolve.resolver import describe_benefit
 
-    lines: list[Block] = []
+    lines: list[Block] = list(_objective(plan))
     for rid in recipe_ids:
         d, recipe = plan.resolution.decisions[rid], catalog[rid]
         lines += [f"{rid}: {d.status.value}", f"  {d.reason}"]
@@ -88,6 +115,24 @@ def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> list[Block]:
         if d.benefit is not None and not d.reason.startswith("expected gain"):
             lines.append(f"  expected gain: {describe_benefit(d.benefit)}")
         lines += [f"  risk ({risk.severity}): {' '.join(risk.text.split())}" for risk in recipe.risks]
+        for derived in (x for x in plan.derivations if x.recipe == rid):
+            basis = "a rule, unquantified: no measured number for this value" if derived.basis == "rule" else "measured"
+            lines += [f"  sets {derivation_text(derived)}", f"    because {derived.why} ({basis})"]
+        lines += _tutorial_lines(recipe, str(plan.facts["versions.vllm_ascend"]))
+    return lines
+
+
+def _tutorial_lines(recipe, release: str) -> list[str]:
+    """The recipe's cited tutorial lines in the release planned for; elsewhere, which releases say so."""
+    here = [t for t in recipe.tutorials if t.release == release]
+    lines = [f"  upstream {t.release}: {t.file}:{t.line} — {t.supports}" for t in here]
+    claims = {t.supports for t in here}
+    others: dict[str, list[str]] = {}
+    for t in recipe.tutorials:
+        if t.supports not in claims:
+            others.setdefault(t.supports, []).append(t.release)
+    lines += [f"  upstream, not in {release}'s tutorials: {claim} (cited for {', '.join(releases)})"
+              for claim, releases in others.items()]
     return lines
 
 

@@ -87,7 +87,8 @@ class _Classifier:
             return Decision(recipe.id, Status.unavailable, self.unavailable[recipe.id], forced=forced)
         if recipe.id in self.without:
             return Decision(recipe.id, Status.user_excluded, "left out with --without", forced=forced)
-        gain = benefit(recipe, f["workload.concurrency"], f["spec.mtp"], self.baseline_for, self.measured)
+        gain = benefit(recipe, f["workload.concurrency"], f["spec.mtp"], self.baseline_for, self.measured,
+                       carry_up=f["objective.goal"] == "latency")
         decision = Decision(recipe.id, Status.selected, "", benefit=gain, forced=forced)
         if forced:
             return decision

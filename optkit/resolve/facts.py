@@ -84,6 +84,17 @@ def capture_sizes(request: RequestRecord) -> list[int]:
     return sorted({decode_rows(c, request.dp, request.k) for c in request.concurrency})
 
 
+def objective_facts(request: RequestRecord) -> dict[str, Any]:
+    """The goal and the SLO's bounds as facts (a bound the SLO does not set is 0)."""
+    from optkit.resolve.slo import parse_slo
+
+    slo = parse_slo(request.slo) if request.slo else None
+    bound = {m: (slo.bound(m) if slo else None) for m in ("tpot", "ttft")}
+    return {"objective.goal": request.objective_goal, "objective.slo": slo.text() if slo else "",
+            "objective.tpot_limit_ms": bound["tpot"].limit_ms if bound["tpot"] else 0.0,
+            "objective.ttft_limit_ms": bound["ttft"].limit_ms if bound["ttft"] else 0.0}
+
+
 def check_request(request: RequestRecord, target) -> NodeLayout:
     """Request-level consistency that no recipe could fix; the request's node layout."""
     if request.num_speculative_tokens is not None and not request.mtp:
@@ -142,6 +153,7 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
         "workload.async_scheduling": request.async_scheduling,
         "workload.decode_rows_max": rows,
         "workload.decode_rows_per_rank_max": ceil(rows / request.tp),
+        **objective_facts(request),
         "spec.mtp": request.mtp,
         "spec.num_speculative_tokens": request.k,
         "spec.async_spec_decode": request.mtp and request.async_scheduling,

@@ -18,6 +18,9 @@ Rules (documented in docs/resolver.md):
 - a concurrency the article has no number for takes the nearest lower measured concurrency's
   number, labelled "extrapolated from cN" (so a change that already regresses at c8 is not
   picked for c16 on the strength of silence);
+- under the throughput goal (``objective.goal``) a gain is not extrapolated: a TPOT saving the
+  article measured at c1 says nothing of tokens/s at c64, so it is "unquantified" there (the
+  recipe stays a valid unquantified candidate); a regression still is (conservative);
 - a positive change (slower) at a requested concurrency is a regression;
 - a gain's ``scope`` says what it may count for: ``this-change`` counts everywhere;
   ``regression-fix`` (its "before" is a misconfiguration, e.g. MTP with the default capture sizes)
@@ -159,9 +162,12 @@ def measured_lookup(records, model_id: str, target_id: str, facts):
     return measured
 
 
-def benefit(recipe: RecipeRecord, concurrencies: list[int], mtp: bool, baseline_for, measured=None) -> Benefit:
+def benefit(recipe: RecipeRecord, concurrencies: list[int], mtp: bool, baseline_for, measured=None,
+            carry_up: bool = True) -> Benefit:
     """Expected benefit of ``recipe`` at each concurrency; ``baseline_for(c)`` gives a Baseline or None,
-    ``measured(recipe_id, c)`` a ``Measured`` or None (see ``measured_lookup``)."""
+    ``measured(recipe_id, c)`` a ``Measured`` or None (see ``measured_lookup``). ``carry_up`` false (the
+    throughput goal): a gain measured at a lower concurrency is not carried up to this one (it is
+    unquantified there); a regression still is."""
     result = Benefit()
     for c in concurrencies:
         found = measured(recipe.id, c) if measured else None
@@ -179,6 +185,10 @@ def benefit(recipe: RecipeRecord, concurrencies: list[int], mtp: bool, baseline_
             # Several numbers for one concurrency (e.g. two stages of one change): the most
             # conservative one counts, so a regression is never hidden by a better number.
             value, gain = min(values, key=lambda pair: pair[0])
+            if not carry_up and value > 0 and basis.startswith("extrapolated from"):
+                result.per_concurrency[c] = None
+                result.basis[c] = f"unquantified under the throughput goal ({basis} only)"
+                continue
             result.per_concurrency[c] = value
             result.basis[c] = basis
             result.estimate_ms[c] = 0.0 if gain.scope == "regression-fix" else value

@@ -80,6 +80,18 @@ class Setting:
 
 
 @valueclass
+class Derivation:
+    """A launch value a recipe computed from the request (``optkit.catalog.derive``), and why."""
+
+    target: str  # 'serve:--max-num-seqs', 'compilation_config:cudagraph_capture_sizes'
+    value: Any
+    recipe: str
+    how: str  # the evaluation in words, facts and their values included
+    why: str  # the rule
+    basis: str  # 'rule' (unquantified) or 'measured'
+
+
+@valueclass
 class Estimate:
     """The TPOT estimate at one concurrency, and in words what it counts and what it leaves out."""
 
@@ -114,6 +126,8 @@ class Plan:
     """Set by ``restrict``: why the rest of the selection is left out."""
     layout: NodeLayout | None = None
     """Where the TP × DP ranks run (``optkit.resolve.layout``)."""
+    derivations: list[Derivation] = field(default_factory=list)
+    """The launch values the selected recipes computed from the request, in selection order."""
 
     @property
     def selected(self) -> list[str]:
@@ -263,6 +277,29 @@ def _collect(result: Plan, recipe, facts: Facts, verdict) -> None:
     merge_into(result.compilation_config, substitute(recipe.compilation_config, facts), recipe.id, sources, "compilation_config")
     merge_into(result.speculative_config, substitute(recipe.speculative_config, facts), recipe.id, sources, "speculative_config")
     result.serve_args.extend(Setting(arg, None, recipe.id) for arg in recipe.serve_args)
+    for entry in recipe.derived:
+        _derive(result, recipe.id, entry, facts)
+
+
+def _derive(result: Plan, rid: str, entry, facts: Facts) -> None:
+    """Set one derived launch value (``optkit.catalog.derive``) and record how it was computed."""
+    from optkit.catalog.derive import DerivedValueError, evaluate
+
+    try:
+        value, how = evaluate(entry.value, facts.values)
+    except DerivedValueError as exc:
+        raise DerivedValueError(f"{rid}: {entry.set}: {exc}") from None
+    kind, _, key = entry.set.partition(":")
+    if kind == "serve":
+        clash = next((s for s in result.serve_args if s.key.split()[0] == key), None)
+        if clash:
+            raise ConflictingSettings(f"serve argument {key}: {clash.recipe} sets it and {rid} derives {value}")
+        result.serve_args.append(Setting(f"{key} {value}", None, rid))
+    else:
+        fragment: dict = {}
+        _set_path(fragment, key, value)
+        merge_into(getattr(result, kind), fragment, rid, result.config_sources, kind)
+    result.derivations.append(Derivation(entry.set, value, rid, how, " ".join(entry.why.split()), entry.basis))
 
 
 def _convert(value: str, how: str) -> Any:

@@ -70,6 +70,8 @@ def plan_data(plan: Plan) -> dict[str, Any]:
             "compilation_config": plan.compilation_config,
             "speculative_config": plan.speculative_config,
             "serve_args": [{"arg": s.key, "recipe": s.recipe} for s in plan.serve_args],
+            "derived": [{"set": d.target, "value": d.value, "recipe": d.recipe, "how": d.how, "why": d.why,
+                         "basis": d.basis} for d in plan.derivations],
             "sources": dict(sorted(plan.config_sources.items())),
         },
         "estimate": {

@@ -16,7 +16,8 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from optkit.resolve.request_record import (
-    MAX_CONCURRENCY, MAX_PARALLEL, MAX_TOKENS, Bounded, RequestBehaviour, RequestRecord, comma_separated, sorted_levels)
+    MAX_CONCURRENCY, MAX_PARALLEL, MAX_TOKENS, Bounded, RequestBehaviour, RequestRecord, canonical_slo, comma_separated,
+    sorted_levels)
 
 
 def _bounded(low: int, high: int) -> Any:
@@ -51,6 +52,12 @@ class Request(RequestBehaviour, BaseModel):
     concurrency: Annotated[list[_bounded(1, MAX_CONCURRENCY)], BeforeValidator(comma_separated),
                            AfterValidator(sorted_levels)] = Field(
         [1, 4, 8], min_length=1, description="Concurrency levels to optimize for: a list, one level, or '1,4,8'.")
+    slo: Optional[Annotated[str, AfterValidator(canonical_slo)]] = Field(
+        None, description="Service-level objective, e.g. 'tpot_p99<=20ms,ttft_p99<=1s' (optkit.resolve.slo); "
+        "kept in its canonical text.")
+    goal: Optional[Literal["latency", "throughput"]] = Field(
+        None, description="What the plan optimizes under the SLO: latency (the article's c <= 8 work) or "
+        "throughput; default latency up to concurrency 8, throughput above.")
     input_len: _bounded(1, MAX_TOKENS) = Field(1024, description="Input tokens per request.")
     output_len: _bounded(1, MAX_TOKENS) = Field(512, description="Output tokens per request.")
     sampling: Literal["greedy", "sampled"] = Field("greedy", description="greedy (temperature 0) or sampled.")

@@ -30,6 +30,8 @@ MAX_CONCURRENCY = 65536
 """Largest concurrency level accepted (vLLM's max_num_seqs defaults to a few hundred)."""
 MAX_TOKENS = 1 << 20
 """Longest input or output accepted, in tokens (Qwen3.5 reads 262,144 natively, ~1M with YaRN)."""
+LATENCY_GOAL_MAX_CONCURRENCY = 8
+"""The article's range (c <= 8): the default goal is latency up to it, throughput above."""
 _CODE = ("resolve/request.py", "resolve/request_record.py")  # what defines the validator
 
 
@@ -42,6 +44,13 @@ class RequestBehaviour:
     def k(self) -> int:
         """Speculative tokens per step (0 without MTP)."""
         return (self.num_speculative_tokens or 4) if self.mtp else 0
+
+    @property
+    def objective_goal(self) -> str:
+        """The goal asked for, else latency up to concurrency ``LATENCY_GOAL_MAX_CONCURRENCY``, throughput above."""
+        if self.goal:
+            return self.goal
+        return "latency" if max(self.concurrency) <= LATENCY_GOAL_MAX_CONCURRENCY else "throughput"
 
 
 class RequestRecord(RequestBehaviour, Record):
@@ -81,6 +90,17 @@ def comma_separated(value: Any) -> Any:
     if isinstance(value, str):
         return parse_levels(value)
     return [value] if isinstance(value, int) else value
+
+
+@schema_function
+def canonical_slo(value: str) -> str:
+    """An SLO text in its canonical form (``optkit.resolve.slo``); a text that does not parse is refused."""
+    from optkit.resolve.slo import SloError, parse_slo
+
+    try:
+        return parse_slo(value, where="SLO").text()
+    except SloError as exc:
+        raise ValueError(str(exc).removeprefix("SLO: ")) from None
 
 
 @schema_function

@@ -125,6 +125,11 @@ def _explain_selected(catalog: Catalog, decisions: dict[str, Decision], selected
             d.reason = f"requested ({d.forced})"
         elif d.benefit and d.benefit.quantified:
             d.reason = "expected gain: " + describe_benefit(d.benefit)
+        elif catalog[rid].derived:
+            d.reason = ("sets launch values by rule (unquantified: no measured number backs them; "
+                        "optkit explain shows each value and its rule)")
+        elif d.benefit and any(basis != "unquantified" for basis in d.benefit.basis.values()):
+            d.reason = "valid and effective here; " + describe_benefit(d.benefit)  # e.g. a gain not carried up
         else:
             d.reason = "valid and effective here; the article gives no TPOT number for this workload"
         users = sorted(needed_by.get(rid, set()) & chosen)
@@ -136,7 +141,7 @@ def describe_benefit(gain: Benefit) -> str:
     parts = []
     for c, ms in sorted(gain.per_concurrency.items()):
         if ms is None:
-            parts.append(f"c{c} unquantified")
+            parts.append(f"c{c} {gain.basis.get(c, 'unquantified')}")
         else:
             note = "" if gain.basis[c] == "reported" else f" ({gain.basis[c]})"
             parts.append(f"c{c} −{ms:.3g} ms{note}" if ms >= 0 else f"c{c} +{-ms:.3g} ms{note}")

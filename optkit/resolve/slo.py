@@ -18,10 +18,10 @@ Nothing here imports more than the standard library: the plan path parses an SLO
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Mapping
 
 from optkit.errors import RequestError
+from optkit.value import valueclass
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
 METRIC_NAMES = {"ttft": "time to first token", "tpot": "time per output token",
@@ -36,7 +36,7 @@ class SloError(RequestError):
     """An SLO text that does not parse: names the term, the flag or file, and the fix."""
 
 
-@dataclass(frozen=True, order=True)
+@valueclass(frozen=True)
 class Bound:
     """One bound: ``stat`` of ``metric`` at most ``limit_ms`` milliseconds."""
 
@@ -63,7 +63,7 @@ class Bound:
         return value_ms <= self.limit_ms
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class Slo:
     """A set of bounds, one per metric and statistic, in a canonical order."""
 

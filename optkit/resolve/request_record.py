@@ -30,6 +30,8 @@ MAX_CONCURRENCY = 65536
 """Largest concurrency level accepted (vLLM's max_num_seqs defaults to a few hundred)."""
 MAX_TOKENS = 1 << 20
 """Longest input or output accepted, in tokens (Qwen3.5 reads 262,144 natively, ~1M with YaRN)."""
+MAX_PD_INSTANCES = 64
+"""Most prefill (or decode) instances ``--pd`` accepts."""
 _CODE = ("resolve/request.py", "resolve/request_record.py")  # what defines the validator
 
 
@@ -42,6 +44,11 @@ class RequestBehaviour:
     def k(self) -> int:
         """Speculative tokens per step (0 without MTP)."""
         return (self.num_speculative_tokens or 4) if self.mtp else 0
+
+    @property
+    def pd_instances(self) -> tuple[int, int] | None:
+        """(prefill, decode) instances of ``--pd P:D``; None for one server."""
+        return None if self.pd is None else tuple(int(n) for n in self.pd.split(":"))
 
 
 class RequestRecord(RequestBehaviour, Record):
@@ -87,6 +94,19 @@ def comma_separated(value: Any) -> Any:
 def sorted_levels(value: list[int]) -> list[int]:
     """Concurrency levels, deduplicated and sorted."""
     return sorted(set(value))
+
+
+@schema_function
+def pd_shape(value: Any) -> Any:
+    """``--pd P:D``: prefill and decode instances, each from 1 to ``MAX_PD_INSTANCES``; kept as ``"P:D"``."""
+    text = value if isinstance(value, str) else ""
+    parts = text.split(":")
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() and len(p) <= 4 for p in parts) \
+            or not all(1 <= int(p) <= MAX_PD_INSTANCES for p in parts):
+        shown = str(value).lower() if isinstance(value, bool) else repr(value)
+        raise ValueError(f"expected P:D, prefill and decode instances from 1 to {MAX_PD_INSTANCES} each "
+                         f"(e.g. 1:1 or 2:1), got {shown}")
+    return f"{int(parts[0])}:{int(parts[1])}"
 
 
 def parse_levels(text: str) -> list[int]:

@@ -98,12 +98,17 @@ def sorted_levels(value: list[int]) -> list[int]:
 
 @schema_function
 def pd_shape(value: Any) -> Any:
-    """``--pd P:D``: prefill and decode instances, each from 1 to ``MAX_PD_INSTANCES``; kept as ``"P:D"``."""
+    """``--pd P:D``: prefill and decode instances, each from 1 to ``MAX_PD_INSTANCES``; kept as ``"P:D"``
+    (None: one server)."""
+    if value is None:
+        return None
     text = value if isinstance(value, str) else ""
     parts = text.split(":")
     if len(parts) != 2 or not all(p.isascii() and p.isdigit() and len(p) <= 4 for p in parts) \
             or not all(1 <= int(p) <= MAX_PD_INSTANCES for p in parts):
         shown = str(value).lower() if isinstance(value, bool) else repr(value)
+        if isinstance(value, int) and not isinstance(value, bool):  # YAML 1.1 reads 1:1 as base 60 (61)
+            shown += f" (a YAML file reads an unquoted P:D as a base-60 number: quote it, pd: '{value // 60}:{value % 60}')"
         raise ValueError(f"expected P:D, prefill and decode instances from 1 to {MAX_PD_INSTANCES} each "
                          f"(e.g. 1:1 or 2:1), got {shown}")
     return f"{int(parts[0])}:{int(parts[1])}"

@@ -84,6 +84,28 @@ def test_a_bad_pd_value_names_the_flag(value):
     assert "Invalid value for '--pd'" in result.output and "expected P:D" in result.output
 
 
+@pytest.mark.parametrize("line, message", [
+    ("pd: '2:1'", None),
+    ("pd: 1:1", "request.yaml:2: pd: expected P:D, prefill and decode instances from 1 to 64 each (e.g. 1:1 or 2:1), "
+     "got 61 (a YAML file reads an unquoted P:D as a base-60 number: quote it, pd: '1:1')"),
+], ids=["quoted", "unquoted-base-60"])
+def test_a_request_file_takes_pd(tmp_path, line, message):
+    path = tmp_path / "request.yaml"
+    path.write_text(f"model: qwen3.5-35b\n{line}\n")
+    result = CliRunner().invoke(cli, ["plan", "--request", str(path)])
+    if message is None:
+        assert result.exit_code == 0, result.output
+        assert "per instance, 2P1D: 3 instances of 2 devices on one node" in result.output
+    else:
+        assert result.exit_code == 1 and message in result.output, result.output
+
+
+def test_a_ladder_of_a_pd_plan_is_refused(tmp_path):
+    result = CliRunner().invoke(cli, ["ladder", "qwen3.5-35b", "--pd", "1:1", "-o", str(tmp_path / "l")])
+    assert result.exit_code == 1
+    assert "--pd 1:1: a ladder step is one server" in result.output
+
+
 def test_pd_is_canonical_in_the_request():
     assert Request(pd="01:2").pd == "1:2"
 
@@ -334,5 +356,5 @@ def test_the_parser_rejects_a_kv_role_vllm_does_not_know(bundle):
     at = argv.index("--kv-transfer-config") + 1
     argv[at] = argv[at].replace("kv_producer", "kv_sender")
     check = check_vllm(lock, run_probe({"batch": requests}, python)["results"])
-    assert check.status == "fail" and check.problems[0].startswith("prefill instance 0: ")
+    assert check.status == "fail" and check.problems[0].startswith("prefill instance 0: the request (optkit plan flags): ")
     assert "kv-transfer-config" in check.problems[0]

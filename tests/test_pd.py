@@ -145,6 +145,7 @@ def test_every_cited_line_says_what_the_data_says(version):
     assert all(f"export {name}={value}" in env for name, value in release.env)
     assert '"max_tokens"] = 1' in _lines(root, f"{release.proxy_script}:{release.max_tokens_line}")[0]
     assert "Hybrid Mamba" in "\n".join(_lines(root, cites["speculative"][0]))
+    assert f"from {release.mooncake_module} import TransferEngine" in _lines(root, cites["mooncake"][0])[0]
 
 
 @pytest.mark.tree

@@ -140,7 +140,8 @@ def role_preflight_data(launch: RoleLaunch, lock: dict) -> dict[str, Any]:
 
     data = preflight_data(launch, lock)
     highest = max(d for i in launch.instances for d in i.devices)
-    return {**data, "devices": highest + 1, "layout": f"the {launch.role} instances of {launch.plan.pd.summary}"}
+    return {**data, "devices": highest + 1, "layout": f"the {launch.role} instances of {launch.plan.pd.summary}",
+            "mooncake": {"module": launch.release.mooncake_module, "source": launch.release.sources["mooncake"]}}
 
 
 def role_readme_data(launch: RoleLaunch, lock: dict) -> dict[str, Any]:

@@ -70,7 +70,7 @@ def preflight_data(launch: Launch, lock: dict) -> dict[str, Any]:
             "cann_sources": [{"value": s.value, "source": s.source} for s in release.cann.statements],
             "vllm_ascend": lock["versions"]["vllm_ascend"], "vllm": lock["versions"]["vllm"],
             "torch_npu": torch_npu.value if torch_npu else "",
-            "patches": [p["name"] for p in lock["patches"]], "pending": pending_names(lock)}
+            "patches": [p["name"] for p in lock["patches"]], "pending": pending_names(lock), "mooncake": None}
 
 
 def apply_data(launch: Launch, lock: dict) -> dict[str, Any]:

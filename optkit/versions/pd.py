@@ -20,6 +20,7 @@ SINGLE = "docs/source/tutorials/features/pd_disaggregation_mooncake_single_node.
 MULTI = "docs/source/tutorials/features/pd_disaggregation_mooncake_multi_node.md"
 PROXY = "examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py"
 REGISTRY = "vllm_ascend/distributed/kv_transfer/__init__.py"
+CONNECTOR = "vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_connector.py"
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class PDRelease:
     proxy_port: int = 8080
     proxy_options: tuple[str, ...] = ("--host", "--port", "--prefiller-hosts", "--prefiller-ports",
                                       "--decoder-hosts", "--decoder-ports")
+    mooncake_module: str = "mooncake.engine"  # what the connector imports its TransferEngine from
     max_tokens_line: int = 0  # the proxy line that sends each request to the prefiller with max_tokens 1
     sources: dict[str, str] = field(default_factory=dict)  # what → file:line(s) in the release's tree
 
@@ -53,24 +55,26 @@ PD_RELEASES = {
         "kv_roles": f"{SINGLE}:174 (kv_producer), {SINGLE}:215 (kv_consumer)",
         "kv_port": f"{SINGLE}:175 (30000), {SINGLE}:216 (30100); reserved range: {MULTI}:233-238",
         "kv_connector_extra_config": f"{SINGLE}:176-185 (prefill and decode dp_size, tp_size), "
-                                     "read by vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_connector.py:2066-2085",
+                                     f"read by {CONNECTOR}:2066-2085",
         "api_port": f"{SINGLE}:163 (13700), {SINGLE}:204 (13701)",
         "devices": f"{SINGLE}:153 (ASCEND_RT_VISIBLE_DEVICES=0), {SINGLE}:194 (=1), {SINGLE}:234",
         "env": f"{SINGLE}:154-159, {SINGLE}:195-200",
         "proxy": f"{SINGLE}:238-248; its options: {PROXY}:644-649",
         "speculative": f"{MULTI}:270-272",
+        "mooncake": f"{CONNECTOR}:25",
     }),
     "0.30.0rc2": PDRelease("0.30.0rc2", max_tokens_line=830, sources={
         "connector": f"{SINGLE}:172, {MULTI}:584; registered in {REGISTRY}:45-47",
         "kv_roles": f"{SINGLE}:173 (kv_producer), {SINGLE}:212 (kv_consumer)",
         "kv_port": f"{SINGLE}:174 (30000), {SINGLE}:213 (30100); reserved range: {MULTI}:279-284",
         "kv_connector_extra_config": f"{SINGLE}:175-184 (prefill and decode dp_size, tp_size), "
-                                     "read by vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_connector.py:2222-2241",
+                                     f"read by {CONNECTOR}:2222-2241",
         "api_port": f"{SINGLE}:162 (13700), {SINGLE}:201 (13701)",
         "devices": f"{SINGLE}:152 (ASCEND_RT_VISIBLE_DEVICES=0), {SINGLE}:191 (=1), {SINGLE}:227",
         "env": f"{SINGLE}:153-158, {SINGLE}:192-197",
         "proxy": f"{SINGLE}:231-241; its options: {PROXY}:673-678",
         "speculative": f"{MULTI}:316-318",
+        "mooncake": f"{CONNECTOR}:25",
     }),
 }
 """The releases whose PD tutorials optkit has read, by version."""

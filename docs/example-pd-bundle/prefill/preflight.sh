@@ -136,6 +136,14 @@ print(os.path.dirname(os.path.dirname(spec.origin)) if spec and spec.origin else
   [ "$missing" -eq 0 ] && pass "patches: all ${#PATCHES[@]} applied to $tree"
 }
 
+check_mooncake() {  # the KV connector imports Mooncake's transfer engine (vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_connector.py:25)
+  if "$PYTHON" -c 'import mooncake.engine' >/dev/null 2>&1; then
+    pass "mooncake: mooncake.engine imports"
+  else
+    fail "mooncake: mooncake.engine does not import in $PYTHON (install Mooncake as the PD tutorial does, and put its library directory on LD_LIBRARY_PATH)"
+  fi
+}
+
 check_host() {  # generic host settings from vllm-ascend's Atlas A3 tuning docs: warnings only
   local governor swappiness numa
   governor="$(cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>/dev/null || true)"
@@ -156,6 +164,7 @@ check_package vllm_ascend "$WANT_VLLM_ASCEND" fail
 check_package vllm "$WANT_VLLM" fail
 check_package torch_npu "$WANT_TORCH_NPU" warn
 check_patches "${1:-}"
+check_mooncake
 check_host
 
 if [ "$FAILED" -ne 0 ]; then

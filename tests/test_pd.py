@@ -359,3 +359,38 @@ def test_the_parser_rejects_a_kv_role_vllm_does_not_know(bundle):
     check = check_vllm(lock, run_probe({"batch": requests}, python)["results"])
     assert check.status == "fail" and check.problems[0].startswith("prefill instance 0: the request (optkit plan flags): ")
     assert "kv-transfer-config" in check.problems[0]
+
+
+@pytest.mark.vllm
+@pytest.mark.tree
+@pytest.mark.parametrize("fields, names", [
+    (dict(pd="1:2", tp=8), "prefill instance 0, decode instance 0, decode instance 1"),
+    (dict(pd="2:1", dp=2), "prefill instance 0, prefill instance 1, decode instance 0"),
+], ids=["1p2d-tp8-two-nodes", "2p1d-local-dp2"])
+def test_other_shapes_pass_the_parser_on_every_instance(tmp_path, fields, names):
+    bundle = write(tmp_path / "b", k8s=False, **fields)
+    lock = read_lock(bundle)
+    python, why = find_vllm_python(lock["versions"]["vllm"])
+    if python is None:
+        pytest.skip(why)
+    report = check_bundle(bundle)
+    assert [c.name for c in report.checks if c.status == "fail"] == [], report.problems
+    assert f"({names}), --kv-transfer-config included" in next(c.note for c in report.checks if c.name == "vllm")
+    extra = json.loads(lock["launch"]["roles"]["decode"]["instances"][0]["kv_transfer_config"])["kv_connector_extra_config"]
+    assert extra["prefill"] == extra["decode"] == {"dp_size": fields.get("dp", 1), "tp_size": fields.get("tp", 2)}
+
+
+def test_proxy_on_two_nodes_takes_each_nodes_address(tmp_path):
+    bundle = write(tmp_path / "b", k8s=False, pd="1:2", tp=8)
+    tree = tmp_path / "tree"
+    script = tree / "examples" / "disaggregated_prefill_v1" / "load_balance_proxy_server_example.py"
+    script.parent.mkdir(parents=True)
+    script.write_text("")
+    code, _, stderr = _run(bundle / "proxy.sh", tmp_path, ["--tree", str(tree)], {}, program="python3")
+    assert code == 2 and "the plan runs on 2 nodes: give --node-hosts with one address per node" in stderr
+    code, records, stderr = _run(bundle / "proxy.sh", tmp_path, ["--tree", str(tree), "--node-hosts", "10.0.0.1,10.0.0.2"],
+                                 {}, program="python3")
+    assert code == 0, stderr
+    argv = records[-1]["argv"]
+    assert argv[argv.index("--decoder-hosts") + 1:argv.index("--decoder-ports")] == ["10.0.0.1", "10.0.0.2"]
+    assert argv[argv.index("--decoder-ports") + 1:] == ["13701", "13702"]

@@ -12,6 +12,11 @@ onto nodes and NPUs:
   (the single-node tutorial runs 1P1D on one server: the prefiller on device 0, the decoder on
   device 1, pd_disaggregation_mooncake_single_node.md); a node holds ``devices // (TP × DP)``
   instances, and the node count follows (``--nodes`` counts the nodes of one server and is refused).
+
+Several instances with DP > 1 on one node do not share DP ports: with every DP engine local, vLLM
+0.23.0 hands its engines off over an IPC path, not the DP RPC port (vllm/v1/engine/utils.py,
+``handshake_local_only``), and picks the DP master ports free (vllm/config/parallel.py,
+``get_open_ports_list``). Read in vLLM's source, not run here.
 """
 
 from __future__ import annotations

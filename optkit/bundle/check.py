@@ -33,7 +33,7 @@ from typing import Any, Iterator, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from optkit.bundle.launch_check import launch_problems
-from optkit.bundle.probe import ProbeSession, find_vllm_python, probe_requests, probe_session, run_probe
+from optkit.bundle.probe import ProbeSession, find_vllm_python, probe_names, probe_requests, probe_session, run_probe
 from optkit.errors import BundleError, did_you_mean
 from optkit.tree.patchset import LOCK_NAME, checked, lock_json
 from optkit.tree.schema import Lock
@@ -86,8 +86,9 @@ def check_bundle(bundle: Path, *, tree: Path | None = None, use_vllm: bool = Tru
         with prepared_tree(bundle, lock, tree) as (root, patch_problems):
             knobs = tree_knobs(root)
             config_keys, env = check_config_keys(lock, knobs, patch_problems), check_env(lock, knobs)
+            pd = [check_pd(lock, root)] if lock["launch"].get("pd") else []
             vllm = _vllm_checks(probe, lock, knobs, root, found) if use_vllm else []
-    return BundleReport(bundle, [launch, *vllm[:1], config_keys, *vllm[1:], env, scripts])
+    return BundleReport(bundle, [launch, *vllm[:1], *pd, config_keys, *vllm[1:], env, scripts])
 
 
 def _vllm_checks(probe: ProbeSession | None, lock: dict, knobs, root: Path, found: str) -> list[Check]:
@@ -195,18 +196,16 @@ def check_vllm(lock: dict, result: dict | list[dict] | None = None, *, python: s
     skipped = next((r for r in results if r["status"] == "skipped"), None)
     if skipped is not None:
         return Check("vllm", "skipped", [], f"skipped: {skipped['reason']}")
-    problems = [f"{_node(node, len(results))}{', '.join(_who(b) for b in _blame(p, lock))}: {p['message']}"
-                for node, r in enumerate(results) for p in r["problems"]]
+    names = probe_names(lock)
+    problems = [f"{names[n] + ': ' if names[n] else ''}{', '.join(_who(b) for b in _blame(p, lock))}: {p['message']}"
+                for n, r in enumerate(results) for p in r["problems"]]
     sizes = results[0].get("capture_sizes")
     note = f"vLLM {results[0]['vllm_version']}" + (f"; capture sizes {sizes['given']} → {sizes['effective']}" if sizes else "")
-    if len(results) > 1:
+    if lock["launch"].get("roles"):
+        note += f"; the argv of all {len(results)} instances ({', '.join(names)}), --kv-transfer-config included"
+    elif len(results) > 1:
         note += f"; the argv of all {len(results)} nodes (leader and {len(results) - 1} headless)"
     return _result("vllm", problems, note)
-
-
-def _node(node: int, count: int) -> str:
-    """How a problem of one node's argv starts ('' on a single-node plan)."""
-    return "" if count == 1 else f"node {node} ({'leader' if node == 0 else 'worker'}): "
 
 
 # --------------------------------------------------------------------------- tree
@@ -245,7 +244,8 @@ def prepared_tree(bundle: Path, lock: dict, tree: Path | None) -> Iterator[tuple
         return
     with tempfile.TemporaryDirectory(prefix="optkit-check-") as tmp:
         copy = Path(tmp) / "tree"
-        _copy_sources(tree, copy, [t for p in lock["patches"] for t in p.get("targets", [])])
+        pd = lock["launch"].get("pd")
+        _copy_sources(tree, copy, [t for p in lock["patches"] for t in p.get("targets", [])] + ([pd["proxy"]["script"]] if pd else []))
         yield copy, _apply_patches(bundle, copy)
 
 
@@ -350,28 +350,73 @@ def check_env(lock: dict, knobs) -> Check:
     """Every env var is in the tree's envs.py (``knobs``: its ``tree_knobs``) or marked external."""
     names = set(knobs.env) | set(knobs.env_read)
     version = lock["versions"]["vllm_ascend"]
+    roles = lock["launch"].get("roles") or {"": lock["launch"]}  # a PD bundle: every role's env.sh
+    env = {(e["name"], e["recipe"]): e for launch in roles.values() for e in launch["env"]}.values()
     problems = [
         f"{_who(e['recipe'])}: env var {e['name']} is not defined in vllm-ascend {version}'s vllm_ascend/envs.py "
         f"and the recipe does not mark it external{_hint(e['name'], names)}{_pending_note(lock, e['recipe'])}"
-        for e in lock["launch"]["env"] if not e.get("external") and e["name"] not in names]
+        for e in env if not e.get("external") and e["name"] not in names]
     return _result("env", problems, f"{len(knobs.env)} env vars in envs.py, {len(knobs.env_read)} read directly")
+
+
+# --------------------------------------------------------------------------- pd
+
+
+def check_pd(lock: dict, root: Path) -> Check:
+    """A PD bundle's KV transfer and proxy against the tree (``ast``, nothing imported): the connector
+    is one the tree registers with vLLM's ``KVConnectorFactory``, and the proxy script is there with every
+    option proxy.sh passes."""
+    from optkit.versions.pd import REGISTRY, pd_release
+
+    pd, version = lock["launch"]["pd"], lock["versions"]["vllm_ascend"]
+    problems = []
+    registered = _string_calls(root / REGISTRY, "register_connector")
+    if pd["connector"] not in registered:
+        problems.append(f"the request (--pd): kv_connector {pd['connector']!r} is not registered by vllm-ascend {version} "
+                        f"({REGISTRY} registers {', '.join(sorted(registered)) or 'none'}){_hint(pd['connector'], registered)}")
+    script = root / pd["proxy"]["script"]
+    if not script.is_file():
+        problems.append(f"the request (--pd): the proxy {pd['proxy']['script']} is not in vllm-ascend {version}'s tree")
+    else:
+        options = _string_calls(script, "add_argument")
+        missing = [o for o in pd_release(version).proxy_options if o not in options]
+        if missing:
+            problems.append(f"the request (--pd): {pd['proxy']['script']} has no option {', '.join(missing)} (proxy.sh passes them)")
+    return _result("pd", problems, f"{pd['connector']} registered, proxy {pd['proxy']['script']}")
+
+
+def _string_calls(path: Path, name: str) -> set[str]:
+    """The first argument of every ``….name("…", …)`` call in the Python file ``path`` (none if it is missing)."""
+    import ast
+
+    if not path.is_file():
+        return set()
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {node.args[0].value for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == name
+            and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)}
 
 
 # --------------------------------------------------------------------------- scripts
 
 
 def check_scripts(bundle: Path) -> Check:
-    """``bash -n`` and ``shellcheck -x`` (run in the bundle, so ``source env.sh`` resolves)."""
-    scripts = sorted(p.name for p in bundle.glob("*.sh"))
+    """``bash -n`` and ``shellcheck -x`` (run in each script's directory, so ``source env.sh`` resolves;
+    a PD bundle's role directories too)."""
+    folders = [bundle] + [bundle / role for role in ("prefill", "decode") if (bundle / role / "serve.sh").is_file()]
+    groups = [(folder, sorted(p.name for p in folder.glob("*.sh"))) for folder in folders]
     problems = []
-    for name in scripts:
-        proc = subprocess.run(["bash", "-n", name], cwd=bundle, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT)
-        if proc.returncode:
-            problems.append(f"optkit: {name}: bash -n: {proc.stderr.strip()}")
+    for folder, scripts in groups:
+        shown = "" if folder == bundle else f"{folder.name}/"
+        for name in scripts:
+            proc = subprocess.run(["bash", "-n", name], cwd=folder, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT)
+            if proc.returncode:
+                problems.append(f"optkit: {shown}{name}: bash -n: {proc.stderr.strip()}")
     if shutil.which("shellcheck") is None:
         return Check("scripts", "fail" if problems else "skipped", problems,
                      "shellcheck not installed (apt-get install shellcheck); ran bash -n only")
-    proc = subprocess.run(["shellcheck", "-x", *scripts], cwd=bundle, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT)
-    if proc.returncode:
-        problems.append(f"optkit: shellcheck:\n{proc.stdout.strip()}")
-    return _result("scripts", problems, f"{len(scripts)} scripts")
+    for folder, scripts in groups:
+        proc = subprocess.run(["shellcheck", "-x", *scripts], cwd=folder, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT)
+        if proc.returncode:
+            problems.append(f"optkit: shellcheck{' in ' + folder.name + '/' if folder != bundle else ''}:\n{proc.stdout.strip()}")
+    return _result("scripts", problems, f"{sum(len(s) for _, s in groups)} scripts")

@@ -28,8 +28,9 @@ ROLE_ARGS = '${ROLE_ARGS[@]+"${ROLE_ARGS[@]}"}'
 NODE_PLACEHOLDERS = ("$LEADER_IP", "$NODE_RANK", "$DP_START_RANK", "$RPC_PORT")
 """This node's values in a multi-node argv, set by serve.sh at run time: the leader's IP address, this
 node's rank (0 = leader), its first DP rank (rank × DP ranks per node), the leader's RPC port."""
-PLACEHOLDERS = ("$MODEL", "$SERVED_NAME", "$PORT", *NODE_PLACEHOLDERS)
-"""serve.sh's own parameters as they stand in ``launch.argv``; the script expands them at run time."""
+PLACEHOLDERS = ("$MODEL", "$SERVED_NAME", "$PORT", *NODE_PLACEHOLDERS, "$KV_TRANSFER_CONFIG")
+"""serve.sh's own parameters as they stand in ``launch.argv``; the script expands them at run time
+(``$KV_TRANSFER_CONFIG``: a PD role's instance's, ``optkit.bundle.pd``)."""
 WORKER_ARGS = ["--headless"]
 """What the nodes other than the leader add: no API server there, the leader's serves the whole group
 (vllm-ascend 0.23.0 Qwen3.5-397B-A17B.md §5.2; 0.30.0rc2 pipeline_parallel.md)."""

@@ -37,8 +37,13 @@ def serve_sh_argv(text: str, nodes: bool = False) -> list[str]:
 
 def serve_sh_worker_args(text: str) -> list[str] | None:
     """The ``WORKER_ARGS=(…)`` of a multi-node serve.sh, read with ``shlex`` (None when absent)."""
-    line = next((line for line in text.splitlines() if line.startswith("WORKER_ARGS=(") and line.endswith(")")), None)
-    return None if line is None else _words(line[len("WORKER_ARGS=("):-1], "serve.sh")
+    return serve_sh_array(text, "WORKER_ARGS")
+
+
+def serve_sh_array(text: str, name: str) -> list[str] | None:
+    """The words of serve.sh's one-line array ``NAME=(…)``, read with ``shlex`` (None when absent)."""
+    line = next((line for line in text.splitlines() if line.startswith(f"{name}=(") and line.endswith(")")), None)
+    return None if line is None else _words(line[len(name) + 2:-1], "serve.sh")
 
 
 def _words(text: str, script: str, comments: bool = False) -> list[str]:
@@ -67,7 +72,36 @@ def script_text(path: Path) -> str:
 
 
 def launch_problems(bundle: Path, lock: dict) -> list[str]:
-    """What differs between the bundle's serve.sh, env.sh and k8s ConfigMap and its lock."""
+    """What differs between the bundle's serve.sh, env.sh and k8s ConfigMap and its lock (on a PD
+    bundle, each role's, and the tables of its instances)."""
+    roles = lock["launch"].get("roles")
+    if not roles:
+        return _server_problems(bundle, lock)
+    problems = []
+    for role, launch in roles.items():
+        view = {**lock, "launch": launch}
+        problems += [p.replace("optkit: ", f"optkit: {role}/", 1) for p in
+                     _server_problems(bundle / role, view) + _instance_problems(bundle / role, launch)]
+    return problems + _configmap_problems(bundle, [f"{role}/{name}" for role in roles for name in ("serve.sh", "env.sh")]
+                                          + ["proxy.sh"])
+
+
+INSTANCE_TABLES = {"PORTS": "port", "DEVICE_LISTS": "devices", "KV_TRANSFER_CONFIGS": "kv_transfer_config"}
+"""A PD role's serve.sh arrays (one entry per instance) and the lock's instance field each must equal."""
+
+
+def _instance_problems(role_dir: Path, launch: dict) -> list[str]:
+    text = script_text(role_dir / "serve.sh")
+    problems = []
+    for array, key in INSTANCE_TABLES.items():
+        wanted = [str(i[key]) for i in launch["instances"]]
+        found = serve_sh_array(text, array)
+        if found != wanted:
+            problems.append(f"optkit: serve.sh's {array} is {found}, but the lock's instances have {wanted}; write the bundle again")
+    return problems
+
+
+def _server_problems(bundle: Path, lock: dict) -> list[str]:
     launch = lock["launch"]
     problems = []
     serve_sh = script_text(bundle / "serve.sh")
@@ -87,9 +121,9 @@ def launch_problems(bundle: Path, lock: dict) -> list[str]:
     return problems
 
 
-def _configmap_problems(bundle: Path) -> list[str]:
-    """k8s/configmap.yaml (a multi-node bundle's, with --k8s) must carry the bundle's own scripts:
-    its pods run them."""
+def _configmap_problems(bundle: Path, names: list[str] = ("serve.sh", "env.sh")) -> list[str]:
+    """k8s/configmap.yaml (a multi-node or PD bundle's, with --k8s) must carry the bundle's own scripts
+    ``names`` (a PD bundle's under their path with / as -): its pods run them."""
     path = bundle / "k8s" / "configmap.yaml"
     if not path.is_file():
         return []
@@ -101,8 +135,8 @@ def _configmap_problems(bundle: Path) -> list[str]:
         return [f"optkit: {p}; write the bundle again" for p in exc.problems]
     scripts = data.get("data") if isinstance(data, dict) else None
     scripts = scripts if isinstance(scripts, dict) else {}
-    return [f"optkit: k8s/configmap.yaml's {name} differs from the bundle's {name}; the bundle was edited: write it again"
-            for name in ("serve.sh", "env.sh") if scripts.get(name) != script_text(bundle / name)]
+    return [f"optkit: k8s/configmap.yaml's {name.replace('/', '-')} differs from the bundle's {name}; the bundle was "
+            "edited: write it again" for name in names if scripts.get(name.replace("/", "-")) != script_text(bundle / name)]
 
 
 __all__ = ["launch_problems", "serve_sh_argv", "serve_sh_worker_args", "env_sh_exports", "script_text"]

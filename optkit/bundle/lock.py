@@ -70,6 +70,11 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s=None) -> 
                        parameters=launch.parameters, effective_speculative_config=launch.speculative)
     if launch.nodes:
         launch_data["nodes"] = launch.nodes
+    if plan.pd is not None:  # launch.argv above is the decode role's; each role's is under launch.roles
+        from optkit.bundle.pd import pd_lock, role_launches, role_lock
+
+        roles = role_launches(plan, workspace)
+        launch_data.update(pd=pd_lock(roles), roles={role: role_lock(r, data["launch"]) for role, r in roles.items()})
     return {
         "lock_version": LOCK_VERSION,
         "optkit": {"version": __version__, "catalog_sha256": catalog_sha256(root), "profiles_sha256": profiles_sha256(root),

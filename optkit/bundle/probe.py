@@ -75,11 +75,14 @@ def _shown(path: Path, cwd: Path | None) -> str:
     return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else str(path)
 
 
-def probe_request(lock: dict, node: int = 0) -> dict:
+def probe_request(lock: dict, node: int = 0, instance: dict | None = None) -> dict:
     """What ``optkit.bundle.vllm_probe`` gets: the argv after ``vllm serve`` with serve.sh's defaults
-    and, on a multi-node plan, the values serve.sh gives node ``node`` (a worker's arguments added)."""
+    and, on a multi-node plan, the values serve.sh gives node ``node`` (a worker's arguments added);
+    on a PD role (``lock`` is its view, ``optkit.bundle.pd.lock_view``), those of ``instance``."""
     launch = lock["launch"]
     params = {f"${name}": value or name.lower() for name, value in launch["parameters"].items()}
+    if instance is not None:
+        params.update({"$PORT": str(instance["port"]), "$KV_TRANSFER_CONFIG": instance["kv_transfer_config"]})
     argv, labels = launch["argv"][2:], launch["argv_sources"][2:]
     nodes = launch.get("nodes")
     if nodes:
@@ -91,9 +94,34 @@ def probe_request(lock: dict, node: int = 0) -> dict:
 
 
 def probe_requests(lock: dict) -> list[dict]:
-    """One probe request per node: the leader's, then each worker's (one for a single-node plan)."""
+    """One probe request per node: the leader's, then each worker's (one for a single-node plan); on a
+    PD plan one per instance, prefill first (``probe_names`` says whose each is)."""
+    roles = lock["launch"].get("roles")
+    if roles:
+        return [probe_request(_view(lock, role), instance=i) for role in _ordered(roles) for i in roles[role]["instances"]]
     nodes = lock["launch"].get("nodes")
     return [probe_request(lock, node) for node in range(nodes["count"] if nodes else 1)]
+
+
+def probe_names(lock: dict) -> list[str]:
+    """Whose argv each of ``probe_requests`` is: 'node 1 (worker)', 'prefill instance 0', or '' (one server)."""
+    roles = lock["launch"].get("roles")
+    if roles:
+        return [f"{role} instance {i['index']}" for role in _ordered(roles) for i in roles[role]["instances"]]
+    nodes = lock["launch"].get("nodes")
+    count = nodes["count"] if nodes else 1
+    return [""] if count == 1 else [f"node {n} ({'leader' if n == 0 else 'worker'})" for n in range(count)]
+
+
+def _ordered(roles: dict) -> list[str]:
+    """A PD lock's roles, prefill first (the lock's JSON sorts them by name)."""
+    from optkit.resolve.pd import ROLES
+
+    return sorted(roles, key=ROLES.index)
+
+
+def _view(lock: dict, role: str) -> dict:
+    return {**lock, "launch": lock["launch"]["roles"][role]}
 
 
 def run_probe(request: dict, python: str | None = None, *, script: str = "vllm_probe.py",

@@ -59,7 +59,8 @@ def readme_data(launch: Launch, lock: dict) -> dict[str, Any]:
     decisions = plan.resolution.decisions
     return {
         "version": __version__, "model_id": plan.model.id, "target_title": plan.target.title, "request": plan.request,
-        "layout": plan.layout.summary, "nodes": launch.nodes,
+        "layout": plan.pd.summary if plan.pd else plan.layout.summary, "nodes": launch.nodes,
+        "pd": lock["launch"].get("pd"),
         "ladder_step": lock["bundle"].get("selection_reason", "") if "selection" in lock["bundle"] else "",
         "versions": lock["versions"], "kernels": bool(launch.kernels), "k8s": lock["bundle"]["k8s"],
         "pending": pending_names(lock), "patches": lock["patches"], "estimates": plan.estimates,

@@ -12,7 +12,7 @@ from typing import Any
 
 from optkit import __version__
 from optkit.bundle import BundleWriteError
-from optkit.bundle.launch import PLACEHOLDERS, Launch, compact_json
+from optkit.bundle.launch import DEFAULT_PORT, PLACEHOLDERS, Launch, compact_json
 from optkit.bundle.lock import pending_names
 from optkit.bundle.render import ShellVar, plain
 
@@ -70,7 +70,7 @@ def preflight_data(launch: Launch, lock: dict) -> dict[str, Any]:
             "cann_sources": [{"value": s.value, "source": s.source} for s in release.cann.statements],
             "vllm_ascend": lock["versions"]["vllm_ascend"], "vllm": lock["versions"]["vllm"],
             "torch_npu": torch_npu.value if torch_npu else "",
-            "patches": [p["name"] for p in lock["patches"]], "pending": pending_names(lock)}
+            "patches": [p["name"] for p in lock["patches"]], "pending": pending_names(lock), "mooncake": None}
 
 
 def apply_data(launch: Launch, lock: dict) -> dict[str, Any]:
@@ -101,7 +101,7 @@ def bench_data(launch: Launch, lock: dict) -> dict[str, Any]:
         extra += ["--extra-body", compact_json({"min_tokens": request.output_len})]
     return {**_header(launch), "model_default": _shell_default(launch.model_default), "served_name": launch.served_name,
             "input_len": request.input_len, "output_len": request.output_len, "extra": extra,
-            "runs": [(c, num_prompts(c)) for c in request.concurrency]}
+            "runs": [(c, num_prompts(c)) for c in request.concurrency], "port": DEFAULT_PORT, "target": "./serve.sh"}
 
 
 def num_prompts(concurrency: int) -> int:

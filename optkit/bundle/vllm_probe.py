@@ -32,6 +32,7 @@ import contextlib
 import copy
 import io
 import json
+import re
 import sys
 import typing
 from typing import Any
@@ -163,18 +164,22 @@ def _parse(vllm: _Vllm, argv: list[str], labels: list[str], problems: list[dict]
     args, error = _try_parse(vllm, argv)
     if error is None:
         return args
-    problems.append({"check": "vllm-parser", "message": error, "blame": _blame(vllm, argv, labels)})
+    problems.append({"check": "vllm-parser", "message": error, "blame": _blame(vllm, argv, labels, error)})
     return None
 
 
-def _blame(vllm: _Vllm, argv: list[str], labels: list[str]) -> list[str]:
-    """The labels whose tokens, left out, make vLLM accept the argv (all recipe labels if none)."""
+def _blame(vllm: _Vllm, argv: list[str], labels: list[str], message: str = "") -> list[str]:
+    """The labels whose tokens, left out, make vLLM accept the argv; if none, the owner of the option
+    vLLM's message names (``argument --kv-transfer-config: …``); else all recipe labels."""
     candidates = [label for label in dict.fromkeys(labels) if label not in ("optkit", "request")]
     culprits = []
     for label in candidates:
         kept = [token for token, owner in zip(argv, labels) if owner != label]
         if _try_parse(vllm, kept)[1] is None:
             culprits.append(label)
+    named = re.match(r"argument (--[\w-]+)", message)
+    if not culprits and named and named.group(1) in argv:
+        return [labels[argv.index(named.group(1))]]
     return culprits or candidates or ["optkit"]
 
 

@@ -36,7 +36,7 @@ CONTEXT = {
 }
 """Every templated file of a bundle (``templates/<path>.j2``) and the function ``(launch, lock) -> data``
 that computes what its template is given."""
-_TOP_LEVEL = {LOCK_NAME, "expected.json", "patches"} | {rel.split("/")[0] for rel in CONTEXT}
+_TOP_LEVEL = {LOCK_NAME, "expected.json", "patches", "prefill", "decode", "proxy.sh"} | {rel.split("/")[0] for rel in CONTEXT}
 
 
 def write_bundle(plan: Plan, workspace: Workspace, out_dir: Path, *, k8s: bool | K8sOptions = False) -> list[Path]:
@@ -122,8 +122,12 @@ def _swap_into_place(staging: Path, out_dir: Path) -> None:
 def bundle_files(plan: Plan, workspace: Workspace, *, k8s: bool | K8sOptions = False) -> dict[str, bytes]:
     """Every file of the bundle, by relative path (pure: nothing is read but the catalog and the templates).
     ``k8s``: also the manifests, with these options (True: the defaults)."""
-    launch = Launch(plan, workspace)
     options = K8sOptions() if k8s is True else (k8s or None)
+    if plan.pd is not None:
+        from optkit.bundle.pd_files import pd_bundle_texts
+
+        return _with_patches(*pd_bundle_texts(plan, workspace, options), workspace)
+    launch = Launch(plan, workspace)
     lock = lock_data(plan, workspace, launch, k8s=options)
     texts = {
         LOCK_NAME: dump_json(lock),
@@ -135,6 +139,11 @@ def bundle_files(plan: Plan, workspace: Workspace, *, k8s: bool | K8sOptions = F
                "k8s/leaderworkerset.yaml": bool(options) and nodes, "k8s/configmap.yaml": bool(options) and nodes,
                "k8s/service.yaml": bool(options)}
     texts.update({rel: render(f"{rel}.j2", **data(launch, lock)) for rel, data in CONTEXT.items() if written.get(rel, True)})
+    return _with_patches(texts, lock, workspace)
+
+
+def _with_patches(texts: dict[str, str], lock: dict, workspace: Workspace) -> dict[str, bytes]:
+    """The bundle's texts as bytes, and the patch files its lock names, sorted by path."""
     files = {rel: text.encode("utf-8") for rel, text in texts.items()}
     for entry in lock["patches"]:
         files[f"patches/{entry['name']}"] = workspace.catalog.patch_path(entry["recipe"], entry["file"]).read_bytes()

@@ -108,7 +108,7 @@ def docs_command(check):
         if stale:
             raise click.ClickException(f"out of date: {', '.join(stale)}; run `optkit docs` and commit")
         click.echo("docs/catalog.md, docs/compat.md, docs/versions.md, docs/port.md, docs/example-bundle/, "
-                   "docs/example-ladder/report/ and the generated figures in docs/ are current")
+                   "docs/example-pd-bundle/, docs/example-ladder/report/ and the generated figures in docs/ are current")
         return
     for path in write_docs(root):
         click.echo(f"wrote {path}")

@@ -1,7 +1,7 @@
 """What ``optkit docs`` writes and checks: each stage's generated pages, gathered in one place.
 
 ``docs/catalog.md`` (from the catalog), ``docs/example-bundle/`` (the flagship plan's bundle, with
-``--k8s``), ``docs/example-ladder/report/`` (the report of the simulated ladder run whose inputs,
+``--k8s``), ``docs/example-pd-bundle/`` (the 1P1D plan at concurrency 64, with ``--k8s``), ``docs/example-ladder/report/`` (the report of the simulated ladder run whose inputs,
 ladder.json and results/, are kept in docs/example-ladder/ by tests/measure/make_example.py),
 ``docs/compat.md`` (the compatibility matrix over every known release, from the real trees: fetched
 and cached on first use), and the generated regions of hand-written pages: a region
@@ -38,6 +38,10 @@ class _Sources:
                                                     K8sOptions(replicas=MULTINODE_REPLICAS))
         return self._multinode
 
+    @property
+    def pd(self) -> dict[str, bytes]:
+        return _example_bundle_files(self.root, PD_REQUEST)
+
 
 def _lock(files: dict[str, bytes]) -> dict:
     return json.loads(files["optkit.lock.json"])
@@ -64,6 +68,22 @@ def _manifests(*names: str):
         return f"\n\n```yaml\n{text}```\n\n"
 
     return figure
+
+
+def _pd_example(src: _Sources) -> list[str]:
+    """The PD example's instances, their --kv-transfer-config, and what proxy.sh runs (its defaults)."""
+    lock = _lock(src.pd)
+    rows = ["| role | instance | node | devices | API port | kv_port |", "| --- | --- | --- | --- | --- | --- |"]
+    configs = []
+    for role in ("prefill", "decode"):
+        for i in lock["launch"]["roles"][role]["instances"]:
+            rows.append(f"| {role} | {i['index']} | {i['node']} | {i['devices']} | {i['port']} | {i['kv_port']} |")
+            configs.append(f"    {role}/serve.sh --instance {i['index']}: --kv-transfer-config '{i['kv_transfer_config']}'")
+    proxy = lock["launch"]["pd"]["proxy"]
+    ports = {r: " ".join(str(i["port"]) for i in lock["launch"]["roles"][r]["instances"]) for r in ("prefill", "decode")}
+    command = (f"    python3 TREE/{proxy['script']} --host 0.0.0.0 --port {proxy['port']} --prefiller-hosts 127.0.0.1 "
+               f"--prefiller-ports {ports['prefill']} --decoder-hosts 127.0.0.1 --decoder-ports {ports['decode']}")
+    return rows + ["", *configs, "", "proxy.sh runs (one node, its defaults):", "", command]
 
 
 def _lines(make, pad: str = "\n"):
@@ -130,7 +150,7 @@ def _objective_example(src: _Sources) -> str:
 
 FIGURES = {"flagship-patches": _patch_count, "flagship-series": _series_state,
            "multinode-manifests": _manifests("leaderworkerset.yaml", "service.yaml"),
-           "releases": _lines(_releases), "moves": _lines(_moves), "probes": _lines(_probes),
+           "pd-example": _lines(_pd_example, "\n\n"), "releases": _lines(_releases), "moves": _lines(_moves), "probes": _lines(_probes),
            "port-post": _lines(_port_report("0.23.0.post1", True), "\n\n"),
            "port-newest": _lines(_port_report(None, False), "\n\n"), "objective-example": _objective_example}
 """What a region ``<!-- optkit:NAME -->`` of a docs page holds, computed from ``_Sources``."""
@@ -154,6 +174,9 @@ EXAMPLE_DIR = "docs/example-bundle"
 MULTINODE_REQUEST = {**EXAMPLE_REQUEST, "tp": 2, "dp": 16}
 MULTINODE_REPLICAS = 2
 """The multi-node example (docs/bundle.md's LeaderWorkerSet): DP16 of TP2 on two 16-die nodes, two replicas."""
+PD_REQUEST = {"model": "qwen3.5-35b", "target": "910c", "concurrency": [64], "pd": "1:1"}
+PD_DIR = "docs/example-pd-bundle"
+"""The PD example (docs/bundle.md): the issue's 1P1D plan at concurrency 64, with --k8s."""
 LADDER_DIR = "docs/example-ladder"
 REPORT_DIR = f"{LADDER_DIR}/report"
 
@@ -187,6 +210,7 @@ def _wanted(root) -> dict[str, bytes]:
     wanted = {"docs/catalog.md": catalog_markdown(catalog).encode("utf-8"),
               "docs/compat.md": compat_markdown(release_matrix(catalog)).encode("utf-8")}
     wanted.update({f"{EXAMPLE_DIR}/{name}": data for name, data in example.items()})
+    wanted.update({f"{PD_DIR}/{name}": data for name, data in _example_bundle_files(root, PD_REQUEST).items()})
     wanted.update({f"{REPORT_DIR}/{name}": data for name, data in _example_report_files(root).items()})
     wanted.update(_pages_with_regions(root, _Sources(root, catalog, example)))
     return wanted
@@ -197,7 +221,7 @@ def generated_docs(root, check: bool = False) -> list[str]:
     wanted = _wanted(root)
     if not check:
         return sorted(wanted)
-    present = {p.relative_to(root).as_posix() for folder in (EXAMPLE_DIR, REPORT_DIR)
+    present = {p.relative_to(root).as_posix() for folder in (EXAMPLE_DIR, PD_DIR, REPORT_DIR)
                for p in (root / folder).rglob("*") if p.is_file()}
     stale = [rel for rel, data in wanted.items() if not (root / rel).is_file() or (root / rel).read_bytes() != data]
     stale += sorted(present - set(wanted))
@@ -220,7 +244,7 @@ def write_docs(root) -> list[str]:
     import shutil
 
     wanted = _wanted(root)
-    for folder in (EXAMPLE_DIR, REPORT_DIR):
+    for folder in (EXAMPLE_DIR, PD_DIR, REPORT_DIR):
         if (root / folder).exists():
             shutil.rmtree(root / folder)
     for name, data in wanted.items():
@@ -229,5 +253,5 @@ def write_docs(root) -> list[str]:
         path.write_bytes(data)
         if name.endswith(".sh"):
             path.chmod(0o755)
-    folders = {EXAMPLE_DIR + "/", *([REPORT_DIR + "/"] if any(n.startswith(REPORT_DIR) for n in wanted) else [])}
-    return sorted(folders | {n for n in wanted if not n.startswith((EXAMPLE_DIR, REPORT_DIR))})
+    folders = {EXAMPLE_DIR + "/", PD_DIR + "/", *([REPORT_DIR + "/"] if any(n.startswith(REPORT_DIR) for n in wanted) else [])}
+    return sorted(folders | {n for n in wanted if not n.startswith((EXAMPLE_DIR, PD_DIR, REPORT_DIR))})

@@ -34,6 +34,8 @@ _OPTIONS = [
     (("--dp",), "dp", dict(type=int, help="Data-parallel size (default 1).")),
     (("--nodes",), "nodes", dict(type=int, help="Nodes the TP x DP ranks run on (default: the fewest "
                                                 "that hold them; more spreads the DP ranks).")),
+    (("--pd",), "pd", dict(metavar="P:D", help="Prefill/decode disaggregation: P prefill and D decode instances "
+                                                "of TP x DP each, e.g. 1:1 (one bundle, a role per instance).")),
     (("--ep/--no-ep",), "ep", dict(default=None, help="Expert parallelism (default: on for MoE models).")),
     (("--context-parallel/--no-context-parallel",), "context_parallel", dict(default=None, help="Context parallelism in use.")),
     (("--flashcomm1/--no-flashcomm1",), "flashcomm1", dict(default=None, help="FlashComm1 on in the deployment (judged, not set).")),

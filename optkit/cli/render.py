@@ -35,8 +35,9 @@ def plan_report(plan: Plan, catalog, verbose: bool = False, records=None) -> lis
 
     r = plan.request
     where = f", tree {plan.release.tree}" if plan.release is not None and plan.release.tree else ""
+    shape = plan.layout.summary + (f" per instance, {plan.pd.summary}" if plan.pd else "")
     blocks: list[Block] = [
-        f"optkit plan: {plan.model.id} on {plan.target.id} ({plan.layout.summary}, {r.dtype}, vllm-ascend "
+        f"optkit plan: {plan.model.id} on {plan.target.id} ({shape}, {r.dtype}, vllm-ascend "
         f"{plan.facts['versions.vllm_ascend']}{where}, MTP {'k=' + str(r.k) if r.mtp else 'off'}, concurrency "
         f"{','.join(map(str, r.concurrency))})"]
     selected = Table("Selected recipes (dependency order)", ["recipe", "kind", "why", "verification"])

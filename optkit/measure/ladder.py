@@ -50,6 +50,9 @@ def step_reason(step: Step) -> str:
 def ladder_files(plan: Plan, workspace: Workspace, ladder: Ladder, *, repeat: int = 1, k8s: bool = False,
                  prompts: PromptSet | None = None) -> dict[str, bytes]:
     """Every file of the ladder bundle, by relative path (see the module docstring)."""
+    if plan.pd is not None:  # run-ladder.sh starts one server per step
+        raise MeasureError(f"--pd {plan.request.pd}: a ladder step is one server (run-ladder.sh starts one serve.sh); "
+                           "ladder the instance's plan without --pd, or write the PD bundle with optkit plan -o")
     prompts = prompts or load_prompt_set()
     files: dict[str, bytes] = {}
     steps = []

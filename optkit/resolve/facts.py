@@ -16,6 +16,7 @@ from packaging.version import Version
 from optkit.errors import RequestError
 from optkit.catalog.factspec import FACTS
 from optkit.resolve.layout import NodeLayout, node_layout
+from optkit.resolve.pd import pd_layout
 from optkit.resolve.request_record import DEFAULT_VLLM_ASCEND, RequestRecord
 from optkit.resolve.sharding import check_sharding
 from optkit.value import valueclass
@@ -99,6 +100,7 @@ def check_request(request: RequestRecord, target) -> NodeLayout:
     """Request-level consistency that no recipe could fix; the request's node layout."""
     if request.num_speculative_tokens is not None and not request.mtp:
         raise RequestError("--num-speculative-tokens needs --mtp (speculative decoding is off)")
+    pd_layout(request, target)  # a PD plan's instances each fit one node, so the layout is of one
     layout = node_layout(request, target)
     if request.variant and request.variant not in {v.id for v in target.variants}:
         known = ", ".join(v.id for v in target.variants) or "none"

@@ -15,6 +15,7 @@ from optkit.catalog.records import Records, load_records
 from optkit.errors import InternalError, OptkitError, RequestError
 from optkit.resolve.facts import Facts, compute_facts
 from optkit.resolve.layout import NodeLayout, layout_of
+from optkit.resolve.pd import PDLayout, pd_layout
 from optkit.resolve.objective import Baseline, find_baseline, load_baselines, measured_lookup
 from optkit.resolve.profile_catalog import find_model, find_target, load_models, load_targets
 from optkit.resolve.profile_records import ModelProfileRecord, TargetRecord
@@ -125,9 +126,11 @@ class Plan:
     restriction_reason: str = ""
     """Set by ``restrict``: why the rest of the selection is left out."""
     layout: NodeLayout | None = None
-    """Where the TP × DP ranks run (``optkit.resolve.layout``)."""
+    """Where the TP × DP ranks run (``optkit.resolve.layout``); on a PD plan, those of each instance."""
     derivations: list[Derivation] = field(default_factory=list)
     """The launch values the selected recipes computed from the request, in selection order."""
+    pd: PDLayout | None = None
+    """With ``--pd``: the prefill and decode instances and where they run (``optkit.resolve.pd``)."""
 
     @property
     def selected(self) -> list[str]:
@@ -203,13 +206,18 @@ def plan(request: RequestRecord, workspace: Workspace | None = None) -> Plan:
     version_ranges(ws.catalog, facts)  # packaging's answers, from the cache, for the verdicts and the resolver
     verdicts = {r.id: verdict(r, release) for r in ws.catalog}
     layout = layout_of(request.tp, request.dp, facts["parallel.nodes"])
+    if request.pd is not None:
+        from optkit.versions.pd import pd_release
+
+        pd_release(str(facts["versions.vllm_ascend"]))  # refused before resolving: no tutorial, no PD launch
 
     baseline_for = _baseline_lookup(ws, model, target, layout)
     # the records name no node count, and the ladder measures one node: none applies across nodes
     measured = measured_lookup(ws.records, model.id, target.id, facts) if layout.nodes == 1 else None
     resolution = resolve(ws.catalog, facts, request.with_recipes, request.without_recipes, baseline_for,
                          ws.unavailable, verdicts, measured)
-    result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts, layout=layout)
+    result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts, layout=layout,
+                  pd=pd_layout(request, target))
     return _assemble(result, ws, baseline_for)
 
 
@@ -228,7 +236,8 @@ def restrict(full: Plan, keep: list[str], workspace: Workspace, why: str) -> Pla
     selected = [rid for rid in full.selected if rid in keep]
     resolution = Resolution(decisions, selected, list(full.resolution.upstream))
     result = Plan(full.request, full.model, full.target, full.facts, resolution, release=full.release,
-                  verdicts=full.verdicts, restricted_to=selected, restriction_reason=why, layout=full.layout)
+                  verdicts=full.verdicts, restricted_to=selected, restriction_reason=why, layout=full.layout,
+                  pd=full.pd)
     return _assemble(result, workspace, _baseline_lookup(workspace, result.model, result.target, full.layout))
 
 

@@ -17,7 +17,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from optkit.resolve.request_record import (
     MAX_CONCURRENCY, MAX_PARALLEL, MAX_TOKENS, Bounded, RequestBehaviour, RequestRecord, canonical_slo, comma_separated,
-    sorted_levels)
+    pd_shape, sorted_levels)
 
 
 def _bounded(low: int, high: int) -> Any:
@@ -44,6 +44,9 @@ class Request(RequestBehaviour, BaseModel):
     nodes: Optional[_bounded(1, MAX_PARALLEL)] = Field(
         None, description="Nodes the TP × DP ranks run on; default: the fewest that hold them "
         "(optkit.resolve.layout names the layouts).")
+    pd: Annotated[Optional[str], BeforeValidator(pd_shape)] = Field(
+        None, description="Prefill/decode disaggregation, 'P:D': P prefill and D decode instances of TP × DP each, "
+        "joined by the release's Mooncake connector and proxy (optkit.resolve.pd places them).")
     ep: Optional[bool] = Field(None, description="Expert parallelism; default on for MoE models.")
     context_parallel: bool = Field(False, description="Prefill/decode context parallelism in use.")
     flashcomm1: bool = Field(False, description=(

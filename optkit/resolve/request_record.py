@@ -32,6 +32,8 @@ MAX_TOKENS = 1 << 20
 """Longest input or output accepted, in tokens (Qwen3.5 reads 262,144 natively, ~1M with YaRN)."""
 LATENCY_GOAL_MAX_CONCURRENCY = 8
 """The article's range (c <= 8): the default goal is latency up to it, throughput above."""
+MAX_PD_INSTANCES = 64
+"""Most prefill (or decode) instances ``--pd`` accepts."""
 _CODE = ("resolve/request.py", "resolve/request_record.py")  # what defines the validator
 
 
@@ -51,6 +53,11 @@ class RequestBehaviour:
         if self.goal:
             return self.goal
         return "latency" if max(self.concurrency) <= LATENCY_GOAL_MAX_CONCURRENCY else "throughput"
+
+    @property
+    def pd_instances(self) -> tuple[int, int] | None:
+        """(prefill, decode) instances of ``--pd P:D``; None for one server."""
+        return None if self.pd is None else tuple(int(n) for n in self.pd.split(":"))
 
 
 class RequestRecord(RequestBehaviour, Record):
@@ -107,6 +114,24 @@ def canonical_slo(value: str) -> str:
 def sorted_levels(value: list[int]) -> list[int]:
     """Concurrency levels, deduplicated and sorted."""
     return sorted(set(value))
+
+
+@schema_function
+def pd_shape(value: Any) -> Any:
+    """``--pd P:D``: prefill and decode instances, each from 1 to ``MAX_PD_INSTANCES``; kept as ``"P:D"``
+    (None: one server)."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else ""
+    parts = text.split(":")
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() and len(p) <= 4 for p in parts) \
+            or not all(1 <= int(p) <= MAX_PD_INSTANCES for p in parts):
+        shown = str(value).lower() if isinstance(value, bool) else repr(value)
+        if isinstance(value, int) and not isinstance(value, bool):  # YAML 1.1 reads 1:1 as base 60 (61)
+            shown += f" (a YAML file reads an unquoted P:D as a base-60 number: quote it, pd: '{value // 60}:{value % 60}')"
+        raise ValueError(f"expected P:D, prefill and decode instances from 1 to {MAX_PD_INSTANCES} each "
+                         f"(e.g. 1:1 or 2:1), got {shown}")
+    return f"{int(parts[0])}:{int(parts[1])}"
 
 
 def parse_levels(text: str) -> list[int]:

@@ -1,0 +1,173 @@
+"""A prefill/decode-disaggregated bundle (``--pd P:D``): one bundle, a directory per role.
+
+The plan is resolved once, for the request's instance: both roles run the same vllm-ascend tree
+(one patch series, one ``apply``), and the catalog's rules name no role, so both roles carry the
+plan's recipes. What differs per role is what the release's tutorial makes differ
+(``optkit.versions.pd``): the ``--kv-transfer-config`` (the Mooncake connector, ``kv_role``, a
+``kv_port`` per instance, both roles' TP and DP), the instance's devices and API port, and the
+speculative tokens of a prefiller of a model without linear-attention layers (the tutorial: 1 on P,
+≥ 1 on D; equal on both for hybrid models such as Qwen3.5). The role READMEs say which of the
+article's gains describe the role's work (TPOT is the decoder's: a prefiller answers each request with
+one token, the proxy's ``max_tokens`` 1).
+
+Files (beside the lock, patches/, apply.sh, build-kernels.sh, expected.json, bench.sh, README.md)::
+
+    prefill/ decode/     serve.sh (--instance I), env.sh, preflight.sh, README.md
+    proxy.sh             the tutorial's proxy, run from the vllm-ascend tree
+    k8s/                 (--k8s) a StatefulSet + headless Service per role, the proxy's Deployment +
+                         Service, the ConfigMap with every script the pods run
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from optkit import __version__
+from optkit.bundle.launch import NODE_ENV, Launch, compact_json, serve_argv
+from optkit.resolve.pd import ROLES, Instance
+from optkit.resolve.plan import Plan, Workspace
+from optkit.versions.pd import PDRelease, pd_release
+
+KV_PLACEHOLDER = "$KV_TRANSFER_CONFIG"
+"""The --kv-transfer-config value in a role's argv: serve.sh sets it to its instance's JSON."""
+DECODE_METRICS = ("tpot", "p99_tpot", "throughput")
+"""Gains measured on decode steps: the decode role's (a prefiller runs one step per request)."""
+LOCAL_HOST = "127.0.0.1"
+
+
+class RoleLaunch(Launch):
+    """The launch of one role of a PD plan: the plan's, with the role's KV transfer and speculative tokens."""
+
+    def __init__(self, plan: Plan, workspace: Workspace, role: str):
+        super().__init__(plan, workspace)
+        self.role = role
+        self.release: PDRelease = pd_release(str(plan.facts["versions.vllm_ascend"]))
+        self.instances: list[Instance] = plan.pd.of(role)
+        if role == "prefill" and self.speculative and not plan.facts["model.gdn_layers"]:
+            self.speculative = {**self.speculative, "num_speculative_tokens": 1}
+            self.speculative_sources = [*self.speculative_sources, "optkit"]
+        self.argv, self.sources = serve_argv(plan, self.speculative, self.speculative_sources)
+        self.argv += ["--kv-transfer-config", KV_PLACEHOLDER]
+        self.sources += ["request", "request"]
+        self.env = [{"name": name, "value": value, "recipe": "optkit", "external": True}
+                    for name, value in self.release.env] + self.env
+
+    @property
+    def devices(self) -> int:
+        """The devices of one instance."""
+        return self.plan.pd.instance_devices
+
+    @property
+    def parameters(self) -> dict[str, str]:
+        return {**super().parameters, "PORT": str(self.port(self.instances[0]))}
+
+    @property
+    def nodes(self) -> None:
+        return None  # each instance runs on one node
+
+    def port(self, instance: Instance) -> int:
+        return self.release.api_port + instance.rank
+
+    def kv_port(self, instance: Instance) -> int:
+        return self.release.kv_port_base(self.plan.target.devices_per_node) + self.release.kv_port_step * instance.rank
+
+    def kv_transfer_config(self, instance: Instance) -> dict[str, Any]:
+        """The instance's --kv-transfer-config, as the tutorial writes it (kv_port a string there too)."""
+        request = self.plan.request
+        both = {"dp_size": request.dp, "tp_size": request.tp}
+        return {"kv_connector": self.release.connector, "kv_role": self.release.kv_roles[self.role],
+                "kv_port": str(self.kv_port(instance)),
+                "kv_connector_extra_config": {"prefill": dict(both), "decode": dict(both)}}
+
+    def instances_data(self) -> list[dict[str, Any]]:
+        """The lock's ``launch.roles.<role>.instances``."""
+        return [{"index": i.index, "rank": i.rank, "node": i.node, "devices": ",".join(map(str, i.devices)),
+                 "port": self.port(i), "kv_port": self.kv_port(i),
+                 "kv_transfer_config": compact_json(self.kv_transfer_config(i))} for i in self.instances]
+
+
+def role_launches(plan: Plan, workspace: Workspace) -> dict[str, RoleLaunch]:
+    return {role: RoleLaunch(plan, workspace, role) for role in ROLES}
+
+
+def role_lock(launch: RoleLaunch, base: dict) -> dict[str, Any]:
+    """``launch.roles.<role>`` of the lock: what bundle check compares the role's scripts with and
+    gives vLLM's parser, one argv per instance."""
+    out = copy.deepcopy(base)
+    out.update(role=launch.role, env=launch.env, argv=launch.argv, argv_sources=launch.sources,
+               parameters=launch.parameters, effective_speculative_config=launch.speculative,
+               instances=launch.instances_data(), node_env=dict(NODE_ENV))
+    return out
+
+
+def pd_lock(launches: dict[str, RoleLaunch]) -> dict[str, Any]:
+    """The lock's ``launch.pd``: the shape, the connector, the proxy, and where each value comes from."""
+    any_launch = next(iter(launches.values()))
+    release, pd = any_launch.release, any_launch.plan.pd
+    return {"prefill": pd.prefill, "decode": pd.decode, "instance_devices": pd.instance_devices, "nodes": pd.nodes,
+            "connector": release.connector, "proxy": {"script": release.proxy_script, "port": release.proxy_port},
+            "sources": dict(sorted(release.sources.items()))}
+
+
+def lock_view(lock: dict, role: str) -> dict:
+    """The lock as one role's scripts see it: ``launch`` is the role's."""
+    return {**lock, "launch": lock["launch"]["roles"][role]}
+
+
+# --------------------------------------------------------------------------- template data
+
+
+def _header(plan: Plan) -> dict[str, Any]:
+    return {"version": __version__, "model_id": plan.model.id, "target_id": plan.target.id}
+
+
+def role_serve_data(launch: RoleLaunch, lock: dict) -> dict[str, Any]:
+    """``pd/serve.sh.j2``: the role's instances (devices, ports, KV configs) and its argv."""
+    from optkit.bundle.scripts import serve_data
+
+    data = serve_data(launch, lock)
+    instances = launch.instances_data()
+    return {**data, "role": launch.role, "shape": launch.plan.pd.summary, "count": len(instances),
+            "ports": [i["port"] for i in instances], "device_lists": [i["devices"] for i in instances],
+            "kv_configs": [i["kv_transfer_config"] for i in instances],
+            "node_env": [{"name": k, "source": v} for k, v in NODE_ENV.items()]}
+
+
+def role_preflight_data(launch: RoleLaunch, lock: dict) -> dict[str, Any]:
+    """preflight.sh of a role: the common checks, the devices its instances use, Mooncake."""
+    from optkit.bundle.scripts import preflight_data
+
+    data = preflight_data(launch, lock)
+    highest = max(d for i in launch.instances for d in i.devices)
+    return {**data, "devices": highest + 1, "layout": f"the {launch.role} instances of {launch.plan.pd.summary}",
+            "mooncake": {"module": launch.release.mooncake_module, "source": launch.release.sources["mooncake"]}}
+
+
+def role_readme_data(launch: RoleLaunch, lock: dict) -> dict[str, Any]:
+    """The role's README: its instances, its KV transfer, what it runs and which gains are its."""
+    plan = launch.plan
+    decode = launch.role == "decode"
+    recipes = []
+    for rid in plan.selected:
+        recipe = launch.catalog[rid]
+        gains = [g for g in recipe.gains if (g.metric in DECODE_METRICS) == decode]
+        recipes.append({"id": rid, "title": recipe.title, "gains": [f"{g.metric}: “{g.quote}”" for g in gains]})
+    return {**_header(plan), "role": launch.role, "shape": plan.pd.summary, "instances": launch.instances_data(),
+            "connector": launch.release.connector, "kv_role": launch.release.kv_roles[launch.role],
+            "sources": launch.release.sources, "speculative": launch.speculative, "env": launch.env,
+            "recipes": recipes, "versions": lock["versions"], "decode_metrics": ", ".join(DECODE_METRICS),
+            "max_tokens_line": f"{launch.release.proxy_script}:{launch.release.max_tokens_line}"}
+
+
+def proxy_data(launches: dict[str, RoleLaunch], lock: dict) -> dict[str, Any]:
+    """proxy.sh: the tutorial's proxy script in the tree, each instance's node and port."""
+    decode = launches["decode"]
+    release, pd = decode.release, decode.plan.pd
+    return {**_header(decode.plan), "script": release.proxy_script, "port": release.proxy_port, "nodes": pd.nodes,
+            "prefill_nodes": [i.node for i in pd.of("prefill")], "decode_nodes": [i.node for i in pd.of("decode")],
+            "prefill_ports": [launches["prefill"].port(i) for i in pd.of("prefill")],
+            "decode_ports": [decode.port(i) for i in pd.of("decode")], "source": release.sources["proxy"].replace(";", "").split()}
+
+
+__all__ = ["RoleLaunch", "role_launches", "role_lock", "pd_lock", "lock_view", "KV_PLACEHOLDER"]

@@ -1,0 +1,396 @@
+"""Prefill/decode-disaggregated plans (``--pd P:D``): where the instances run (optkit.resolve.pd), the
+per-release Mooncake launch proved on the real trees (optkit.versions.pd), the bundle of roles (lock,
+serve.sh per role with its instance tables, proxy.sh, k8s manifests validated against Kubernetes 1.33),
+``plan --from-lock``, and ``bundle check`` with the paired vLLM's parser on every instance's argv."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from k8s_support import validate_file
+from optkit.bundle.check import _string_calls, check_bundle, check_launch, check_pd, check_vllm, read_lock
+from optkit.bundle.probe import find_vllm_python, probe_requests, run_probe
+from optkit.bundle.writer import bundle_files, write_bundle
+from optkit.cli.main import cli
+from optkit.errors import RequestError
+from optkit.resolve.pd import pd_layout
+from optkit.resolve.plan import load_workspace, plan
+from optkit.resolve.request import Request
+from optkit.versions.pd import PD_RELEASES, REGISTRY, pd_release
+
+WORKSPACE = load_workspace()
+DONE = {"model": "qwen3.5-35b", "target": "910c", "concurrency": [64], "pd": "1:1"}
+"""The issue's done-means request: qwen3.5-35b on 910C at concurrency 64, one prefiller and one decoder."""
+RELEASES = sorted(PD_RELEASES)
+
+
+def write(dest: Path, k8s=True, **fields) -> Path:
+    write_bundle(plan(Request(**{**DONE, **fields}), WORKSPACE), WORKSPACE, dest, k8s=k8s)
+    return dest
+
+
+@pytest.fixture(scope="module", params=RELEASES)
+def bundle(request, tmp_path_factory) -> Path:
+    return write(tmp_path_factory.mktemp("pd") / "b", vllm_ascend_version=request.param)
+
+
+# --------------------------------------------------------------------------- where the instances run
+
+
+class _Target:
+    id, devices_per_node = "910c", 16
+
+
+@pytest.mark.parametrize("fields, nodes, placed", [
+    (dict(pd="1:1"), 1, [("prefill", 0, 0, (0, 1)), ("decode", 0, 0, (2, 3))]),
+    (dict(pd="2:1", tp=4), 1, [("prefill", 0, 0, (0, 1, 2, 3)), ("prefill", 1, 0, (4, 5, 6, 7)),
+                               ("decode", 0, 0, (8, 9, 10, 11))]),
+    (dict(pd="1:2", tp=8), 2, [("prefill", 0, 0, tuple(range(8))), ("decode", 0, 0, tuple(range(8, 16))),
+                               ("decode", 1, 1, tuple(range(8)))]),
+    (dict(pd="1:1", tp=2, dp=4), 1, [("prefill", 0, 0, tuple(range(8))), ("decode", 0, 0, tuple(range(8, 16)))]),
+], ids=["1p1d-tp2", "2p1d-tp4", "1p2d-tp8-two-nodes", "1p1d-local-dp4"])
+def test_instances_are_packed_onto_nodes_prefill_first(fields, nodes, placed):
+    layout = pd_layout(Request(**{**DONE, **fields}), _Target)
+    assert layout.nodes == nodes
+    assert [(i.role, i.index, i.node, i.devices) for i in layout.instances] == placed
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(tp=16, dp=2), "--pd 1:1 with --tp 16 × --dp 2: one instance needs 32 devices, but a 910c node has 16, and a "
+     "PD instance runs on one node (instances spanning nodes are not planned); lower --tp or --dp so that TP × DP ≤ 16"),
+    (dict(nodes=2), "--nodes 2 with --pd 1:1: --nodes places the ranks of one server; a PD plan's nodes follow from its "
+     "instances (each on one node, packed in order): drop --nodes"),
+    (dict(vllm_ascend_version="0.25.1rc1"), "--pd on vllm-ascend 0.25.1rc1: optkit writes PD bundles as the releases' own "
+     "tutorials launch them, and has read those of 0.23.0, 0.30.0rc2; plan for one of them (--vllm-ascend-version)"),
+], ids=["instance-larger-than-a-node", "nodes-given", "release-without-pd-data"])
+def test_impossible_shapes_are_refused_naming_the_flag(fields, message):
+    with pytest.raises(RequestError) as exc:
+        plan(Request(**{**DONE, **fields}), WORKSPACE)
+    assert str(exc.value) == message
+
+
+@pytest.mark.parametrize("value", ["0:1", "1", "1:1:1", "a:b", "65:1", " 1:1"])
+def test_a_bad_pd_value_names_the_flag(value):
+    result = CliRunner().invoke(cli, ["plan", "qwen3.5-35b", "--pd", value])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--pd'" in result.output and "expected P:D" in result.output
+
+
+@pytest.mark.parametrize("line, message", [
+    ("pd: '2:1'", None),
+    ("pd: 1:1", "request.yaml:2: pd: expected P:D, prefill and decode instances from 1 to 64 each (e.g. 1:1 or 2:1), "
+     "got 61 (a YAML file reads an unquoted P:D as a base-60 number: quote it, pd: '1:1')"),
+], ids=["quoted", "unquoted-base-60"])
+def test_a_request_file_takes_pd(tmp_path, line, message):
+    path = tmp_path / "request.yaml"
+    path.write_text(f"model: qwen3.5-35b\n{line}\n")
+    result = CliRunner().invoke(cli, ["plan", "--request", str(path)])
+    if message is None:
+        assert result.exit_code == 0, result.output
+        assert "per instance, 2P1D: 3 instances of 2 devices on one node" in result.output
+    else:
+        assert result.exit_code == 1 and message in result.output, result.output
+
+
+def test_a_ladder_of_a_pd_plan_is_refused(tmp_path):
+    result = CliRunner().invoke(cli, ["ladder", "qwen3.5-35b", "--pd", "1:1", "-o", str(tmp_path / "l")])
+    assert result.exit_code == 1
+    assert "--pd 1:1: a ladder step is one server" in result.output
+
+
+def test_pd_is_canonical_in_the_request():
+    assert Request(pd="01:2").pd == "1:2"
+
+
+# --------------------------------------------------------------------------- the release data, on the real trees
+
+
+def _lines(root: Path, cited: str) -> list[str]:
+    """The lines ``file:12`` or ``file:12-14`` cites."""
+    path, _, span = cited.rpartition(":")
+    first, _, last = span.partition("-")
+    text = (root / path).read_text(encoding="utf-8").splitlines()
+    assert int(last or first) <= len(text), f"{cited}: the file has {len(text)} lines"
+    return text[int(first) - 1:int(last or first)]
+
+
+@pytest.mark.tree
+@pytest.mark.parametrize("version", RELEASES)
+def test_every_cited_line_says_what_the_data_says(version):
+    from optkit.tree.fetch import fetch
+
+    root, release = fetch(version).path, pd_release(version)
+    cites = {what: re.findall(r"([\w./-]+\.(?:md|py):\d+(?:-\d+)?)", text) for what, text in release.sources.items()}
+    for what, cited in cites.items():
+        assert cited, what
+        for one in cited:
+            assert _lines(root, one), one
+    single = [c for c in cites["connector"] if "single_node" in c][0]
+    assert f'"kv_connector": "{release.connector}"' in _lines(root, single)[0]
+    roles = [_lines(root, c)[0] for c in cites["kv_roles"]]
+    assert [f'"kv_role": "{release.kv_roles[r]}"' in line for r, line in zip(("prefill", "decode"), roles)] == [True, True]
+    ports = [_lines(root, c)[0] for c in cites["kv_port"][:2]]
+    assert f'"{release.kv_port}"' in ports[0] and f'"{release.kv_port + release.kv_port_step}"' in ports[1]
+    api = [_lines(root, c)[0] for c in cites["api_port"]]
+    assert f"--port {release.api_port}" in api[0] and f"--port {release.api_port + 1}" in api[1]
+    env = "\n".join(_lines(root, cites["env"][0]))
+    assert all(f"export {name}={value}" in env for name, value in release.env)
+    assert '"max_tokens"] = 1' in _lines(root, f"{release.proxy_script}:{release.max_tokens_line}")[0]
+    assert "Hybrid Mamba" in "\n".join(_lines(root, cites["speculative"][0]))
+    assert f"from {release.mooncake_module} import TransferEngine" in _lines(root, cites["mooncake"][0])[0]
+
+
+@pytest.mark.tree
+@pytest.mark.parametrize("version", RELEASES)
+def test_the_connector_and_the_proxy_options_exist_in_the_tree(version):
+    from optkit.tree.fetch import fetch
+
+    root, release = fetch(version).path, pd_release(version)
+    assert release.connector in _string_calls(root / REGISTRY, "register_connector")
+    assert set(release.proxy_options) <= _string_calls(root / release.proxy_script, "add_argument")
+    assert "MooncakeConnectorV0" not in _string_calls(root / REGISTRY, "register_connector")  # the probe can say no
+
+
+# --------------------------------------------------------------------------- the bundle
+
+
+def test_a_role_per_directory_with_the_shared_tree_files_once(bundle):
+    files = sorted(str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_file() and "patches" not in p.parts)
+    assert files == ["README.md", "apply.sh", "bench.sh", "build-kernels.sh", "decode/README.md", "decode/env.sh",
+                     "decode/preflight.sh", "decode/serve.sh", "expected.json", "k8s/configmap.yaml", "k8s/decode.yaml",
+                     "k8s/prefill.yaml", "k8s/proxy.yaml", "optkit.lock.json", "prefill/README.md", "prefill/env.sh",
+                     "prefill/preflight.sh", "prefill/serve.sh", "proxy.sh"]
+
+
+def test_each_instance_has_its_devices_ports_and_kv_transfer_config(bundle):
+    roles = read_lock(bundle)["launch"]["roles"]
+    extra = {"decode": {"dp_size": 1, "tp_size": 2}, "prefill": {"dp_size": 1, "tp_size": 2}}
+    for role, kv_role, rank in (("prefill", "kv_producer", 0), ("decode", "kv_consumer", 1)):
+        (instance,) = roles[role]["instances"]
+        assert {k: instance[k] for k in ("node", "devices", "port", "kv_port")} == {
+            "node": 0, "devices": "0,1" if rank == 0 else "2,3", "port": 13700 + rank, "kv_port": 36000 + 100 * rank}
+        assert json.loads(instance["kv_transfer_config"]) == {
+            "kv_connector": "MooncakeConnectorV1", "kv_role": kv_role, "kv_port": str(36000 + 100 * rank),
+            "kv_connector_extra_config": extra}
+        argv = roles[role]["argv"]
+        assert argv[argv.index("--kv-transfer-config") + 1] == "$KV_TRANSFER_CONFIG"
+        assert [e["name"] for e in roles[role]["env"][:2]] == ["OMP_PROC_BIND", "OMP_NUM_THREADS"]
+
+
+def test_a_hybrid_model_keeps_its_speculative_tokens_on_the_prefiller(tmp_path):
+    roles = read_lock(write(tmp_path / "b", k8s=False, mtp=True))["launch"]["roles"]
+    assert [roles[r]["effective_speculative_config"]["num_speculative_tokens"] for r in ("prefill", "decode")] == [4, 4]
+
+
+def test_a_model_without_linear_attention_drafts_one_token_on_the_prefiller(tmp_path):
+    from dataclasses import replace
+
+    from optkit.bundle.pd import RoleLaunch
+
+    full = plan(Request(**DONE, mtp=True), WORKSPACE)
+    dense = replace(full, facts=type(full.facts)({**full.facts.values, "model.gdn_layers": 0}))
+    assert RoleLaunch(dense, WORKSPACE, "prefill").speculative["num_speculative_tokens"] == 1
+    assert RoleLaunch(dense, WORKSPACE, "decode").speculative["num_speculative_tokens"] == 4
+
+
+def test_from_lock_reproduces_a_pd_bundle_byte_for_byte(bundle, tmp_path):
+    again = tmp_path / "again"
+    result = CliRunner().invoke(cli, ["plan", "--from-lock", str(bundle / "optkit.lock.json"), "-o", str(again)])
+    assert result.exit_code == 0, result.output
+    assert {p.relative_to(again): p.read_bytes() for p in again.rglob("*") if p.is_file()} == \
+        {p.relative_to(bundle): p.read_bytes() for p in bundle.rglob("*") if p.is_file()}
+
+
+def test_the_same_request_writes_the_same_bytes():
+    request = plan(Request(**DONE), WORKSPACE)
+    assert bundle_files(request, WORKSPACE, k8s=True) == bundle_files(plan(Request(**DONE), WORKSPACE), WORKSPACE, k8s=True)
+
+
+def test_every_pd_manifest_is_valid(bundle):
+    k8s = bundle / "k8s"
+    assert validate_file(k8s / "prefill.yaml") == ["Service", "StatefulSet"]
+    assert validate_file(k8s / "decode.yaml") == ["Service", "StatefulSet"]
+    assert validate_file(k8s / "proxy.yaml") == ["Deployment", "Service"]
+    assert validate_file(k8s / "configmap.yaml") == ["ConfigMap"]
+
+
+def test_the_proxy_pod_names_every_instance_pod(bundle):
+    import yaml
+
+    proxy = next(yaml.safe_load_all((bundle / "k8s" / "proxy.yaml").read_text()))
+    command = proxy["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[command.index("--prefill-hosts") + 1] == "vllm-qwen3-5-35b-a3b-prefill-0.vllm-qwen3-5-35b-a3b-prefill"
+    assert command[command.index("--decode-hosts") + 1] == "vllm-qwen3-5-35b-a3b-decode-0.vllm-qwen3-5-35b-a3b-decode"
+
+
+# --------------------------------------------------------------------------- the scripts, run
+
+
+RECORDER = """#!{python}
+import json, os, sys
+names = ["ASCEND_RT_VISIBLE_DEVICES", "OMP_NUM_THREADS", "HCCL_IF_IP", "HCCL_SOCKET_IFNAME"]
+with open(os.environ["RECORD"], "a") as f:
+    f.write(json.dumps({{"argv": sys.argv[1:], "env": {{n: os.environ.get(n) for n in names}}}}) + "\\n")
+"""
+
+
+def _run(script: Path, tmp_path: Path, args: list[str], env: dict, program: str = "vllm") -> tuple[int, list[dict], str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / program).write_text(RECORDER.format(python=sys.executable))
+    (bin_dir / program).chmod(0o755)
+    record = tmp_path / "record.jsonl"
+    proc = subprocess.run(["bash", str(script), *args], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin", "RECORD": str(record), **env})
+    return proc.returncode, [json.loads(x) for x in record.read_text().splitlines()] if record.exists() else [], proc.stderr
+
+
+PINNED = {"LOCAL_IP": "10.1.0.7", "NIC_NAME": "enp1"}
+
+
+@pytest.mark.parametrize("role, env, devices", [
+    ("prefill", PINNED, "0,1"), ("decode", PINNED, "2,3"), ("decode", {**PINNED, "DEVICES": ""}, None),
+], ids=["prefill", "decode", "devices-left-to-the-pod"])
+def test_serve_runs_the_instance_with_its_values(bundle, tmp_path, role, env, devices):
+    code, records, stderr = _run(bundle / role / "serve.sh", tmp_path, ["--instance", "0"], env)
+    assert code == 0, stderr
+    launch = read_lock(bundle)["launch"]["roles"][role]
+    (instance,) = launch["instances"]
+    values = {"$MODEL": launch["parameters"]["MODEL"], "$SERVED_NAME": launch["parameters"]["SERVED_NAME"],
+              "$PORT": str(instance["port"]), "$KV_TRANSFER_CONFIG": instance["kv_transfer_config"]}
+    assert records == [{"argv": ["serve"] + [values.get(t, t) for t in launch["argv"][2:]],
+                        "env": {"ASCEND_RT_VISIBLE_DEVICES": devices, "OMP_NUM_THREADS": "10",
+                                "HCCL_IF_IP": "10.1.0.7", "HCCL_SOCKET_IFNAME": "enp1"}}]
+
+
+def test_serve_refuses_an_instance_the_plan_does_not_have(bundle, tmp_path):
+    code, records, stderr = _run(bundle / "prefill" / "serve.sh", tmp_path, ["--instance", "1"], PINNED)
+    assert (code, records) == (2, [])
+    assert "serve.sh: --instance 1: the plan has 1 prefill instances (0-0)" in stderr
+
+
+def test_proxy_runs_the_trees_proxy_with_every_instance(bundle, tmp_path):
+    tree = tmp_path / "tree"
+    script = tree / "examples" / "disaggregated_prefill_v1" / "load_balance_proxy_server_example.py"
+    script.parent.mkdir(parents=True)
+    script.write_text("")
+    code, records, stderr = _run(bundle / "proxy.sh", tmp_path, ["--tree", str(tree)], {"PYTHON": "python3"},
+                                 program="python3")
+    assert code == 0, stderr
+    assert records[0]["argv"] == [str(script), "--host", "0.0.0.0", "--port", "8080", "--prefiller-hosts", "127.0.0.1",
+                                  "--prefiller-ports", "13700", "--decoder-hosts", "127.0.0.1", "--decoder-ports", "13701"]
+
+
+# --------------------------------------------------------------------------- bundle check
+
+
+def test_bundle_check_passes_every_roles_launch(bundle):
+    check = check_launch(bundle, read_lock(bundle))
+    assert check.status == "pass", check.problems
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda b: _replace(b / "decode" / "serve.sh", "PORTS=(13701)", "PORTS=(13702)"),
+     "optkit: decode/serve.sh's PORTS is ['13702'], but the lock's instances have ['13701']"),
+    (lambda b: _replace(b / "prefill" / "serve.sh", '"kv_role":"kv_producer"', '"kv_role":"kv_consumer"'),
+     "optkit: prefill/serve.sh's KV_TRANSFER_CONFIGS is"),
+    (lambda b: _replace(b / "prefill" / "env.sh", "OMP_NUM_THREADS=10", "OMP_NUM_THREADS=12"),
+     "optkit: prefill/env.sh exports"),
+    (lambda b: _replace(b / "k8s" / "configmap.yaml", "kv_producer", "kv_both"),
+     "optkit: k8s/configmap.yaml's prefill-serve.sh differs from the bundle's prefill/serve.sh"),
+], ids=["port", "kv-config", "env", "configmap"])
+def test_bundle_check_finds_an_edited_role(bundle, tmp_path, edit, message):
+    copy = tmp_path / "b"
+    shutil.copytree(bundle, copy)
+    edit(copy)
+    problems = check_launch(copy, read_lock(copy)).problems
+    assert any(p.startswith(message) for p in problems), problems
+
+
+def _replace(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+@pytest.mark.tree
+def test_the_pd_check_names_a_connector_the_tree_does_not_register(bundle):
+    from optkit.tree.fetch import fetch
+
+    lock = read_lock(bundle)
+    assert check_pd(lock, fetch(lock["versions"]["vllm_ascend"]).path).status == "pass"
+    lock["launch"]["pd"]["connector"] = "MooncakeConnectorV3"
+    problems = check_pd(lock, fetch(lock["versions"]["vllm_ascend"]).path).problems
+    assert problems[0].startswith("the request (--pd): kv_connector 'MooncakeConnectorV3' is not registered by vllm-ascend")
+
+
+@pytest.mark.vllm
+@pytest.mark.tree
+def test_bundle_check_passes_every_instance_with_the_paired_vllm(bundle):
+    """The issue's done-means: every role's argv, --kv-transfer-config included, through the paired vLLM's parser."""
+    lock = read_lock(bundle)
+    python, why = find_vllm_python(lock["versions"]["vllm"])
+    if python is None:
+        pytest.skip(why)
+    report = check_bundle(bundle)
+    assert [(c.name, c.status) for c in report.checks if c.status == "fail"] == [], report.problems
+    vllm = next(c for c in report.checks if c.name == "vllm")
+    assert vllm.status == "pass" and "prefill instance 0, decode instance 0), --kv-transfer-config included" in vllm.note
+
+
+@pytest.mark.vllm
+def test_the_parser_rejects_a_kv_role_vllm_does_not_know(bundle):
+    lock = read_lock(bundle)
+    python, why = find_vllm_python(lock["versions"]["vllm"])
+    if python is None:
+        pytest.skip(why)
+    requests = probe_requests(lock)
+    argv = requests[0]["argv"]
+    at = argv.index("--kv-transfer-config") + 1
+    argv[at] = argv[at].replace("kv_producer", "kv_sender")
+    check = check_vllm(lock, run_probe({"batch": requests}, python)["results"])
+    assert check.status == "fail" and check.problems[0].startswith("prefill instance 0: the request (optkit plan flags): ")
+    assert "kv-transfer-config" in check.problems[0]
+
+
+@pytest.mark.vllm
+@pytest.mark.tree
+@pytest.mark.parametrize("fields, names", [
+    (dict(pd="1:2", tp=8), "prefill instance 0, decode instance 0, decode instance 1"),
+    (dict(pd="2:1", dp=2), "prefill instance 0, prefill instance 1, decode instance 0"),
+], ids=["1p2d-tp8-two-nodes", "2p1d-local-dp2"])
+def test_other_shapes_pass_the_parser_on_every_instance(tmp_path, fields, names):
+    bundle = write(tmp_path / "b", k8s=False, **fields)
+    lock = read_lock(bundle)
+    python, why = find_vllm_python(lock["versions"]["vllm"])
+    if python is None:
+        pytest.skip(why)
+    report = check_bundle(bundle)
+    assert [c.name for c in report.checks if c.status == "fail"] == [], report.problems
+    assert f"({names}), --kv-transfer-config included" in next(c.note for c in report.checks if c.name == "vllm")
+    extra = json.loads(lock["launch"]["roles"]["decode"]["instances"][0]["kv_transfer_config"])["kv_connector_extra_config"]
+    assert extra["prefill"] == extra["decode"] == {"dp_size": fields.get("dp", 1), "tp_size": fields.get("tp", 2)}
+
+
+def test_proxy_on_two_nodes_takes_each_nodes_address(tmp_path):
+    bundle = write(tmp_path / "b", k8s=False, pd="1:2", tp=8)
+    tree = tmp_path / "tree"
+    script = tree / "examples" / "disaggregated_prefill_v1" / "load_balance_proxy_server_example.py"
+    script.parent.mkdir(parents=True)
+    script.write_text("")
+    code, _, stderr = _run(bundle / "proxy.sh", tmp_path, ["--tree", str(tree)], {}, program="python3")
+    assert code == 2 and "the plan runs on 2 nodes: give --node-hosts with one address per node" in stderr
+    code, records, stderr = _run(bundle / "proxy.sh", tmp_path, ["--tree", str(tree), "--node-hosts", "10.0.0.1,10.0.0.2"],
+                                 {}, program="python3")
+    assert code == 0, stderr
+    argv = records[-1]["argv"]
+    assert argv[argv.index("--decoder-hosts") + 1:argv.index("--decoder-ports")] == ["10.0.0.1", "10.0.0.2"]
+    assert argv[argv.index("--decoder-ports") + 1:] == ["13701", "13702"]

@@ -9,7 +9,7 @@ reads a model's name (optkit lint; tests/test_tutorial_conformance.py::test_no_r
 
 from __future__ import annotations
 
-from dataclasses import replace
+from optkit.value import replace
 
 import pytest
 

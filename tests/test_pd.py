@@ -191,7 +191,7 @@ def test_a_hybrid_model_keeps_its_speculative_tokens_on_the_prefiller(tmp_path):
 
 
 def test_a_model_without_linear_attention_drafts_one_token_on_the_prefiller(tmp_path):
-    from dataclasses import replace
+    from optkit.value import replace
 
     from optkit.bundle.pd import RoleLaunch
 

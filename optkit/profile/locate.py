@@ -1,9 +1,12 @@
 """Where the ranks of a capture are: the ``*_ascend_pt`` folders the Ascend PyTorch Profiler writes.
 
-vLLM writes one folder per worker into ``VLLM_TORCH_PROFILER_DIR``
-(``{host}_{pid}_{YYYYMMDDhhmmssmmm}_ascend_pt``), each with ``profiler_info_{rank}.json`` (or
+vLLM + vllm-ascend write one folder per worker into the profiler directory
+(``--profiler-config.torch_profiler_dir``, formerly ``VLLM_TORCH_PROFILER_DIR``), named
+``{worker}_{YYYYMMDDhhmmssmmm}_ascend_pt`` (vllm-ascend names the worker ``dp0_pp0_tp0_dcp0_ep0_rank0``;
+torch_npu's default is ``{host}_{pid}``), each with ``profiler_info_{rank}.json`` (or
 ``profiler_info.json`` without a process group) and, once the profiler has analysed it,
-``ASCEND_PROFILER_OUTPUT/``. ``DIR`` may be that directory, one ``*_ascend_pt`` folder, or a
+``ASCEND_PROFILER_OUTPUT/``. The rank is the one ``profiler_info_{rank}.json`` names, else the
+folder name's ``rank{N}``, else the folder's place in name order. ``DIR`` may be that directory, one ``*_ascend_pt`` folder, or a
 directory one level above them (a ladder step's ``profile/``).
 """
 
@@ -16,7 +19,8 @@ from pathlib import Path
 from optkit.profile import ProfileError
 
 OUTPUT = "ASCEND_PROFILER_OUTPUT"
-_FOLDER = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)_(?P<stamp>\d{17})_ascend_pt$")
+_FOLDER = re.compile(r"^(?P<worker>.+)_(?P<stamp>\d{17})_ascend_pt$")
+_RANK = re.compile(r"(?:^|_)rank(?P<rank>\d+)_\d{17}_ascend_pt$")
 _INFO = re.compile(r"^profiler_info(?:_(?P<rank>\d+))?\.json$")
 
 
@@ -61,7 +65,8 @@ def _rank_folder(folder: Path, index: int) -> RankFolder:
                            "writes it when it stops; on the NPU host run "
                            "`python -c \"from torch_npu.profiler.profiler import analyse; analyse('DIR')\"`)")
     infos = sorted(p.name for p in folder.iterdir() if _INFO.match(p.name))
-    rank = index
+    named = _RANK.search(folder.name)
+    rank = int(named["rank"]) if named else index
     if infos:
         match = _INFO.match(infos[0])
         rank = int(match["rank"]) if match["rank"] is not None else 0

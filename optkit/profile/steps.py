@@ -1,10 +1,13 @@
 """Cutting a rank's capture into steps and decomposing each one.
 
 Steps come from the profiler's step marks (``ProfilerStep#N`` / ``STEP_TIME``; device ops by their
-``Step Id`` when kernel_details.csv records one, else by start time) or, without marks (vLLM's
-``/start_profile`` records none), from the repetition of the model: the op name that occurs most
-regularly (the same number of ops between consecutive occurrences, within 10 %, for at least 80 %
-of them) and least often cuts the timeline. A step longer than twice the median is a prefill
+``Step Id`` when kernel_details.csv records one, else by start time) or, without marks (vllm-ascend's
+profiler never calls the torch profiler's ``step()``, so its captures have none), from the
+repetition of the model: among the op names that occur regularly (the same number of ops between
+consecutive occurrences, within 10 %, for at least 80 % of them) the least frequent cuts the
+timeline, and among those the one after the longest device idle (a step starts after the host's
+turn: scheduling, input preparation); the ops before its first occurrence are a partial step and
+dropped. A step longer than twice the median is a prefill
 (or mixed) step; the others are decode steps.
 
 Per step: wall time (window), device busy and free (free = no op on any stream), the host-side
@@ -136,24 +139,33 @@ def _by_repetition(trace: RankTrace) -> tuple[list[Step], str]:
     positions: dict[str, list[int]] = {}
     for i, op in enumerate(ops):
         positions.setdefault(op.name, []).append(i)
-    best = None
+    whole = Step("all", ops[0].start, max(o.end for o in ops), list(ops), list(trace.calls))
+    idle = _gaps(whole)
+    best, best_key = None, None
     for name, at in sorted(positions.items()):
         if len(at) < 3:
             continue
         lengths = [b - a for a, b in zip(at, at[1:])]
         median = statistics.median(lengths)
         regular = sum(abs(n - median) <= 0.1 * median for n in lengths) / len(lengths)
-        if median >= 2 and regular >= 0.8 and (best is None or len(at) < len(positions[best])):
-            best = name
+        # the fewest occurrences, then the longest idle before them: a step starts after the host's turn
+        key = (len(at), -statistics.median(idle[i] for i in at), name)
+        if median >= 2 and regular >= 0.8 and (best_key is None or key < best_key):
+            best, best_key = name, key
     if best is None:
         step = Step("1", ops[0].start, max(o.end for o in ops), list(ops))
         return [step], "no step marks and no repeating op: the whole capture is one step"
     at = positions[best]
+    frontier, ends = ops[0].start, []
+    for op in ops:  # ends[i]: the device frees before op i (the step that op i opens starts there)
+        ends.append(frontier)
+        frontier = max(frontier, op.end)
+    tail = max([frontier, *(c.end for c in trace.calls)])
     steps = []
     for k, (a, b) in enumerate(zip(at, at[1:] + [len(ops)])):
-        chunk = ops[a:b]
-        end = ops[b].start if b < len(ops) else max(o.end for o in chunk)
-        steps.append(Step(str(k + 1), chunk[0].start, end, list(chunk)))
+        start = ends[a] if a else ops[a].start
+        end = ends[b] if b < len(ops) else tail
+        steps.append(Step(str(k + 1), start, end, list(ops[a:b])))
     return steps, f"no step marks: cut at each {best!r} (the op that repeats most regularly, once per step)"
 
 

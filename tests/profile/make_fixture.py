@@ -10,7 +10,10 @@ signature's cost per decode step is known exactly (``INJECTED``), which is what 
 optkit's estimates against.
 
     python tests/profile/make_fixture.py            # rewrites tests/profile/fixtures/one-rank
-    python tests/profile/make_fixture.py OUT --ranks 2 --clean --db --no-marks --steps 5
+    python tests/profile/make_fixture.py OUT --ranks 2 --clean --db --marks --steps 5
+
+Like vllm-ascend's own captures (its profiler never steps the torch profiler) the default has no
+``ProfilerStep`` marks and no ``Step Id`` column: optkit finds the steps by the model's repetition.
 """
 
 from __future__ import annotations
@@ -187,10 +190,12 @@ def op_statistic(t: Timeline) -> str:
                       "Max Time(us)", "Ratio(%)"], rows)
 
 
-def step_trace_time(t: Timeline) -> str:
+def step_trace_time(t: Timeline, marks: bool) -> str:
+    """One row per step with marks; without, one row for the whole capture (an empty Step)."""
     rows = []
-    for n, a, b in t.marks:
-        ops = [o for o in t.ops if o["step"] == n]
+    spans = t.marks if marks else [("", t.marks[0][1], t.marks[-1][2])]
+    for n, a, b in spans:
+        ops = [o for o in t.ops if o["step"] == n or not marks]
         computing = sum(o["dur"] for o in ops if o["stream"] == 2)
         rows.append([n, f"{computing:.3f}", "0.000", "0.000", "0.000", f"{b - a - computing:.3f}", f"{b - a:.3f}",
                      "0.000", "0.000", "0.000"])
@@ -241,7 +246,7 @@ def write_db(path: Path, t: Timeline, marks: bool) -> None:
 
 
 def write(out: Path, ranks: int = 1, inject: set[str] | None = None, steps: int = 3, db: bool = False,
-          marks: bool = True, gap: bool = True) -> list[Path]:
+          marks: bool = False, gap: bool = True) -> list[Path]:
     """Write the capture into ``out`` (replaced); returns the rank folders."""
     inject = set(INJECTED) if inject is None else inject
     if out.exists():
@@ -249,7 +254,7 @@ def write(out: Path, ranks: int = 1, inject: set[str] | None = None, steps: int 
     folders = []
     for rank in range(ranks):
         t = build(inject, steps, 1.0 + 0.02 * rank, gap)
-        folder = out / f"npu-host_{4100 + rank}_{STAMP}_ascend_pt"
+        folder = out / f"dp0_pp0_tp{rank}_dcp0_ep{rank}_rank{rank}_{STAMP}_ascend_pt"  # vllm-ascend's worker name
         data = folder / "ASCEND_PROFILER_OUTPUT"
         data.mkdir(parents=True)
         info = {"config": {"common_config": {"activities": ["ProfilerActivity.CPU", "ProfilerActivity.NPU"],
@@ -262,7 +267,7 @@ def write(out: Path, ranks: int = 1, inject: set[str] | None = None, steps: int 
             (data / "trace_view.json").write_text(trace_view(t, marks))
             (data / "kernel_details.csv").write_text(kernel_details(t, marks))
             (data / "op_statistic.csv").write_text(op_statistic(t))
-            (data / "step_trace_time.csv").write_text(step_trace_time(t))
+            (data / "step_trace_time.csv").write_text(step_trace_time(t, marks))
         folders.append(folder)
     return folders
 
@@ -274,9 +279,9 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=3, help="steps, the first a prefill (default 3)")
     parser.add_argument("--clean", action="store_true", help="inject no signature")
     parser.add_argument("--db", action="store_true", help="the database form instead of the text form")
-    parser.add_argument("--no-marks", action="store_true", help="no ProfilerStep marks (as vLLM's /start_profile)")
+    parser.add_argument("--marks", action="store_true", help="ProfilerStep marks and Step Id (vllm-ascend writes none)")
     args = parser.parse_args(argv)
-    write(args.out, args.ranks, set() if args.clean else None, args.steps, args.db, not args.no_marks)
+    write(args.out, args.ranks, set() if args.clean else None, args.steps, args.db, args.marks)
 
 
 if __name__ == "__main__":

@@ -53,3 +53,17 @@ def profile_blocks(report) -> list:
     for row in r.ops[:12]:
         launches.add_row(row.op, row.type, str(row.per_step), _us(row.device_us), _us(row.gap_us), row.layers)
     return [*blocks, gaps, ops, launches]
+
+
+def step_profiles_table(rows: list[dict]) -> Table:
+    """``optkit report`` of a ladder run with --profile: per step, the signatures it removed."""
+    table = Table("Step captures (c1): recipe signatures present, and what each step removed",
+                  ["step", "decode step", "Δ", "present (µs/step)", "disappeared", "still present"])
+    for r in rows:
+        if not r["capture"]:
+            table.add_row(r["step"], "—", "—", r.get("problem", ""), "—", "—")
+            continue
+        table.add_row(r["step"], _us(r["wall_us"]), f"{r['wall_delta_us']:+.1f} µs" if "wall_delta_us" in r else "—",
+                      ", ".join(f"{k} {v:g}" for k, v in sorted(r["present"].items())) or "none",
+                      ", ".join(r.get("disappeared", [])) or "—", ", ".join(r.get("still_present", [])) or "—")
+    return table

@@ -44,13 +44,13 @@ def profile_blocks(report) -> list:
     gaps = Table(f"Host gaps no recipe explains (rank {r.rank}; median per decode step)",
                  ["before op", "occurrence", "position", "gap"])
     for g in r.gaps:
-        gaps.add_row(g.op, f"{g.occurrence} of {g.of}", str(g.position), _us(g.gap_us))
+        gaps.add_row(g.op, f"{g.occurrence} of {g.of}", str(g.position) if g.position >= 0 else "—", _us(g.gap_us))
     ops = Table("Costliest ops no recipe explains", ["op", "type", "per step", "device", "host gaps before"])
     for o in r.unexplained_ops:
         ops.add_row(o.op, o.type, str(o.per_step), _us(o.device_us), _us(o.gap_us))
     launches = Table("Launches per decode step (top 12 by device time + gaps)",
                      ["op", "type", "per step", "device", "host gaps before", "layers"])
-    for row in r.ops[:12]:
+    for row in [o for o in r.ops if o.per_step][:12]:
         launches.add_row(row.op, row.type, str(row.per_step), _us(row.device_us), _us(row.gap_us), row.layers)
     return [*blocks, gaps, ops, launches]
 

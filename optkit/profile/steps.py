@@ -166,7 +166,7 @@ def _by_repetition(trace: RankTrace) -> tuple[list[Step], str]:
         start = ends[a] if a else ops[a].start
         end = ends[b] if b < len(ops) else tail
         steps.append(Step(str(k + 1), start, end, list(ops[a:b])))
-    return steps, f"no step marks: cut at each {best!r} (the op that repeats most regularly, once per step)"
+    return steps, f"no step marks: cut before each {best!r}, the regular once-per-step op after the longest idle"
 
 
 def _gaps(step: Step) -> list[float]:

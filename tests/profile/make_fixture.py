@@ -259,7 +259,7 @@ def write(out: Path, ranks: int = 1, inject: set[str] | None = None, steps: int 
         data.mkdir(parents=True)
         info = {"config": {"common_config": {"activities": ["ProfilerActivity.CPU", "ProfilerActivity.NPU"],
                                              "schedule": {}}, "experimental_config": {"export_type": ["db" if db else "text"]}},
-                "rank_id": rank, "torch_npu_version": "2.7.1", "cann_version": "8.3.RC1"}
+                "rank_id": rank, "torch_npu_version": "2.10.0.post4", "cann_version": "9.1.0"}  # 0.23.0's pins
         (folder / f"profiler_info_{rank}.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
         if db:
             write_db(data / f"ascend_pytorch_profiler_{rank}.db", t, marks)

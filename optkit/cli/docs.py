@@ -125,7 +125,10 @@ def _profile_report(root):
     return profile_report(request, root / PROFILE_FIXTURE, load_workspace(root), 1, PROFILE_FIXTURE)
 
 
-def _profile_example(src: _Sources) -> str:
+def _profile_example(src: _Sources) -> str | None:
+    """The report of the profile fixture; None (the page's region stays) in a checkout without tests/."""
+    if not (src.root / PROFILE_FIXTURE).is_dir():
+        return None
     from optkit.cli.profile_render import profile_blocks
     from optkit.cli.render import layout
 
@@ -157,7 +160,8 @@ def _filled(text: str, page: str, src: _Sources) -> str:
             from optkit.errors import OptkitError
 
             raise OptkitError(f"{page}: unknown generated region optkit:{name}; known: {', '.join(FIGURES)}")
-        return match.group(1) + FIGURES[name](src) + match.group(4)
+        made = FIGURES[name](src)
+        return match.group(1) + (match.group(3) if made is None else made) + match.group(4)
 
     return _REGION.sub(fill, text)
 

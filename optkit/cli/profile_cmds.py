@@ -20,7 +20,7 @@ from optkit.cli.options import build_request, catalog_dirs, catalog_option, requ
 @click.option("--chart", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the timeline of one representative decode step here (PNG).")
 def profile_command(directory, model, request_file, at, as_json, chart, **params):
-    """Read the Ascend PyTorch Profiler output in DIRECTORY (vLLM's VLLM_TORCH_PROFILER_DIR): decompose the
+    """Read the Ascend PyTorch Profiler output in DIRECTORY (vLLM's profiler directory): decompose the
     decode steps, find the recipes' signatures and, with --model, rank the recipes by your own timings."""
     from optkit.resolve.plan import load_workspace
     from optkit.resolve.profiled import analysis_only, profile_report
@@ -35,7 +35,13 @@ def profile_command(directory, model, request_file, at, as_json, chart, **params
     if chart is not None:
         from optkit.profile.timeline import chart as draw
 
-        chart.write_bytes(draw(report.analysis))
+        data = draw(report.analysis)
+        try:
+            chart.write_bytes(data)
+        except OSError as exc:
+            from optkit.profile import ProfileError
+
+            raise ProfileError(f"--chart {chart}: cannot write it: {exc.strerror or exc}") from None
     if as_json:
         from optkit.resolve.profiled import report_data
         from optkit.resolve.report import dump_json

@@ -1,7 +1,7 @@
 """Where the ranks of a capture are: the ``*_ascend_pt`` folders the Ascend PyTorch Profiler writes.
 
 vLLM + vllm-ascend write one folder per worker into the profiler directory
-(``--profiler-config.torch_profiler_dir``, formerly ``VLLM_TORCH_PROFILER_DIR``), named
+(``--profiler-config.torch_profiler_dir``; older vLLM read ``VLLM_TORCH_PROFILER_DIR``), named
 ``{worker}_{YYYYMMDDhhmmssmmm}_ascend_pt`` (vllm-ascend names the worker ``dp0_pp0_tp0_dcp0_ep0_rank0``;
 torch_npu's default is ``{host}_{pid}``), each with ``profiler_info_{rank}.json`` (or
 ``profiler_info.json`` without a process group) and, once the profiler has analysed it,
@@ -41,14 +41,14 @@ def rank_folders(directory: Path) -> list[RankFolder]:
     """The rank folders under ``directory``, by rank; a clear error when there is none or one is incomplete."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise ProfileError(f"{directory}: not a directory (give the VLLM_TORCH_PROFILER_DIR of a capture, "
+        raise ProfileError(f"{directory}: not a directory (give the profiler directory of a capture, "
                            "or one of its *_ascend_pt folders)")
     candidates = [directory] if directory.name.endswith("_ascend_pt") else sorted(
         p for p in [*directory.glob("*_ascend_pt"), *directory.glob("*/*_ascend_pt")] if p.is_dir())
     if not candidates:
         raise ProfileError(f"{directory}: no *_ascend_pt folder here or one level down; this is not an Ascend "
-                           "PyTorch Profiler capture (vLLM writes one per worker into VLLM_TORCH_PROFILER_DIR "
-                           "between POST /start_profile and /stop_profile; docs/profile.md)")
+                           "PyTorch Profiler capture (vLLM writes one per worker into --profiler-config."
+                           "torch_profiler_dir between POST /start_profile and /stop_profile; docs/profile.md)")
     found = [_rank_folder(p, index) for index, p in enumerate(candidates)]
     ranks: dict[int, Path] = {}
     for entry in found:

@@ -12,10 +12,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 import make_fixture
-from optkit.cli.main import cli
 from optkit.measure.ladder import ladder_files, write_ladder
 from optkit.measure.step_profiles import step_profiles, write_step_profiles
 from optkit.measure.steps import ladder_steps

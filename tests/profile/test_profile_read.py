@@ -62,7 +62,7 @@ def test_step_marks_are_used_when_the_capture_has_them(tmp_path):
     make_fixture.write(tmp_path, marks=True)
     assert analyze(tmp_path, CATALOG, DIMS, "0.23.0").ranks[0].steps_found == "the profiler's step marks"
     make_fixture.write(tmp_path, marks=False)
-    assert analyze(tmp_path, CATALOG, DIMS, "0.23.0").ranks[0].steps_found.startswith("no step marks: cut at each")
+    assert analyze(tmp_path, CATALOG, DIMS, "0.23.0").ranks[0].steps_found.startswith("no step marks: cut before each")
 
 
 def test_the_decode_step_decomposition(tmp_path):

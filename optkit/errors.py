@@ -8,7 +8,7 @@ exception) and the CLI asks for a report.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from optkit.value import field, valueclass
 
 
 class OptkitError(Exception):
@@ -21,7 +21,7 @@ class InternalError(Exception):
     """A bug in optkit itself, never caused by user input."""
 
 
-@dataclass
+@valueclass
 class Location:
     """Where in which file a problem sits: ``file:line: path``."""
 
@@ -34,7 +34,7 @@ class Location:
         return f"{where}: {self.path}" if self.path else where
 
 
-@dataclass
+@valueclass
 class Problem:
     """One problem found in a file: where, what, and how to fix it."""
 
@@ -106,7 +106,7 @@ def did_you_mean(name: str, known) -> str:
     return f"did you mean {near[0]!r}?" if near else ""
 
 
-@dataclass
+@valueclass
 class Reason:
     """One numbered reason why a request is impossible, with its 'required because' chain."""
 

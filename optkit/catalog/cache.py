@@ -311,12 +311,14 @@ class _DataOnly(pickle.Unpickler):
 
 
 def _is_data_class(cls: type) -> bool:
-    import dataclasses
     import enum
 
     from optkit.catalog.frozen import Record, Shape
+    from optkit.value import is_value
 
-    return issubclass(cls, (Record, Shape, enum.Enum)) or dataclasses.is_dataclass(cls)
+    # a dataclass has __dataclass_fields__ (what dataclasses.is_dataclass reads; importing dataclasses
+    # here would cost the warm plan the module it otherwise never imports)
+    return is_value(cls) or issubclass(cls, (Record, Shape, enum.Enum)) or hasattr(cls, "__dataclass_fields__")
 
 
 def _is_schema_function(found) -> bool:

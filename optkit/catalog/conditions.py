@@ -20,7 +20,6 @@ plan runs.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Mapping
 
@@ -29,6 +28,7 @@ from packaging.version import Version
 from optkit.catalog.textfile import MAX_INT_DIGITS
 from optkit.errors import ConditionError, InternalError, did_you_mean
 from optkit.catalog.factspec import FACTS, FactSpec
+from optkit.value import valueclass
 
 _TOKEN = re.compile(
     r"""\s*(?:
@@ -46,7 +46,7 @@ MAX_NESTING = 32
 _ORDER_OPS = {"<", "<=", ">", ">="}
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class Token:
     kind: str  # num, str, op, name, kw, end
     text: str
@@ -77,7 +77,7 @@ def tokenize(text: str) -> list[Token]:
 # --- typed AST -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class Node:
     type: str
 
@@ -88,7 +88,7 @@ class Node:
         return ()
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class Literal(Node):
     value: Any
 
@@ -96,7 +96,7 @@ class Literal(Node):
         return self.value
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class Fact(Node):
     name: str
 
@@ -110,7 +110,7 @@ class Fact(Node):
         return (self.name,)
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class ListOf(Node):
     items: tuple[Node, ...]
 
@@ -133,7 +133,7 @@ _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
 }
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class Compare(Node):
     op: str
     left: Node
@@ -146,7 +146,7 @@ class Compare(Node):
         return self.left.fact_names() + self.right.fact_names()
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class Logic(Node):
     op: str  # and, or
     parts: tuple[Node, ...]
@@ -159,7 +159,7 @@ class Logic(Node):
         return tuple(n for part in self.parts for n in part.fact_names())
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class Not(Node):
     operand: Node
 
@@ -366,7 +366,7 @@ def _numeric(type_: str) -> str:
     return "number" if type_ in ("int", "float") else type_
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class Condition:
     """A compiled, type-checked condition and its source text."""
 

@@ -7,12 +7,13 @@ loads. ``optkit.resolve.facts`` computes the values for a request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from optkit.value import valueclass
+
 
 # Fact types: bool, int, float, str, version (PEP 440), list[int].
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class FactSpec:
     """One fact: its type, meaning, and (for strings) the values it can take."""
 

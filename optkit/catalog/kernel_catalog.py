@@ -6,18 +6,18 @@ The specs are validated by ``optkit.catalog.kernels``, imported only when the ca
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from optkit.catalog.linemap import LineMap
 from optkit.catalog.loader import load_entries
 from optkit.catalog.recipe_records import KernelSpecRecord
 from optkit.errors import Location
+from optkit.value import field, valueclass
 
 KERNEL_FILE = "kernel.yaml"
 
 
-@dataclass
+@valueclass
 class Kernels:
     """All kernel specs, by id (sorted), with the folder and line map each came from."""
 

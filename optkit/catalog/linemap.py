@@ -6,14 +6,14 @@ catalog cache need no YAML library.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 from optkit.errors import Location
+from optkit.value import field, valueclass
 
 PathKey = tuple
 
 
-@dataclass
+@valueclass
 class LineMap:
     """Lines of the values in one YAML document, keyed by their path."""
 

@@ -10,7 +10,6 @@ lint pass's job (``optkit.catalog.lint``).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ from optkit.catalog.paths import project_root
 from optkit.catalog.recipe_records import RecipeRecord
 from optkit.catalog.records import RECORDS_DIR
 from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
+from optkit.value import field, valueclass
 
 if TYPE_CHECKING:  # validation, on a cache miss only, imports pydantic
     from pydantic import BaseModel, ValidationError
@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # validation, on a cache miss only, imports pydantic
 RECIPE_FILE = "recipe.yaml"
 
 
-@dataclass
+@valueclass
 class Catalog:
     """All recipes, by id (sorted), with the folder each came from."""
 

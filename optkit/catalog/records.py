@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from optkit.catalog.cache import cached
 from optkit.catalog.enums import Verification
+from optkit.value import field, valueclass
 
 RECORD_VERSION = 1
 RECORDS_DIR = "verified"
@@ -63,7 +63,7 @@ def record_file(record) -> tuple[str, str]:
     return f"{record_digest(record)[:NAME_DIGITS]}.yaml", text
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class Entry:
     """An accepted measurement of one recipe, with the record it comes from."""
 
@@ -81,7 +81,7 @@ class Entry:
                 + f", vllm-ascend {self.record.release.vllm_ascend}, record {self.name}")
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class Refusal:
     """A record (``recipe`` None) or one of its entries that is not used, and why."""
 
@@ -93,7 +93,7 @@ class Refusal:
         return f"{self.file}: " + (f"recipes.{self.recipe}: " if self.recipe else "") + self.reason
 
 
-@dataclass
+@valueclass
 class Records:
     """The accepted entries by recipe id (sorted by record name) and every refusal."""
 

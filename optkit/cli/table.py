@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass, field
 from functools import lru_cache
+
+from optkit.value import field, valueclass
 
 WIDTH = 140
 _WORD = re.compile(r"\s*\S+\s*")
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class Box:
     """Border characters: top rule, header row, header separator, body rows, bottom rule."""
 
@@ -39,7 +40,7 @@ _ASCII_FOR = {"−": "-", "–": "-", "—": "-", "≈": "~", "≥": ">=", "≤"
               "→": "->", "←": "<-", "⟂": "_|_", "“": '"', "”": '"', "‘": "'", "’": "'"}
 
 
-@dataclass
+@valueclass
 class Table:
     """A titled table of text cells."""
 

@@ -3,18 +3,18 @@ exclusions, pinned recipes) and the solver's weights (``optkit.resolve.resolver`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from optkit.catalog.loader import Catalog
 from optkit.resolve.classify import _holds
 from optkit.resolve.decision import Decision, Status
 from optkit.resolve.facts import Facts
+from optkit.value import valueclass
 
 
 SOLVER_BONUS_UNQUANTIFIED = 1
 
 
-@dataclass
+@valueclass
 class _Problem:
     ids: list[str]
     index: dict[str, int]

@@ -3,10 +3,10 @@ facts), and the ``Resolution`` of a whole request (``optkit.resolve.resolver``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import Enum
 
 from optkit.resolve.objective import Benefit
+from optkit.value import field, valueclass
 
 
 class Status(str, Enum):
@@ -27,7 +27,7 @@ class Status(str, Enum):
     objective = "objective"  # valid, but the optimum leaves it out
 
 
-@dataclass
+@valueclass
 class Decision:
     """Where one recipe ended and why, with the rule, the facts it read and their values."""
 
@@ -42,7 +42,7 @@ class Decision:
     notes: list[str] = field(default_factory=list)  # what the release changed: knobs renamed or moved, probes
 
 
-@dataclass
+@valueclass
 class Resolution:
     decisions: dict[str, Decision]
     selected: list[str]  # dependency order

@@ -8,7 +8,6 @@ async scheduling on (vLLM 0.23.0's default).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from math import ceil
 from typing import Any
 
@@ -19,9 +18,10 @@ from optkit.catalog.factspec import FACTS
 from optkit.resolve.layout import NodeLayout, node_layout
 from optkit.resolve.request_record import DEFAULT_VLLM_ASCEND, RequestRecord
 from optkit.resolve.sharding import check_sharding
+from optkit.value import valueclass
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class Facts:
     """All facts of one request, by name (every name in ``FACTS``)."""
 

@@ -27,13 +27,13 @@ its node rank then, and no vllm-ascend release documents that launch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from math import ceil
 
 from optkit.errors import RequestError
+from optkit.value import valueclass
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class NodeLayout:
     """Where the ranks of one plan run."""
 

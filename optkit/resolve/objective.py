@@ -26,16 +26,16 @@ Rules (documented in docs/resolver.md):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from optkit.catalog.cache import cached
 from optkit.catalog.recipe_records import GainRecord, RecipeRecord
+from optkit.value import field, fields, valueclass
 
 MS_PER_US = 0.001
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class Baseline:
     model: str
     target: str
@@ -46,7 +46,7 @@ class Baseline:
     derivation: str
 
 
-@dataclass
+@valueclass
 class Benefit:
     """Expected TPOT reduction (ms, positive = faster) per requested concurrency."""
 
@@ -84,7 +84,7 @@ def _read_baselines(folder: Path) -> list[Baseline]:
     if not path.is_file():
         return []
     data, _ = load_yaml(path, "models/reference/article-baselines.yaml")
-    return [Baseline(**{k: entry[k] for k in Baseline.__dataclass_fields__}) for entry in data["baselines"]]
+    return [Baseline(**{k: entry[k] for k in fields(Baseline)}) for entry in data["baselines"]]
 
 
 def find_baseline(baselines: list[Baseline], model: str, target: str, concurrency: int) -> Baseline | None:
@@ -121,7 +121,7 @@ def _gain_ms(gain: GainRecord, baseline: Baseline | None) -> float | None:
     return None
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class Measured:
     """A recipe's TPOT saving measured on an NPU host (ms, positive = faster) and where."""
 

@@ -6,7 +6,6 @@ The CLI renders a Plan; the bundle writer turns it into files. Nothing here prin
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +20,12 @@ from optkit.resolve.profile_catalog import find_model, find_target, load_models,
 from optkit.resolve.profile_records import ModelProfileRecord, TargetRecord
 from optkit.resolve.request_record import RequestRecord, as_request_record
 from optkit.resolve.resolver import Resolution, Status, resolve, version_ranges
+from optkit.value import field, valueclass
 
 _TEMPLATE = re.compile(r"^\$\{([a-z_.]+)\}$")
 
 
-@dataclass
+@valueclass
 class Workspace:
     """The data a plan is made from: catalog, models, targets, baselines, measurement records."""
 
@@ -70,7 +70,7 @@ def unavailable_recipes(catalog: Catalog) -> dict[str, str]:
     return out
 
 
-@dataclass
+@valueclass
 class Setting:
     """One launch setting and the recipe that set it."""
 
@@ -79,7 +79,7 @@ class Setting:
     recipe: str
 
 
-@dataclass
+@valueclass
 class Estimate:
     """The TPOT estimate at one concurrency, and in words what it counts and what it leaves out."""
 
@@ -92,7 +92,7 @@ class Estimate:
     note: str = ""
 
 
-@dataclass
+@valueclass
 class Plan:
     request: RequestRecord
     model: ModelProfileRecord
@@ -217,7 +217,7 @@ def restrict(full: Plan, keep: list[str], workspace: Workspace, why: str) -> Pla
     """``full`` with only the recipes ``keep`` of its selection (in its order): the same request and
     facts, the launch settings of the kept recipes alone; each selected recipe left out is
     ``user-excluded`` with the reason ``why``. A ladder step is one."""
-    from dataclasses import replace
+    from optkit.value import replace
 
     unknown = sorted(set(keep) - set(full.selected))
     if unknown:

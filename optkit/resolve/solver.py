@@ -26,7 +26,8 @@ of a component that decomposition cannot split.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from optkit.value import field, valueclass
+
 
 Clause = tuple[int, ...]
 
@@ -42,7 +43,7 @@ class Unsatisfiable(Exception):
         super().__init__("unsatisfiable")
 
 
-@dataclass
+@valueclass
 class _State:
     value: list  # None / True / False per variable
     reason: list  # clause that forced each assignment (None: fixed or decided)

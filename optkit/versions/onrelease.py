@@ -17,12 +17,12 @@ probed (probes beat the version number). ``verdict`` then says, for one recipe:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
+from optkit.value import field, valueclass
 from optkit.versions.releases import known_versions, load_moves, load_release
 
 if TYPE_CHECKING:  # the run-time holds their records (optkit.catalog.frozen)
@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # the run-time holds their records (optkit.catalog.frozen)
 LEFT_OUT = ("superseded", "broken", "absent")
 
 
-@dataclass
+@valueclass
 class ReleaseView:
     """The release a plan is for: its data, and (for a tree) where it came from and its probes."""
 
@@ -71,7 +71,7 @@ def release_view(version: str | Version, tree: Path | None = None, catalog=None)
 # --------------------------------------------------------------------------- knobs
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class KnobVerdict:
     """One knob a recipe sets, on one release."""
 
@@ -171,7 +171,7 @@ def _leaf_paths(fragment: dict[str, Any], prefix: str = "") -> list[str]:
 # --------------------------------------------------------------------------- verdicts
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class Verdict:
     """Where a recipe stands on one release, before the request's facts are looked at."""
 

@@ -1,4 +1,4 @@
-"""Stage 5, bundle: a plan as a runnable launch bundle, and the checks of one.
+"""Stage 6, bundle: a plan as a runnable launch bundle, and the checks of one.
 
 Owns the bundle writer (lock, env.sh, serve.sh, preflight.sh, apply.sh, build-kernels.sh,
 bench.sh, README, k8s manifests), its templates, ``optkit bundle check`` and the vLLM argument
@@ -11,7 +11,7 @@ quoting filter; the only module that imports Jinja2), ``check``, ``vllm_probe``.
 is in ``templates/``. ``BundleWriteError`` lives here so that every module can raise it.
 
 May import: ``optkit.errors``, ``optkit.catalog``, ``optkit.tree``, ``optkit.versions``,
-``optkit.resolve``.
+``optkit.profile``, ``optkit.resolve``.
 """
 
 from optkit.errors import OptkitError

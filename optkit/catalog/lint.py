@@ -3,8 +3,9 @@
 Schema problems come from the loader. Here: references to recipes, kernels and facts that do not
 exist, requirement cycles, patch files missing or undeclared, verification claims that the files
 cannot back, recipes that change the launch without an accuracy claim, refused measurement records
-(verified/), and two recipes setting one launch setting to different values without a conflict
-between them.
+(verified/), two recipes setting one launch setting to different values without a conflict
+between them, and profile signatures that cannot match (releases outside the recipe's range, the
+same ops named twice for one release).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def lint(root: Path | None = None) -> list[Problem]:
     from optkit.catalog.kernels import lint_kernels
 
     for check in (_links, _templates, _profile_names, _patches, _kernels, _verification, _accuracy, _settings,
-                  _cycles, lint_kernels, _records):
+                  _cycles, lint_kernels, _records, _signatures):
         problems.extend(check(catalog))
     return sorted(problems, key=lambda p: (p.location.file, p.location.line or 0, p.message))
 
@@ -96,7 +97,7 @@ def conditions(recipe: RecipeRecord):
     """``(field path, condition text)`` of every condition in ``recipe``."""
     if recipe.implied_by:
         yield ("implied_by",), recipe.implied_by
-    for field in ("preconditions", "effective_when", "requires", "conflicts", "risks"):
+    for field in ("preconditions", "effective_when", "requires", "conflicts", "risks", "signatures"):
         for index, entry in enumerate(getattr(recipe, field)):
             if entry.when:
                 yield (field, index, "when"), entry.when
@@ -175,6 +176,32 @@ def _accuracy(catalog: Catalog) -> list[Problem]:
     return [Problem(catalog.location(r.id), "changes what the server runs but makes no accuracy claim",
                     "add `accuracy:` with check greedy-identical, or tolerance and a margin")
             for r in catalog if r.changes_launch and r.accuracy is None]
+
+
+def _signatures(catalog: Catalog) -> list[Problem]:
+    """Profile signatures (``optkit profile``) that cannot match: releases outside the recipe's own range
+    (among the releases in versions/), or the same ops named twice for one release."""
+    from optkit.catalog.specifiers import contains
+
+    known = sorted(p.stem for p in (catalog.root / "versions").glob("*.yaml") if p.stem[:1].isdigit())
+    out = []
+    for recipe in catalog:
+        mine = [v for v in known if contains(recipe.versions.vllm_ascend, v)]
+        seen: dict[tuple, int] = {}
+        for index, sig in enumerate(recipe.signatures):
+            where = catalog.location(recipe.id, ("signatures", index, "versions"))
+            releases = [v for v in mine if contains(sig.versions, v)]
+            if mine and not releases:
+                out.append(Problem(where, f"{sig.versions!r} holds none of the releases the recipe applies to "
+                                          f"({recipe.versions.vllm_ascend})", "widen it, or drop the signature"))
+            for v in releases:
+                key = (sig.what, sig.name, sig.type, sig.input_dim, v)
+                if key in seen:
+                    out.append(Problem(where, f"names the same ops as signatures[{seen[key]}] on {v}",
+                                       "give each release range its own signature"))
+                    break
+                seen[key] = index
+    return out
 
 
 def _records(catalog: Catalog) -> list[Problem]:

@@ -111,6 +111,9 @@ def recipe_markdown(catalog: Catalog, recipe_id: str, records=None) -> str:
         lines += [f"- `{e.versions}`: **{e.status}** — {_one_line(e.msg)}"
                   + (f"; patches: {', '.join(f'`{f}`' for f in e.patches)}" if e.patches else "")
                   + (f"; in plans: {_one_line(e.note)}" if e.note else "") for e in r.releases] + [""]
+    if r.signatures:
+        lines += ["**In a profile** (what `optkit profile` looks for; docs/profile.md)", ""]
+        lines += [f"- {_signature(s)}: {_one_line(s.msg)}" for s in r.signatures] + [""]
     if r.kernels:
         lines += ["**Kernels**: " + ", ".join(f"`kernels/{k}`" for k in r.kernels), ""]
     if r.gains:
@@ -141,3 +144,14 @@ def catalog_markdown(catalog: Catalog) -> str:
     for r in catalog:
         lines += [recipe_markdown(catalog, r.id), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _signature(s) -> str:
+    """One signature in words: what, how many per step, on which releases, when."""
+    what = " ".join(x for x in (f"type `{s.type}`" if s.type else "", f"`{s.name}`" if s.name else "") if x)
+    what = ("host call " if s.what == "host-call" else "kernel ") + what
+    what += f" with a {s.input_dim} input" if s.input_dim else ""
+    count = f"{s.count} per {s.layers.replace('_', '-')} layer" if s.per == "layer" else f"{s.count} per step"
+    extra = "" if s.versions == ">=0" else f", releases `{s.versions}`"
+    extra += f", only when `{s.when}`" if s.when else ""
+    return f"{what}, {count} ({s.effect}{extra})"

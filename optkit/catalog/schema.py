@@ -290,6 +290,57 @@ class Accuracy(_Strict):
         return self
 
 
+SIGNATURE_LAYERS = ("all", "gdn", "full_attention")
+"""Which of the model's layers a per-layer signature repeats over (the model profile's num_layers,
+gdn_layers, full_attention_layers)."""
+
+
+class Signature(_Strict):
+    """What a recipe removes or shrinks in an Ascend profile of one decode step (``optkit profile``).
+
+    A signature names device ops (rows of ``kernel_details.csv``, the ``Ascend Hardware`` events of
+    ``trace_view.json``) or host calls (the ``CANN`` / ``AscendCL@…`` events of ``trace_view.json``)
+    and how many of them one decode step has; docs/profile.md says what each form reads.
+    """
+
+    what: Literal["kernel", "host-call"] = Field(
+        "kernel", description="kernel: a device op (its Name, or Type with 'type'); host-call: a host API event "
+        "(e.g. 'AscendCL@aclrtMemcpy', a blocking copy from pageable memory).")
+    name: Optional[RegexText] = Field(
+        None, description="Regex that must match the op's (or host event's) whole name; a kernel may give 'type' instead.")
+    type: Optional[RegexText] = Field(
+        None, description="Kernels only: regex that must match the op's whole Type column (e.g. 'ConcatD').")
+    count: int = Field(1, ge=1, le=1000, description="How many one decode step has (per layer with per: layer).")
+    per: Literal["step", "layer"] = Field("step", description="count is per decode step, or per layer of 'layers'.")
+    layers: Optional[Literal[SIGNATURE_LAYERS]] = Field(
+        None, description="With per: layer, which layers: all, gdn or full_attention (the model profile's counts).")
+    input_dim: Optional[Literal["vocab_size", "hidden_size"]] = Field(
+        None, description="Kernels only: one of the op's input shapes has this model dimension (e.g. the "
+        "full-vocabulary Cast: vocab_size).")
+    versions: SpecifierText = Field(">=0", description="vllm-ascend releases whose profiles show it under this name "
+                                    "(PEP 440; names differ between releases).")
+    effect: Literal["removes", "shrinks"] = Field(
+        "removes", description="removes: the recipe takes these ops out of the step; shrinks: it makes them cheaper.")
+    when: Optional[ConditionText] = Field(
+        None, description="The recipe removes it only when this holds for the request (e.g. 'not spec.mtp'); "
+        "otherwise the ops are reported as present but not this recipe's to remove.")
+    msg: str = Field(min_length=4, description="What it is and why the recipe removes it, in words (shown in reports).")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Signature":
+        if self.name is None and (self.type is None or self.what == "host-call"):
+            raise ValueError("a signature needs 'name' (or, for a kernel, 'type')")
+        for key in ("name", "type"):
+            if getattr(self, key) is not None and re.fullmatch(getattr(self, key), ""):
+                raise ValueError(f"{key} {getattr(self, key)!r} matches an empty {key}, so it would match every op: "
+                                 "name the op")
+        if (self.per == "layer") != (self.layers is not None):
+            raise ValueError("per: layer needs 'layers' (all, gdn or full_attention), and 'layers' needs per: layer")
+        if self.what == "host-call" and (self.type is not None or self.input_dim is not None):
+            raise ValueError("'type' and 'input_dim' describe kernels: a host-call signature has neither")
+        return self
+
+
 class Recipe(RecipeBehaviour, _Strict):
     """One optimization as data."""
 
@@ -323,6 +374,9 @@ class Recipe(RecipeBehaviour, _Strict):
     kernels: list[RecipeId] = Field(default_factory=list, description="Kernel build specs under kernels/.")
     gains: list[Gain] = Field(default_factory=list, description="Reported gains (and regressions).")
     risks: list[Risk] = Field(default_factory=list, description="What can go wrong.")
+    signatures: list[Signature] = Field(
+        default_factory=list, description="What it removes or shrinks in an Ascend profile of a decode step, per "
+        "release where names differ (read by `optkit profile`; docs/profile.md).")
     accuracy: Optional[Accuracy] = Field(
         None, description="Its claim about outputs (greedy-identical or a tolerance), checked by the ladder's "
         "accuracy gate; absent: no claim (output changes are reported, not gated).")

@@ -6,7 +6,8 @@ ladder.json and results/, are kept in docs/example-ladder/ by tests/measure/make
 ``docs/compat.md`` (the compatibility matrix over every known release, from the real trees: fetched
 and cached on first use), and the generated regions of hand-written pages: a region
 ``<!-- optkit:NAME -->…<!-- /optkit:NAME -->`` of any ``docs/*.md`` is rewritten with
-``FIGURES[NAME]`` — a count from the example bundle, the multi-node example's manifests, the release
+``FIGURES[NAME]`` — the ``optkit profile`` report of the profile fixture (docs/profile.md, with its
+timeline in ``docs/profile-timeline.png``), a count from the example bundle, the multi-node example's manifests, the release
 and probe tables of docs/versions.md, the real ``optkit port`` reports of docs/port.md — so nothing
 quoted in prose can go stale. Each figure is computed only when a page asks for it.
 ``optkit docs --check`` lists the files that differ from what would be written.
@@ -148,7 +149,42 @@ def _objective_example(src: _Sources) -> str:
                                                    for line in text.splitlines()) + "\n"
 
 
-FIGURES = {"flagship-patches": _patch_count, "flagship-series": _series_state,
+PROFILE_FIXTURE = "tests/profile/fixtures/one-rank"
+PROFILE_ARGS = ["--model", "qwen3.5-35b", "--target", "910c", "--mtp"]
+PROFILE_CHART = "docs/profile-timeline.png"
+"""docs/profile.md's example: ``optkit profile tests/profile/fixtures/one-rank --model qwen3.5-35b --target 910c
+--mtp`` (the fixture is written by tests/profile/make_fixture.py) and its ``--chart``."""
+
+
+def _profile_report(root):
+    from optkit.resolve.plan import load_workspace
+    from optkit.resolve.profiled import profile_report
+    from optkit.resolve.request_record import parse_request
+
+    request = parse_request({"model": "qwen3.5-35b", "target": "910c", "mtp": True, "concurrency": [1]})
+    return profile_report(request, root / PROFILE_FIXTURE, load_workspace(root), 1, PROFILE_FIXTURE)
+
+
+def _profile_example(src: _Sources) -> str | None:
+    """The report of the profile fixture; None (the page's region stays) in a checkout without tests/."""
+    if not (src.root / PROFILE_FIXTURE).is_dir():
+        return None
+    from optkit.cli.profile_render import profile_blocks
+    from optkit.cli.render import layout
+
+    text = layout(profile_blocks(_profile_report(src.root)))
+    return f"\n\n    $ optkit profile {PROFILE_FIXTURE} {' '.join(PROFILE_ARGS)}\n\n```text\n{text}```\n\n"
+
+
+def _profile_chart(root) -> dict[str, bytes]:
+    if not (root / PROFILE_FIXTURE).is_dir():
+        return {}
+    from optkit.profile.timeline import chart
+
+    return {PROFILE_CHART: chart(_profile_report(root).analysis)}
+
+
+FIGURES = {"flagship-patches": _patch_count, "profile-example": _profile_example, "flagship-series": _series_state,
            "multinode-manifests": _manifests("leaderworkerset.yaml", "service.yaml"),
            "pd-example": _lines(_pd_example, "\n\n"), "releases": _lines(_releases), "moves": _lines(_moves), "probes": _lines(_probes),
            "port-post": _lines(_port_report("0.23.0.post1", True), "\n\n"),
@@ -164,7 +200,8 @@ def _filled(text: str, page: str, src: _Sources) -> str:
             from optkit.errors import OptkitError
 
             raise OptkitError(f"{page}: unknown generated region optkit:{name}; known: {', '.join(FIGURES)}")
-        return match.group(1) + FIGURES[name](src) + match.group(4)
+        made = FIGURES[name](src)
+        return match.group(1) + (match.group(3) if made is None else made) + match.group(4)
 
     return _REGION.sub(fill, text)
 
@@ -213,6 +250,7 @@ def _wanted(root) -> dict[str, bytes]:
     wanted.update({f"{PD_DIR}/{name}": data for name, data in _example_bundle_files(root, PD_REQUEST).items()})
     wanted.update({f"{REPORT_DIR}/{name}": data for name, data in _example_report_files(root).items()})
     wanted.update(_pages_with_regions(root, _Sources(root, catalog, example)))
+    wanted.update(_profile_chart(root))
     return wanted
 
 

@@ -28,7 +28,10 @@ def _ids(ctx, param, value):
 @click.option("--recipes", "only", multiple=True, callback=_ids,
               help="Measure only these selected recipes (comma-separated or repeated); the rest stay out.")
 @click.option("--k8s", is_flag=True, help="Also write k8s/ladder-job.yaml (an Indexed Job, one index per step).")
-def ladder_command(model, request_file, output, from_lock, order, leave_one_out, repeat, only, k8s, **params):
+@click.option("--profile", "profile", is_flag=True,
+              help="Each step also captures a short profile (a bounded number of engine steps, one request at c1); "
+                   "optkit report then says which recipe signatures each step removed (docs/profile.md).")
+def ladder_command(model, request_file, output, from_lock, order, leave_one_out, repeat, only, k8s, profile, **params):
     """The plan as a single-variable ladder: a baseline, then one recipe more per step (or one less)."""
     from optkit.cli.plan_cmds import _plan, _plan_from_lock
     from optkit.measure.ladder import write_ladder
@@ -40,7 +43,7 @@ def ladder_command(model, request_file, output, from_lock, order, leave_one_out,
         workspace, result = _plan(model, request_file, params)
     ladder = ladder_steps(result, workspace.catalog, order=order, leave_one_out=leave_one_out, only=only,
                           article_order=load_article_order(workspace.root))
-    write_ladder(result, workspace, ladder, output, repeat=repeat, k8s=k8s)
+    write_ladder(result, workspace, ladder, output, repeat=repeat, k8s=k8s, profile=profile)
     from optkit.cli.render import ladder_report, show
 
     show(ladder_report(json.loads((output / "ladder.json").read_text(encoding="utf-8"))))
@@ -68,7 +71,14 @@ def report_command(ladder_dir, output, results_dir, record, catalog_root):
     from optkit.cli.render import report_summary, show
 
     show(report_summary(report))
-    for path in written:
+    from optkit.measure.step_profiles import write_step_profiles
+
+    rows, profiles = write_step_profiles(report.ladder, results_dir or ladder_dir / "results", output or ladder_dir / "report")
+    if rows:
+        from optkit.cli.profile_render import step_profiles_table
+
+        show([step_profiles_table(rows)])
+    for path in [*written, *profiles]:
         click.echo(f"wrote {path}")
     error = outcome_error(report, ladder_dir)
     if error is not None:

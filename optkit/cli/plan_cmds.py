@@ -10,11 +10,12 @@ from optkit.cli.options import build_request, catalog_dirs, catalog_option, requ
 from optkit.errors import UnknownName
 
 
-def _plan(model, request_file, params):
+def _plan(model, request_file, params, profile=None, profile_at=1):
     from optkit.resolve.plan import load_workspace, plan
 
     workspace = load_workspace(catalogs=catalog_dirs(params.pop("catalogs", ())))
-    return workspace, plan(build_request(model, request_file, params), workspace)
+    return workspace, plan(build_request(model, request_file, params), workspace, profile=profile,
+                           profile_concurrency=profile_at, profile_display=str(profile) if profile else None)
 
 
 def _plan_from_lock(lock: Path, model, request_file, params):
@@ -49,18 +50,25 @@ def _plan_from_lock(lock: Path, model, request_file, params):
                    "huawei.com/Ascend910; default) or cce (Huawei Cloud CCE AI Suite, huawei.com/ascend-1980).")
 @click.option("--from-lock", "from_lock", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Plan the request recorded in an optkit.lock.json again (the catalog must be unchanged).")
+@click.option("--profile", "profile", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="An Ascend profiler capture of this deployment (docs/profile.md): its savings per decode step "
+                   "count over the article's numbers, below measured records.")
+@click.option("--profile-at", "profile_at", type=click.IntRange(1, 4096), default=1, show_default=True,
+              help="With --profile: the concurrency the capture was taken at (its savings count there).")
 def plan_command(model, request_file, as_json, verbose, output, k8s, replicas, k8s_device_plugin, from_lock,
-                 **params):
+                 profile, profile_at, **params):
     """Choose the best valid recipe set for MODEL on a target, and explain it."""
     if k8s and output is None:
         raise click.UsageError("--k8s writes k8s/ into a bundle: give -o DIR too")
+    if from_lock is not None and profile is not None:
+        raise click.UsageError("--from-lock plans the lock's request again; give --profile without it")
     given = {"replicas": replicas, "device_plugin": k8s_device_plugin}
     if from_lock is not None:
         workspace, result, options = _plan_from_lock(from_lock, model, request_file, params)
         k8s = k8s or bool(options.get("k8s"))
         given = {**options.get("k8s_options", {}), **{k: v for k, v in given.items() if v is not None}}
     else:
-        workspace, result = _plan(model, request_file, params)
+        workspace, result = _plan(model, request_file, params, profile, profile_at)
     if not k8s and any(v is not None for v in given.values()):
         raise click.UsageError("--replicas and --k8s-device-plugin go with --k8s")
     if output is not None:
@@ -77,6 +85,10 @@ def plan_command(model, request_file, as_json, verbose, output, k8s, replicas, k
     from optkit.cli.render import plan_report, show
 
     show(plan_report(result, workspace.catalog, verbose, workspace.records))
+    if result.profile is not None:
+        counted = sorted(rid for rid, s in result.profile_savings.items() if s.present)
+        click.echo(f"profile: {result.profile.directory} (captured {result.profile.started}) counts at c{profile_at} "
+                   f"for {', '.join(counted) or 'no recipe: none of their signatures is in it'}")
     if output is not None:
         click.echo(f"bundle written to {output}")
 

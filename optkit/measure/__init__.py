@@ -1,4 +1,4 @@
-"""Stage 6, measure: the single-variable ladder, its results, the report, verified-on records.
+"""Stage 7, measure: the single-variable ladder, its results, the report, verified-on records.
 
 Owns turning a plan into ladder steps (``steps``) and a ladder bundle of complete step bundles with
 one ``run-ladder.sh`` (``ladder``; ``k8s``: the ladder as an Indexed Job), what the NPU host records while it runs (``host``: NPU, driver,
@@ -9,7 +9,7 @@ per-recipe attribution (``analysis``), the accuracy gate (``gate``), the report 
 verified-on record from a report (``record``; the record format is ``optkit.catalog.records``).
 
 May import: ``optkit.errors``, ``optkit.catalog``, ``optkit.tree``, ``optkit.versions``,
-``optkit.resolve``, ``optkit.bundle``.
+``optkit.profile``, ``optkit.resolve``, ``optkit.bundle``.
 """
 
 from optkit.errors import OptkitError

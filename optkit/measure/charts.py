@@ -1,5 +1,6 @@
 """The report's charts as PNG bytes: the waterfall (like the article's c1 waterfall) and per-concurrency
-bars. The only module of optkit that imports matplotlib, and only when a report is written.
+bars. The only module of the measure stage that imports matplotlib (the other is the profile stage's
+``optkit.profile.timeline``), and only when a report is written.
 
 Deterministic: the Agg canvas on a ``Figure`` of fixed size and dpi (no pyplot state), matplotlib's
 bundled DejaVu font, and no "Software" metadata in the PNG, so the same report gives the same bytes.

@@ -48,8 +48,9 @@ def step_reason(step: Step) -> str:
 
 
 def ladder_files(plan: Plan, workspace: Workspace, ladder: Ladder, *, repeat: int = 1, k8s: bool = False,
-                 prompts: PromptSet | None = None) -> dict[str, bytes]:
-    """Every file of the ladder bundle, by relative path (see the module docstring)."""
+                 prompts: PromptSet | None = None, profile: bool = False) -> dict[str, bytes]:
+    """Every file of the ladder bundle, by relative path (see the module docstring); ``profile``: each
+    step also captures a short profile (``optkit.measure.step_profiles``)."""
     if plan.pd is not None:  # run-ladder.sh starts one server per step
         raise MeasureError(f"--pd {plan.request.pd}: a ladder step is one server (run-ladder.sh starts one serve.sh); "
                            "ladder the instance's plan without --pd, or write the PD bundle with optkit plan -o")
@@ -61,6 +62,10 @@ def ladder_files(plan: Plan, workspace: Workspace, ladder: Ladder, *, repeat: in
         files.update({f"steps/{step.id}/{rel}": data for rel, data in bundle.items()})
         steps.append(_step_data(step, json.loads(bundle[LOCK_NAME])))
     data = ladder_data(plan, workspace, ladder, steps, repeat, prompts)
+    if profile:
+        from optkit.measure.step_profiles import profile_data
+
+        data["profile"] = profile_data(plan, workspace)
     files[LADDER_NAME] = dump_json(data).encode("utf-8")
     files[PROMPTS_FILE] = prompt_set_bytes(prompts)
     files["run-ladder.sh"] = render("ladder/run-ladder.sh.j2", **_script_data(plan, data)).encode("utf-8")
@@ -149,7 +154,16 @@ def _script_data(plan: Plan, data: dict) -> dict[str, Any]:
             "pending": [s["id"] for s in steps if s["pending_patches"]],
             "repeat": data["repeat"], "cost": data["cost"], "health_timeout": HEALTH_TIMEOUT_S,
             "soc_default": plan.target.default_soc_version, "max_tokens": data["accuracy"]["max_tokens"],
-            "min_tokens": data["accuracy"]["min_tokens"], "concurrency": data["workload"]["concurrency"]}
+            "min_tokens": data["accuracy"]["min_tokens"], "concurrency": data["workload"]["concurrency"],
+            **_profile_script_data(data)}
+
+
+def _profile_script_data(data: dict) -> dict[str, Any]:
+    from optkit.measure.step_profiles import serve_args
+
+    profile = data.get("profile")
+    return {"profile_args": serve_args(profile) if profile else [], "profile_tokens": profile["tokens"] if profile else 0,
+            "profile_dir": profile["dir"] if profile else ""}
 
 
 def _readme_data(data: dict) -> dict[str, Any]:
@@ -157,12 +171,12 @@ def _readme_data(data: dict) -> dict[str, Any]:
 
 
 def write_ladder(plan: Plan, workspace: Workspace, ladder: Ladder, out_dir: Path, *, repeat: int = 1,
-                 k8s: bool = False) -> list[Path]:
+                 k8s: bool = False, profile: bool = False) -> list[Path]:
     """Write the ladder bundle to ``out_dir`` all at once; return the files written.
 
     ``out_dir`` must be absent, empty, or a previous ladder without results (``results/`` holds
     finished steps, which a rewritten ladder would no longer match)."""
-    files = ladder_files(plan, workspace, ladder, repeat=repeat, k8s=k8s)
+    files = ladder_files(plan, workspace, ladder, repeat=repeat, k8s=k8s, profile=profile)
     out_dir = Path(out_dir).absolute()
     _check_target(out_dir)
     return write_files(files, out_dir)

@@ -131,6 +131,10 @@ class Plan:
     """The launch values the selected recipes computed from the request, in selection order."""
     pd: PDLayout | None = None
     """With ``--pd``: the prefill and decode instances and where they run (``optkit.resolve.pd``)."""
+    profile: Any = None
+    """With ``--profile``: the capture analysed (``optkit.profile.analysis.ProfileAnalysis``)."""
+    profile_savings: dict[str, Any] = field(default_factory=dict)
+    """With ``--profile``: recipe → ``optkit.resolve.profiled.ProfileSaving``."""
 
     @property
     def selected(self) -> list[str]:
@@ -189,10 +193,12 @@ def resolve_model(workspace: Workspace, request: RequestRecord) -> ModelProfileR
     return find_model(workspace.models, request.model)
 
 
-def plan(request: RequestRecord, workspace: Workspace | None = None) -> Plan:
+def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Path | None = None,
+         profile_concurrency: int = 1, profile_display: str | None = None) -> Plan:
     """Resolve ``request`` against the catalog on its release (or ``--tree``) and collect the launch
     settings of the result, each knob in the form that release reads. A validated ``Request`` model
-    is frozen into its record first: the run-time holds records."""
+    is frozen into its record first: the run-time holds records. ``profile``: a capture of the
+    deployment (``optkit.resolve.profiled``), taken at ``profile_concurrency``."""
     from optkit.resolve.facts import ascend_version
     from optkit.versions.onrelease import release_view, verdict
 
@@ -214,10 +220,17 @@ def plan(request: RequestRecord, workspace: Workspace | None = None) -> Plan:
     baseline_for = _baseline_lookup(ws, model, target, layout)
     # the records name no node count, and the ladder measures one node: none applies across nodes
     measured = measured_lookup(ws.records, model.id, target.id, facts) if layout.nodes == 1 else None
+    analysis, table = None, {}
+    if profile is not None:  # only then: the profile stage is not imported on the plain plan path
+        from optkit.resolve.profiled import analyse_for, profile_lookup, savings
+
+        analysis = analyse_for(ws.catalog, profile, model, facts, profile_display)
+        table = savings(analysis, ws.catalog, facts)
+        measured = profile_lookup(measured, table, profile_concurrency)
     resolution = resolve(ws.catalog, facts, request.with_recipes, request.without_recipes, baseline_for,
                          ws.unavailable, verdicts, measured)
     result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts, layout=layout,
-                  pd=pd_layout(request, target))
+                  pd=pd_layout(request, target), profile=analysis, profile_savings=table)
     return _assemble(result, ws, baseline_for)
 
 

@@ -21,6 +21,12 @@ noise, on absolute deadlines so sleep overshoot does not add up. Non-streaming c
 accuracy prompts) answer at once: arithmetic questions correctly, other prompts with deterministic
 filler; ``diverge`` changes one token while its recipe is active, ``wrong`` answers the questions
 containing one of its texts wrongly. Each start appends ``{"argv", "active"}`` to the log as one JSON line.
+
+With ``--profiler-config.torch_profiler_dir=DIR`` (``optkit ladder --profile``) ``POST /start_profile``
+and ``/stop_profile`` answer, and ``/stop_profile`` writes an Ascend PyTorch Profiler capture into
+DIR (tests/profile/make_fixture.py: the text form, vllm-ascend's worker folder name) whose recipe
+signatures are those of ``profile["signatures"]`` (default: every one the generator injects) less
+the active recipes': a step that turns a recipe on shows its ops gone.
 """
 
 from __future__ import annotations
@@ -129,6 +135,21 @@ class Simulation:
         return "".join(words[:max_tokens]), ids[:max_tokens]
 
 
+def profiler_dir(argv: list[str]) -> str | None:
+    """The capture directory ``--profiler-config.torch_profiler_dir=DIR`` names (None: profiling off)."""
+    prefix = "--profiler-config.torch_profiler_dir="
+    return next((a[len(prefix):] for a in argv if a.startswith(prefix)), None)
+
+
+def write_capture(sim: Simulation, directory: str) -> None:
+    """The capture of this start: the generator's injected signatures minus the active recipes'."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "profile"))
+    import make_fixture
+
+    shown = set(sim.profile.get("signatures", make_fixture.INJECTED)) - set(sim.active)
+    make_fixture.write(Path(directory), inject=shown)
+
+
 def make_handler(sim: Simulation):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -161,6 +182,8 @@ def make_handler(sim: Simulation):
 
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            if self.path in ("/start_profile", "/stop_profile"):
+                return self._profile(self.path == "/stop_profile")
             if self.path != "/v1/completions":
                 return self._send(404, {"error": "not found"})
             if body.get("model") != sim.args["served"]:
@@ -176,6 +199,14 @@ def make_handler(sim: Simulation):
                                         "choices": [choice], "usage": {"prompt_tokens": len(prompt.split()),
                                                                        "completion_tokens": n}})
             self._stream(prompt, n)
+
+        def _profile(self, stop: bool) -> None:
+            directory = profiler_dir(sim.argv)
+            if directory is None:  # as vLLM: the profiler endpoints need --profiler-config
+                return self._send(404, {"error": "profiling is not enabled"})
+            if stop:
+                write_capture(sim, directory)
+            self._send(200)
 
         def _chunk(self, data: dict | str) -> None:
             text = "data: " + (data if isinstance(data, str) else json.dumps(data)) + "\n\n"
@@ -223,7 +254,9 @@ def main(argv: list[str]) -> int:
     if profile.get("crash") in active:
         print(f"sim: {profile['crash']} makes the server crash at start (injected)", file=sys.stderr)
         return 1
-    server = ThreadingHTTPServer(("127.0.0.1", args["port"]), make_handler(Simulation(profile, args, active)))
+    sim = Simulation(profile, args, active)
+    sim.argv = argv
+    server = ThreadingHTTPServer(("127.0.0.1", args["port"]), make_handler(sim))
     server.daemon_threads = True
 
     def stop(signum, frame):

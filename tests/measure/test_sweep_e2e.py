@@ -170,3 +170,20 @@ def test_a_record_carries_each_steps_capacity(run):
     assert {s: v["capacity"] for s, v in capacity["steps"].items()} == {s.id: knee(s.recipes) for s in run.steps}
     assert capacity_of(run.died_report)["steps"].get(run.last) is None  # a sweep whose server died is not recorded
     assert Record.model_fields["capacity"].default is None
+
+
+def test_a_record_of_the_run_carries_capacity_and_is_accepted(run, tmp_path):
+    from optkit.catalog.records import load_records
+    from optkit.measure.record import write_record
+
+    root = tmp_path / "mine"
+    path = write_record(run.report, root, run.workspace.catalog)
+    data = json.loads(path.read_text())
+    assert data["capacity"]["steps"][run.steps[0].id]["capacity"] == knee(run.steps[0].recipes)
+    for a in run.report.attributions:
+        assert data["recipes"][a.recipes[0]]["capacity_delta"] == sum(KNEE_MOVES[r] for r in a.recipes)
+        assert data["recipes"][a.recipes[0]]["capacity_verdict"] == "gain"
+    catalog = load_workspace(catalogs=[root]).catalog
+    records = load_records(catalog.root, catalog)
+    assert not records.refused, records.refused
+    assert {e.name for rid in SIGNS for e in records.of(rid)} == {path.stem}

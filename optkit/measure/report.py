@@ -312,11 +312,22 @@ def charts(report: Report) -> dict[str, bytes]:
     return {"waterfall.png": waterfall, "concurrency.png": bars, **_capacity_chart(report, draw)}
 
 
+def _binding_bound(report: Report) -> dict:
+    """The SLO bound the curves show: the one closest to (or furthest past) its limit over all probes."""
+    def worst(bound: dict) -> float:
+        ratios = [p[bound["key"]] / bound["limit_ms"] for cap in report.capacity.values() for p in cap.curve
+                  if p.get(bound["key"]) is not None]
+        return max(ratios, default=0.0)
+
+    bounds = report.ladder["sweep"]["bounds"]
+    return max(bounds, key=lambda b: (worst(b), -bounds.index(b)))
+
+
 def _capacity_chart(report: Report, draw) -> dict[str, bytes]:
     """capacity.png (with a capacity sweep): each step's throughput–latency curve and its capacity."""
     if report.capacity is None:
         return {}
-    bound = report.ladder["sweep"]["bounds"][0]
+    bound = _binding_bound(report)
     curves = [(step, [(p["concurrency"], p["output_throughput"], p[bound["key"]], p["met"]) for p in cap.curve],
                cap.capacity, cap.status) for step, cap in report.capacity.items()]
     return {"capacity.png": draw.capacity_curves(

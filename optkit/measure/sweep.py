@@ -21,6 +21,8 @@ is known to within its bracket. Outcomes (``status``): ``found``; ``below-lowest
 misses: capacity 0, reported as such); ``at-most-high`` (``high`` meets it: capacity ≥ high, raise
 ``--sweep-max``); ``server-died`` (``/health`` stopped answering after a probe: the capacity is the
 highest load that met the SLO before, an upper bound is the load it died at, and the report says so).
+A client that fails without a result while the server is up is no measurement: the sweep stops
+with an error (``client-failed`` in sweep.json) rather than call that load a miss.
 The search assumes meeting the SLO is monotone in load (latency grows with load); every probe is
 kept, so a report can show where measurements near the knee disagree.
 
@@ -219,6 +221,19 @@ def command_client(vllm: str = "vllm") -> Callable[[list[str]], None]:
     return run
 
 
+def _write(out_dir: Path, settings: dict, search: Search, client_name: str, started: float,
+           status: str | None = None) -> dict[str, Any]:
+    outcome = search.outcome()
+    if status:
+        outcome["status"] = status
+    data = {"sweep_version": SWEEP_VERSION, "variable": "concurrency", "slo": settings["slo"], **outcome,
+            "died_at": search.died_at, "low": search.low, "high": search.high, "resolution": search.resolution,
+            "client": client_name, "seconds": round(time.monotonic() - started, 1),
+            "probes": [p.data() for p in search.probes]}
+    (Path(out_dir) / SWEEP_NAME).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return data
+
+
 def run_sweep(settings: dict, *, model: str, served_name: str, host: str, port: int, out_dir: Path,
               client: Callable[[list[str]], None], client_name: str,
               log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True)) -> dict[str, Any]:
@@ -247,14 +262,14 @@ def run_sweep(settings: dict, *, model: str, served_name: str, host: str, port: 
             search.died_at = c
             log(f"sweep: the server stopped answering /health during the c{c} probe: it died; stopping the sweep")
             break
+        if not result:  # the server is up and the client failed: no measurement, not a load the SLO missed
+            _write(out_dir, settings, search, client_name, started, status="client-failed")
+            raise MeasureError(f"sweep: the benchmark client failed at c{c} without a result while the server was up "
+                               f"({missed[0]}); its output above says why (a flag this vLLM does not take?)")
         search.record(Probe(c, not missed, missed, f"{PROBES_DIR}/c{c}.json" if result else None, result))
         log(f"sweep: c{c} " + ("meets the SLO" if not missed else "misses it: " + "; ".join(missed)))
+    data = _write(out_dir, settings, search, client_name, started)
     outcome = search.outcome()
-    data = {"sweep_version": SWEEP_VERSION, "variable": "concurrency", "slo": settings["slo"], **outcome,
-            "died_at": search.died_at, "low": search.low, "high": search.high, "resolution": search.resolution,
-            "client": client_name, "seconds": round(time.monotonic() - started, 1),
-            "probes": [p.data() for p in search.probes]}
-    (Path(out_dir) / SWEEP_NAME).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     log(f"sweep: {outcome['status']}: capacity c{outcome['capacity']} (bracket {outcome['bracket']}) "
         f"in {len(search.probes)} probes, {data['seconds']}s")
     return data

@@ -255,3 +255,32 @@ def test_a_record_without_capacity_keeps_its_digest():
             return {"a": 1, "capacity": None, "recipes": {"r": {"x": 1, "capacity_delta": None, "capacity_verdict": None}}}
 
     assert _dump(Fake()) == {"a": 1, "recipes": {"r": {"x": 1}}}
+
+
+def test_a_client_that_fails_while_the_server_is_up_is_an_error_not_a_miss(tmp_path):
+    health = _Health()
+
+    def broken(argv):
+        raise SystemExit(2)  # argparse: a flag this vLLM does not take
+
+    with pytest.raises(MeasureError, match="failed at c1 without a result while the server was up"):
+        run_sweep(settings(low=1, high=8), model="m", served_name="s", host="127.0.0.1", port=health.port,
+                  out_dir=tmp_path, client=broken, client_name="fake", log=lambda s: None)
+    assert json.loads((tmp_path / "sweep.json").read_text())["status"] == "client-failed"
+
+
+def test_a_sweep_ladders_run_ladder_passes_bash_n_and_shellcheck(tmp_path):
+    import shutil
+    import subprocess
+
+    out = tmp_path / "l"
+    result = CliRunner().invoke(cli, ["ladder", "qwen3.5-35b", "--target", "910c", "--recipes", "waterfall-hccl-aiv",
+                                      "--sweep", "--slo", "tpot_p99<=20ms", "--warmups", "0", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "Capacity sweep per run: the highest concurrency meeting tpot_p99<=20ms" in result.output
+    assert subprocess.run(["bash", "-n", str(out / "run-ladder.sh")]).returncode == 0
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck is not installed")
+    proc = subprocess.run(["shellcheck", "-x", "run-ladder.sh", "steps/00-baseline/bench.sh"], cwd=out,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout

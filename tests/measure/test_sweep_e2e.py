@@ -5,8 +5,9 @@ the number of requests decoded together (batching), and beyond a knee every toke
 steeply (compute-bound). Each step's recipes move its knee, so every step has its own capacity.
 
 The ladder (baseline + two recipes, c1, cut-down costs: 4 prompts per slot, 4 accuracy prompts) runs
-once for the module (about three minutes on two cores); then the last step runs again with a server
-that dies when loaded above an injected concurrency. The tests check that the sweep finds each
+once for the module (about four minutes on two cores); then the last step runs again with a server
+that dies when loaded above an injected concurrency, and the first on a server too slow for the SLO
+at any load. The tests check that the sweep finds each
 injected knee exactly (resolution 0: the bracket is [knee, knee + 1)), the report's capacity
 attribution per recipe, goodput, the chart, the cost settings reaching bench.sh and the accuracy
 prompts, a server that dies mid-sweep reported as such, and a record carrying the capacity.
@@ -92,7 +93,14 @@ def run(tmp_path_factory):
     shutil.copytree(base / "ladder" / "results" / last, base / "died")
     shutil.rmtree(base / "ladder" / "results" / last)
     shutil.copytree(kept, base / "ladder" / "results" / last)
-    return SimpleNamespace(base=base, ladder=base / "ladder", steps=ladder.steps, first=first, report=report,
+    first_step = ladder.steps[0].id  # again, on a server too slow for the SLO at any load
+    shutil.move(base / "ladder" / "results" / first_step, base / "kept-first")
+    host.write_profile({**profile(), "base_ms": {"1": 40.0}})
+    never = run_ladder(base / "ladder", host, "--only", first_step)
+    never_report = build_report(base / "ladder")
+    shutil.rmtree(base / "ladder" / "results" / first_step)
+    shutil.move(base / "kept-first", base / "ladder" / "results" / first_step)
+    return SimpleNamespace(never=never, never_report=never_report, base=base, ladder=base / "ladder", steps=ladder.steps, first=first, report=report,
                            died=died, died_report=died_report, last=last, workspace=workspace)
 
 
@@ -187,3 +195,16 @@ def test_a_record_of_the_run_carries_capacity_and_is_accepted(run, tmp_path):
     records = load_records(catalog.root, catalog)
     assert not records.refused, records.refused
     assert {e.name for rid in SIGNS for e in records.of(rid)} == {path.stem}
+
+
+def test_a_step_that_never_meets_the_slo_has_capacity_zero_and_says_so(run):
+    code, out = run.never
+    assert code == 0, out
+    first = run.steps[0].id
+    cap = run.never_report.capacity[first]
+    assert (cap.status, cap.capacity, cap.upper) == ("below-lowest", 0, 1), cap.curve
+    assert [p["concurrency"] for p in cap.curve] == [1]  # one probe
+    md = report_files(run.never_report)["report.md"].decode()
+    assert f"| `{first}` | 0 | [0, 1) | below the lowest probe (c1) |" in md
+    (a,) = [a for a in run.never_report.attributions if a.before == first]
+    assert (a.capacity.value, a.capacity.verdict) == (knee(run.steps[1].recipes), "gain")

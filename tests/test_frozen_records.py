@@ -37,6 +37,12 @@ VERIFIED = {  # verified/ ships no record: one as `optkit report --record` write
                  "sampling": "greedy", "min_tokens": True},
     "ladder": "incremental", "accuracy_gate": "passed", "recipes": {"a-recipe": MEASUREMENT},
     "results": {"00-baseline/r1/c1.json": "ef" * 32}}
+VERIFIED_CAPACITY = {  # with a capacity sweep (optkit ladder --sweep)
+    **VERIFIED, "recipes": {"a-recipe": {**MEASUREMENT, "capacity_delta": 4, "capacity_verdict": "gain"}},
+    "capacity": {"slo": "tpot_p99<=20ms", "variable": "concurrency", "low": 1, "high": 64, "resolution": 0.1,
+                 "prompts_per_concurrency": 10,
+                 "steps": {"01-x": {"recipes": ["a-recipe"], "capacity": 8, "upper": 9, "status": "found",
+                                    "output_throughput": 400.0, "request_goodput": 2.5, "repeats": 1}}}}
 DUMPS = [dict(mode=mode, by_alias=alias, exclude_none=none)
          for mode in ("python", "json") for alias in (False, True) for none in (False, True)]
 
@@ -68,7 +74,7 @@ def _validated() -> list[BaseModel]:
     out: list[BaseModel] = []
     for model, pattern in FILES.items():
         out += [parse_model(model, *load_yaml(path)) for path in sorted(ROOT.glob(pattern))]
-    return out + _requests() + [VerifiedRecord.model_validate(VERIFIED)]
+    return out + _requests() + [VerifiedRecord.model_validate(VERIFIED), VerifiedRecord.model_validate(VERIFIED_CAPACITY)]
 
 
 VALIDATED = _validated()

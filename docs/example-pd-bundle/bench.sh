@@ -6,7 +6,9 @@
 # Compare them with expected.json (the article's figures; estimates, not guarantees). The result
 # JSON is vLLM's own: mean/median/p50/p90/p99 of TTFT, TPOT, ITL and E2E latency (e2el only when
 # named in --percentile-metrics), throughput, completed and failed requests.
-# Environment: MODEL, SERVED_NAME, HOST, PORT, RESULT_DIR.
+# Environment: MODEL, SERVED_NAME, HOST, PORT, RESULT_DIR; PROMPTS_PER_CONCURRENCY and MIN_PROMPTS (requests:
+# max(concurrency x PROMPTS_PER_CONCURRENCY, MIN_PROMPTS) instead of the numbers below) and
+# WARMUPS_PER_CONCURRENCY (warm-up requests per concurrent slot, default 1): a run's cost.
 set -euo pipefail
 MODEL="${MODEL:-Qwen/Qwen3.5-35B-A3B}"
 SERVED_NAME="${SERVED_NAME:-qwen3.5-35b-a3b}"
@@ -20,10 +22,15 @@ fi
 mkdir -p "$RESULT_DIR"
 
 run() {  # run CONCURRENCY NUM_PROMPTS
+  local prompts="$2" warmups="$(($1 * ${WARMUPS_PER_CONCURRENCY:-1}))"
+  if [ -n "${PROMPTS_PER_CONCURRENCY:-}" ]; then
+    prompts="$(($1 * PROMPTS_PER_CONCURRENCY))"
+    [ "$prompts" -ge "${MIN_PROMPTS:-1}" ] || prompts="${MIN_PROMPTS:-1}"
+  fi
   vllm bench serve --backend vllm --model "$MODEL" --served-model-name "$SERVED_NAME" \
     --host "$HOST" --port "$PORT" \
     --dataset-name random --random-input-len 1024 --random-output-len 512 \
-    --max-concurrency "$1" --num-prompts "$2" --num-warmups "$1" --ignore-eos --temperature 0 --extra-body '{"min_tokens":512}' \
+    --max-concurrency "$1" --num-prompts "$prompts" --num-warmups "$warmups" --ignore-eos --temperature 0 --extra-body '{"min_tokens":512}' \
     --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99 \
     --save-result --result-dir "$RESULT_DIR" --result-filename "c$1.json"
 }

@@ -92,6 +92,14 @@ def build_kernels_data(launch: Launch, lock: dict) -> dict[str, Any]:
 def bench_data(launch: Launch, lock: dict) -> dict[str, Any]:
     """bench.sh: the request's workload, its sampling flags, one run per concurrency."""
     request = launch.plan.request
+    extra = bench_extra(request)
+    return {**_header(launch), "model_default": _shell_default(launch.model_default), "served_name": launch.served_name,
+            "input_len": request.input_len, "output_len": request.output_len, "extra": extra,
+            "runs": [(c, num_prompts(c)) for c in request.concurrency], "port": DEFAULT_PORT, "target": "./serve.sh"}
+
+
+def bench_extra(request) -> list[str]:
+    """The request's sampling flags of ``vllm bench serve`` (bench.sh's and the capacity sweep's)."""
     extra = []
     if request.sampling == "greedy":
         extra += ["--temperature", "0"]
@@ -99,11 +107,13 @@ def bench_data(launch: Launch, lock: dict) -> dict[str, Any]:
         extra += ["--logprobs", "1"]
     if request.min_tokens:
         extra += ["--extra-body", compact_json({"min_tokens": request.output_len})]
-    return {**_header(launch), "model_default": _shell_default(launch.model_default), "served_name": launch.served_name,
-            "input_len": request.input_len, "output_len": request.output_len, "extra": extra,
-            "runs": [(c, num_prompts(c)) for c in request.concurrency], "port": DEFAULT_PORT, "target": "./serve.sh"}
+    return extra
 
 
-def num_prompts(concurrency: int) -> int:
-    """Requests bench.sh sends at ``concurrency``: ten per concurrent slot, at least 20."""
-    return max(10 * concurrency, 20)
+PROMPTS_PER_CONCURRENCY, MIN_PROMPTS, WARMUPS_PER_CONCURRENCY = 10, 20, 1
+"""bench.sh's defaults: requests per concurrent slot, the fewest requests per run, warm-ups per slot."""
+
+
+def num_prompts(concurrency: int, per_concurrency: int = PROMPTS_PER_CONCURRENCY, minimum: int = MIN_PROMPTS) -> int:
+    """Requests bench.sh sends at ``concurrency``: ten per concurrent slot, at least 20 (by default)."""
+    return max(per_concurrency * concurrency, minimum)

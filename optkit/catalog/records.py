@@ -32,7 +32,8 @@ from optkit.value import field, valueclass
 RECORD_VERSION = 1
 RECORDS_DIR = "verified"
 NAME_DIGITS = 16
-_SCHEMA = ("Record", "RecordHost", "RecordRelease", "RecordWorkload", "RecipeMeasurement", "Verdict")
+_SCHEMA = ("Record", "RecordHost", "RecordRelease", "RecordWorkload", "RecipeMeasurement", "Verdict", "RecordCapacity",
+           "StepCapacity")
 
 
 def __getattr__(name: str) -> Any:
@@ -52,8 +53,22 @@ def record_digest(record) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+OPTIONAL_KEYS = ("capacity",)
+"""Record keys added after version 1's first form: left out of the content when empty, so the
+digest (and name) of a record written before them does not change."""
+OPTIONAL_ENTRY_KEYS = ("capacity_delta", "capacity_verdict")
+
+
 def _dump(record) -> dict:
-    return record.model_dump(mode="json") if hasattr(record, "model_dump") else record.dump(mode="json")
+    data = record.model_dump(mode="json") if hasattr(record, "model_dump") else record.dump(mode="json")
+    for key in OPTIONAL_KEYS:
+        if data.get(key) is None:
+            data.pop(key, None)
+    for entry in data.get("recipes", {}).values():
+        for key in OPTIONAL_ENTRY_KEYS:
+            if entry.get(key) is None:
+                entry.pop(key, None)
+    return data
 
 
 def record_file(record) -> tuple[str, str]:

@@ -31,7 +31,26 @@ def _ids(ctx, param, value):
 @click.option("--profile", "profile", is_flag=True,
               help="Each step also captures a short profile (a bounded number of engine steps, one request at c1); "
                    "optkit report then says which recipe signatures each step removed (docs/profile.md).")
-def ladder_command(model, request_file, output, from_lock, order, leave_one_out, repeat, only, k8s, profile, **params):
+@click.option("--prompts-per-concurrency", "prompts_per_concurrency", type=click.IntRange(1, 1000), default=10,
+              show_default=True, help="A run's cost: benchmark requests per concurrent slot (also per sweep probe).")
+@click.option("--min-prompts", "min_prompts", type=click.IntRange(1, 100000), default=20, show_default=True,
+              help="A run's cost: the fewest benchmark requests at any concurrency.")
+@click.option("--warmups", type=click.IntRange(0, 100), default=1, show_default=True,
+              help="A run's cost: warm-up requests per concurrent slot before each benchmark.")
+@click.option("--accuracy-prompts", "accuracy_prompts", type=click.IntRange(1, 4096), default=None,
+              help="A run's cost: send only the first N accuracy prompts (default: all of them).")
+@click.option("--sweep", is_flag=True, help="Also measure each step's capacity: the highest concurrency meeting --slo "
+                                            "(bracketing and bisection on the step's server; see docs/measure.md).")
+@click.option("--sweep-min", "sweep_min", type=click.IntRange(1, 100000), default=None,
+              help="With --sweep: the lowest concurrency probed (default 1).")
+@click.option("--sweep-max", "sweep_max", type=click.IntRange(1, 100000), default=None,
+              help="With --sweep: the highest concurrency probed (default 256).")
+@click.option("--sweep-resolution", "sweep_resolution", type=click.FloatRange(0, 1), default=None,
+              help="With --sweep: stop bisecting when the bracket is within this fraction of the capacity "
+                   "(default 0.1; 0: to the exact concurrency).")
+def ladder_command(model, request_file, output, from_lock, order, leave_one_out, repeat, only, k8s, profile,
+                   prompts_per_concurrency, min_prompts, warmups, accuracy_prompts, sweep, sweep_min,
+                   sweep_max, sweep_resolution, **params):
     """The plan as a single-variable ladder: a baseline, then one recipe more per step (or one less)."""
     from optkit.cli.plan_cmds import _plan, _plan_from_lock
     from optkit.measure.ladder import write_ladder
@@ -41,13 +60,42 @@ def ladder_command(model, request_file, output, from_lock, order, leave_one_out,
         workspace, result, _ = _plan_from_lock(from_lock, model, request_file, params)
     else:
         workspace, result = _plan(model, request_file, params)
+    from optkit.measure.ladder import StepCost
+
+    cost = StepCost(prompts_per_concurrency, min_prompts, warmups, accuracy_prompts)
+    sweep_opts = _sweep_options(result.request, sweep, sweep_min, sweep_max, sweep_resolution)
     ladder = ladder_steps(result, workspace.catalog, order=order, leave_one_out=leave_one_out, only=only,
                           article_order=load_article_order(workspace.root))
-    write_ladder(result, workspace, ladder, output, repeat=repeat, k8s=k8s, profile=profile)
+    write_ladder(result, workspace, ladder, output, repeat=repeat, k8s=k8s, profile=profile, cost=cost,
+                 sweep=sweep_opts)
     from optkit.cli.render import ladder_report, show
 
     show(ladder_report(json.loads((output / "ladder.json").read_text(encoding="utf-8"))))
     click.echo(f"ladder written to {output}; run {output / 'run-ladder.sh'} --tree TREE on the NPU host")
+
+
+def _sweep_options(request, sweep, low, high, resolution):
+    """The capacity sweep's options, or None without --sweep; the SLO is the request's own (``--slo`` or the
+    request file's ``slo``, as the plan reads it), parsed by ``optkit.resolve.slo.parse_slo``."""
+    from optkit.errors import RequestError
+
+    given = {"--sweep-min": low, "--sweep-max": high, "--sweep-resolution": resolution}
+    if not sweep:
+        stray = [flag for flag, value in given.items() if value is not None]
+        if stray:
+            raise RequestError(f"{', '.join(stray)} set the capacity sweep: add --sweep, or drop them")
+        return None
+    from optkit.measure.ladder import sweep_options
+    from optkit.resolve.slo import parse_slo
+
+    text, where = request.slo, "--slo"
+    if text is None:
+        raise RequestError("--sweep needs an objective to measure capacity against: add --slo, e.g. "
+                           "--slo 'tpot_p99<=20ms,ttft_p99<=1s'")
+    slo = text if hasattr(text, "bounds") else parse_slo(str(text), where)
+    if low is not None and high is not None and low > high:
+        raise RequestError(f"--sweep-min {low} is above --sweep-max {high}: the lowest probe must not exceed the highest")
+    return sweep_options(slo, low=low, high=high, resolution=resolution)
 
 
 @click.command("report")
@@ -128,6 +176,34 @@ def accuracy_command(url, served_name, prompts_file, min_tokens, output):
 
     data = run_prompts(url, served_name, load_prompt_set(prompts_file), min_tokens=min_tokens)
     output.write_text(dump_json(data), encoding="utf-8")
+
+
+@measure_group.command("sweep")
+@click.option("--ladder", "ladder_json", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The ladder's ladder.json (its sweep section: SLO, range, workload).")
+@click.option("--model", required=True, help="The tokenizer / checkpoint the server runs (vllm bench serve --model).")
+@click.option("--served-name", required=True, help="The served model name.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="The server's host.")
+@click.option("--port", type=int, default=8000, show_default=True, help="The server's port.")
+@click.option("--client", type=click.Choice(["auto", "in-process", "command"]), default="auto", show_default=True,
+              help="vLLM's benchmark in this process (one import for every probe) or the vllm command per probe; "
+                   "auto: in-process when this Python imports vllm.")
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Write sweep.json and sweep/c<N>.json here.")
+def sweep_command(ladder_json, model, served_name, host, port, client, output):
+    """The highest concurrency at which the running server meets the ladder's SLO (bracketing, then bisection)."""
+    from optkit.measure import MeasureError
+    from optkit.measure.sweep import command_client, in_process_client, run_sweep
+
+    settings = json.loads(ladder_json.read_text(encoding="utf-8")).get("sweep")
+    if settings is None:
+        raise MeasureError(f"{ladder_json} has no sweep section: write the ladder with `optkit ladder --sweep --slo …`")
+    run = in_process_client() if client != "command" else None
+    if run is None and client == "in-process":
+        raise MeasureError("--client in-process: this Python cannot import vllm.benchmarks.serve; use --client command")
+    name = "in-process" if run is not None else "command"
+    run_sweep(settings, model=model, served_name=served_name, host=host, port=port, out_dir=output,
+              client=run or command_client(), client_name=name)
 
 
 COMMANDS = [ladder_command, report_command, measure_group]

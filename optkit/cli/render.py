@@ -188,6 +188,33 @@ def ladder_report(data: dict) -> list[Block]:
     blocks.append(f"Cost: {c['steps']} steps × {data['repeat']} repeat(s) = {c['server_starts']} server "
                   f"starts, {c['tree_applies']} tree applies ({c['tree_reverts']} reverts), "
                   f"{c['kernel_rebuilds']} kernel rebuilds")
+    blocks += _sweep_cost(data)
+    return blocks
+
+
+def _sweep_cost(data: dict) -> list[Block]:
+    """The capacity sweep's line of ``optkit ladder`` (with --sweep)."""
+    sweep = data.get("sweep")
+    if not sweep:
+        return []
+    return [f"Capacity sweep per run: the highest concurrency meeting {sweep['slo']}, c{sweep['low']}…c{sweep['high']} "
+            f"to within {sweep['resolution']:g}, at most {sweep['max_probes']} probes of max({sweep['prompts_per_concurrency']} "
+            f"× c, {sweep['min_prompts']}) requests each, on the step's server start"]
+
+
+def capacity_summary(report) -> list[Block]:
+    """The report's capacity per step and per recipe on the terminal (with a capacity sweep)."""
+    if getattr(report, "capacity", None) is None:
+        return []
+    table = Table(f"Capacity under {report.ladder['sweep']['slo']}: the highest concurrency meeting it",
+                  ["step", "capacity", "bracket", "outcome"])
+    for step, cap in report.capacity.items():
+        table.add_row(step, "—" if cap.capacity is None else str(cap.capacity),
+                      "—" if cap.capacity is None else f"[{cap.capacity}, {'—' if cap.upper is None else cap.upper})",
+                      cap.status)
+    blocks: list[Block] = [table]
+    blocks += [f"  {a.step}: Δ capacity {a.capacity.value:+d} ({a.capacity.verdict.replace('-', ' ')})"
+               for a in report.attributions if a.capacity is not None and a.capacity.value is not None]
     return blocks
 
 
@@ -203,6 +230,7 @@ def report_summary(report) -> list[Block]:
         table.add_row(a.step, " + ".join(a.recipes), *cells)
     blocks: list[Block] = [table]
     blocks += [f"  flagged: {flag}" for a in report.attributions for flag in a.flags]
+    blocks += capacity_summary(report)
     blocks.append(f"Accuracy gate: {'PASSED' if report.gate.passed else 'FAILED'}")
     blocks += [f"  - {failure}" for failure in report.gate.failures]
     blocks += [f"issue: {issue}" for issue in report.issues]

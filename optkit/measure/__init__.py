@@ -6,7 +6,10 @@ CANN, packages, tree digest; ``accuracy``: the fixed prompt set at temperature 0
 endpoint), reading ``vllm bench serve``'s own result JSON (``results``), the statistics and the
 per-recipe attribution (``analysis``), the accuracy gate (``gate``), the report files
 (``report``; charts in ``charts``, the only module that imports matplotlib) and writing a
-verified-on record from a report (``record``; the record format is ``optkit.catalog.records``).
+verified-on record from a report (``record``; the record format is ``optkit.catalog.records``), and
+the capacity sweep: the search run on the NPU host against a step's server (``sweep``: bracketing and
+bisection on concurrency under an SLO) and each step's capacity and each recipe's capacity gain from
+its probes (``capacity``).
 
 May import: ``optkit.errors``, ``optkit.catalog``, ``optkit.tree``, ``optkit.versions``,
 ``optkit.profile``, ``optkit.resolve``, ``optkit.bundle``.

@@ -113,4 +113,46 @@ def per_concurrency(title: str, steps: list[str], series: dict[int, list[tuple[f
     return _png(figure)
 
 
-__all__ = ["waterfall", "contributions", "per_concurrency", "missing_matplotlib"]
+def capacity_curves(title: str, key: str, limit_ms: float,
+                    curves: list[tuple[str, list[tuple[int, float | None, float | None, bool]], int | None, str]]) -> bytes:
+    """Left: each step's throughput–latency curve (points: concurrency, output tok/s, the SLO's first
+    statistic ``key``, met), the bound dashed; right: each step's capacity (hatched: not a found
+    bracket, e.g. the server died or the highest probe still met the SLO)."""
+    figure = _figure(11.0, 4.8)
+    left, right = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
+    palette = ["#455a64", "#1565c0", "#ef6c00", "#6a1b9a", "#00838f", "#ad1457", "#558b2f", "#8d6e63"]
+    for k, (step, points, _, _) in enumerate(curves):
+        shown = [(c, x, y, met) for c, x, y, met in points if x is not None and y is not None]
+        if not shown:
+            continue
+        color = palette[k % len(palette)]
+        left.plot([x for _, x, _, _ in shown], [y for _, _, y, _ in shown], color=color, linewidth=1.2,
+                  label=_short(step, 32))
+        for c, x, y, met in shown:
+            left.plot([x], [y], marker="o" if met else "x", color=color, markersize=5,
+                      markerfacecolor=color if met else "none")
+            left.annotate(f"c{c}", (x, y), textcoords="offset points", xytext=(3, 3), fontsize=6, color=color)
+    left.axhline(limit_ms, color=COLORS["regression"], linestyle="--", linewidth=0.9)
+    left.annotate(f"SLO {limit_ms:g} ms", (0.01, limit_ms), xycoords=("axes fraction", "data"), fontsize=7,
+                  color=COLORS["regression"], va="bottom")
+    left.set_xlabel("output throughput (tok/s)")
+    left.set_ylabel(key.replace("_ms", " (ms)"))
+    left.set_title("throughput–latency per step (o met, x missed)", fontsize=9)
+    left.legend(fontsize=7)
+    for k, (step, _, capacity, status) in enumerate(curves):
+        value = capacity or 0
+        right.bar(k, value, color=palette[k % len(palette)], hatch="" if status == "found" else "//",
+                  edgecolor="#bdbdbd")
+        right.annotate(str(value) if status == "found" else f"{value} ({status})", (k, value), ha="center",
+                       va="bottom", fontsize=7)
+    right.set_xticks(range(len(curves)))
+    right.set_xticklabels([_short(c[0]) for c in curves], rotation=30, ha="right", fontsize=8)
+    right.set_ylabel("capacity (concurrent requests)")
+    right.set_title("capacity: the highest concurrency meeting the SLO", fontsize=9)
+    right.margins(y=0.15)
+    figure.suptitle(title, fontsize=10)
+    figure.tight_layout()
+    return _png(figure)
+
+
+__all__ = ["waterfall", "contributions", "per_concurrency", "capacity_curves", "missing_matplotlib"]

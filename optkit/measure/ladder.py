@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from optkit import __version__
 from optkit.bundle.lock import catalog_sha256, profiles_sha256
 from optkit.bundle.render import plain, render
-from optkit.bundle.scripts import num_prompts
+from optkit.bundle.scripts import MIN_PROMPTS, PROMPTS_PER_CONCURRENCY, WARMUPS_PER_CONCURRENCY, bench_extra, num_prompts
 from optkit.bundle.writer import bundle_files, check_replaceable, write_files
 from optkit.measure import MeasureError
 from optkit.measure.accuracy import PromptSet, load_prompt_set, prompt_set_bytes
@@ -42,19 +43,43 @@ HEALTH_TIMEOUT_S = 1800
 """How long run-ladder.sh waits for /health by default: static-kernel compiles take tens of minutes."""
 
 
+@dataclass(frozen=True)
+class StepCost:
+    """What one run of a step costs, the user's to set (``optkit ladder --prompts-per-concurrency`` …);
+    the defaults are bench.sh's: 10 requests per concurrent slot (at least 20), one warm-up request
+    per slot, every accuracy prompt."""
+
+    prompts_per_concurrency: int = PROMPTS_PER_CONCURRENCY
+    min_prompts: int = MIN_PROMPTS
+    warmups: int = WARMUPS_PER_CONCURRENCY
+    accuracy_prompts: int | None = None
+    """The first N prompts of the accuracy set (None: all)."""
+
+    @property
+    def default(self) -> bool:
+        return self == StepCost()
+
+    def data(self) -> dict:
+        return {"prompts_per_concurrency": self.prompts_per_concurrency, "min_prompts": self.min_prompts,
+                "warmups_per_concurrency": self.warmups}
+
+
 def step_reason(step: Step) -> str:
     """Why the selected recipes outside a step are left out (the step bundle's decisions say it)."""
     return f"not in ladder step {step.id}: the single-variable ladder measures it in another step"
 
 
 def ladder_files(plan: Plan, workspace: Workspace, ladder: Ladder, *, repeat: int = 1, k8s: bool = False,
-                 prompts: PromptSet | None = None, profile: bool = False) -> dict[str, bytes]:
+                 prompts: PromptSet | None = None, profile: bool = False, cost: StepCost | None = None,
+                 sweep: dict | None = None) -> dict[str, bytes]:
     """Every file of the ladder bundle, by relative path (see the module docstring); ``profile``: each
-    step also captures a short profile (``optkit.measure.step_profiles``)."""
+    step also captures a short profile (``optkit.measure.step_profiles``); ``cost``: what a run costs
+    (bench.sh's defaults); ``sweep``: the capacity sweep's search options (``sweep_options``)."""
     if plan.pd is not None:  # run-ladder.sh starts one server per step
         raise MeasureError(f"--pd {plan.request.pd}: a ladder step is one server (run-ladder.sh starts one serve.sh); "
                            "ladder the instance's plan without --pd, or write the PD bundle with optkit plan -o")
-    prompts = prompts or load_prompt_set()
+    cost = cost or StepCost()
+    prompts = _accuracy_subset(prompts or load_prompt_set(), cost.accuracy_prompts)
     files: dict[str, bytes] = {}
     steps = []
     for step in ladder.steps:
@@ -66,6 +91,7 @@ def ladder_files(plan: Plan, workspace: Workspace, ladder: Ladder, *, repeat: in
         from optkit.measure.step_profiles import profile_data
 
         data["profile"] = profile_data(plan, workspace)
+    _add_cost_and_sweep(data, plan, cost, sweep)
     files[LADDER_NAME] = dump_json(data).encode("utf-8")
     files[PROMPTS_FILE] = prompt_set_bytes(prompts)
     files["run-ladder.sh"] = render("ladder/run-ladder.sh.j2", **_script_data(plan, data)).encode("utf-8")
@@ -155,6 +181,9 @@ def _script_data(plan: Plan, data: dict) -> dict[str, Any]:
             "repeat": data["repeat"], "cost": data["cost"], "health_timeout": HEALTH_TIMEOUT_S,
             "soc_default": plan.target.default_soc_version, "max_tokens": data["accuracy"]["max_tokens"],
             "min_tokens": data["accuracy"]["min_tokens"], "concurrency": data["workload"]["concurrency"],
+            "bench_env": _bench_env(data), "sweep": "sweep" in data,
+            "sweep_slo": data["sweep"]["slo"] if "sweep" in data else "",
+            "sweep_probes": data["sweep"]["max_probes"] if "sweep" in data else 0,
             **_profile_script_data(data)}
 
 
@@ -171,12 +200,13 @@ def _readme_data(data: dict) -> dict[str, Any]:
 
 
 def write_ladder(plan: Plan, workspace: Workspace, ladder: Ladder, out_dir: Path, *, repeat: int = 1,
-                 k8s: bool = False, profile: bool = False) -> list[Path]:
+                 k8s: bool = False, profile: bool = False, cost: StepCost | None = None,
+                 sweep: dict | None = None) -> list[Path]:
     """Write the ladder bundle to ``out_dir`` all at once; return the files written.
 
     ``out_dir`` must be absent, empty, or a previous ladder without results (``results/`` holds
     finished steps, which a rewritten ladder would no longer match)."""
-    files = ladder_files(plan, workspace, ladder, repeat=repeat, k8s=k8s, profile=profile)
+    files = ladder_files(plan, workspace, ladder, repeat=repeat, k8s=k8s, profile=profile, cost=cost, sweep=sweep)
     out_dir = Path(out_dir).absolute()
     _check_target(out_dir)
     return write_files(files, out_dir)
@@ -192,4 +222,50 @@ def _check_target(out_dir: Path) -> None:
                                              "results", "report"}, "ladder", MeasureError)
 
 
-__all__ = ["ladder_files", "write_ladder", "ladder_data", "LADDER_NAME", "PROMPTS_FILE"]
+def _accuracy_subset(prompts: PromptSet, count: int | None) -> PromptSet:
+    if count is None or count >= len(prompts.prompts):
+        return prompts
+    if count < 1:
+        raise MeasureError(f"--accuracy-prompts {count}: the accuracy gate needs at least one prompt")
+    return PromptSet(max_tokens=prompts.max_tokens, prompts=list(prompts.prompts[:count]))
+
+
+def sweep_options(slo, *, low: int | None = None, high: int | None = None, resolution: float | None = None) -> dict:
+    """The capacity sweep's search options (``optkit.measure.sweep``): the SLO and the concurrency range."""
+    from optkit.measure import sweep
+
+    return {"slo": slo, "low": sweep.DEFAULT_LOW if low is None else low,
+            "high": sweep.DEFAULT_HIGH if high is None else high,
+            "resolution": sweep.DEFAULT_RESOLUTION if resolution is None else resolution}
+
+
+def _add_cost_and_sweep(data: dict, plan: Plan, cost: StepCost, sweep: dict | None) -> None:
+    """ladder.json's ``bench`` (a run's cost, when not bench.sh's defaults) and ``sweep`` (with --sweep)."""
+    w = data["workload"]
+    if not cost.default:
+        data["bench"] = cost.data()
+        w["num_prompts"] = {str(c): num_prompts(c, cost.prompts_per_concurrency, cost.min_prompts)
+                            for c in w["concurrency"]}
+    if sweep is None:
+        return
+    from optkit.measure.sweep import max_probes, sweep_settings
+
+    request = plan.request
+    client = ["--dataset-name", "random", "--random-input-len", str(request.input_len), "--random-output-len",
+              str(request.output_len), "--ignore-eos", *bench_extra(request)]
+    data["sweep"] = sweep_settings(sweep["slo"], low=sweep["low"], high=sweep["high"], resolution=sweep["resolution"],
+                                   prompts_per_concurrency=cost.prompts_per_concurrency, min_prompts=cost.min_prompts,
+                                   warmups=cost.warmups, client_args=client)
+    data["sweep"]["max_probes"] = max_probes(sweep["low"], sweep["high"], sweep["resolution"])
+
+
+def _bench_env(data: dict) -> list[tuple[str, int]]:
+    """What run-ladder.sh passes bench.sh when a run's cost is not bench.sh's default."""
+    bench = data.get("bench")
+    if not bench:
+        return []
+    return [("PROMPTS_PER_CONCURRENCY", bench["prompts_per_concurrency"]), ("MIN_PROMPTS", bench["min_prompts"]),
+            ("WARMUPS_PER_CONCURRENCY", bench["warmups_per_concurrency"])]
+
+
+__all__ = ["ladder_files", "write_ladder", "ladder_data", "sweep_options", "StepCost", "LADDER_NAME", "PROMPTS_FILE"]

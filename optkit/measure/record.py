@@ -45,6 +45,8 @@ def record_of(report, catalog) -> Record:
                  "verdict": {c: d.verdict for c, d in measured.items()},
                  "reference_tpot_ms": {c: round(d.reference_tpot, 4) for c, d in measured.items()},
                  "repeats": min(len(report.cells[(s, c)].repeats) for c in measured for s in (a.after, a.before))}
+        if a.capacity is not None and a.capacity.value is not None and _recordable(report, a.after, a.before):
+            entry.update(capacity_delta=a.capacity.value, capacity_verdict=a.capacity.verdict)
         recipes[subject] = entry
     if not recipes:
         raise MeasureError("no recipe has a measured delta; nothing to record")
@@ -59,6 +61,7 @@ def record_of(report, catalog) -> Record:
         "ladder": ladder["mode"], "accuracy_gate": "passed", "recipes": recipes,
         "results": {rel: sha for runs in report.runs.values() for run in runs for rel, sha in sorted(run.files.items())
                     if rel.rsplit("/", 1)[-1].startswith("c")},
+        "capacity": capacity_of(report),
     })
     for rid, measurement in record.recipes.items():
         why = entry_problem(catalog, rid, measurement)
@@ -66,6 +69,37 @@ def record_of(report, catalog) -> Record:
             raise MeasureError(f"cannot record {rid}: {why} (the ladder was written from another catalog than the "
                                "one recorded into)")
     return record
+
+
+def _recordable(report, *steps: str) -> bool:
+    return all(step in (capacity_of(report) or {"steps": {}})["steps"] for step in steps)
+
+
+def capacity_of(report) -> dict | None:
+    """The record's ``capacity``: per step with a capacity sweep whose outcome is a bracket (found, below
+    the lowest probe, at least the highest); a step whose server died during the sweep is left out (its
+    capacity is only a lower bound), and so are its recipes' capacity deltas. None without a sweep."""
+    if report.capacity is None:
+        return None
+    sweep = report.ladder["sweep"]
+    recipes = {s["id"]: s["recipes"] for s in report.steps}
+    steps = {}
+    for step, cap in report.capacity.items():
+        if not cap.measured or cap.status == "server-died":
+            continue
+        point = cap.at_capacity() or {}
+        steps[step] = {"recipes": recipes[step], "capacity": cap.capacity, "upper": cap.upper, "status": cap.status,
+                       "output_throughput": _rounded(point.get("output_throughput")),
+                       "request_goodput": _rounded(point.get("request_goodput")), "repeats": len(cap.runs)}
+    if not steps:
+        return None
+    return {"slo": sweep["slo"], "variable": sweep["variable"], "low": sweep["low"], "high": sweep["high"],
+            "resolution": sweep["resolution"], "prompts_per_concurrency": sweep["prompts_per_concurrency"],
+            "steps": steps}
+
+
+def _rounded(value):
+    return None if value is None else round(value, 4)
 
 
 def write_record(report, root: Path, catalog=None) -> Path:

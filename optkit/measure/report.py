@@ -47,6 +47,8 @@ class Attribution:
     estimate_basis: dict[int, str]
     article: dict[int, list[str]]
     flags: list[str] = field(default_factory=list)
+    capacity: Any = None
+    """With a capacity sweep: the capacity the recipe's step gained (``optkit.measure.capacity.CapacityDelta``)."""
 
     @property
     def compared(self) -> str:
@@ -64,6 +66,8 @@ class Report:
     issues: list[str]
     digest: str | None
     host: dict[str, Any] | None
+    capacity: dict[str, Any] | None = None
+    """With a capacity sweep: each step's capacity (``optkit.measure.capacity.StepCapacity``) by step id."""
 
     @property
     def concurrencies(self) -> list[int]:
@@ -100,7 +104,7 @@ def build_report(ladder_dir: Path, results_dir: Path | None = None) -> Report:
         raise MeasureError(f"{results}: no results yet; run {ladder_dir / 'run-ladder.sh'} on the NPU host first")
     steps = ladder["steps"]
     concurrencies = list(ladder["workload"]["concurrency"])
-    runs, issues = read_runs(results, [s["id"] for s in steps], concurrencies)
+    runs, issues = read_runs(results, [s["id"] for s in steps], concurrencies, sweep="sweep" in ladder)
     digest = expected_digest(runs, steps[0]["id"])
     table = cells(runs, concurrencies, digest)
     issues += _run_issues(ladder, runs, table)
@@ -112,7 +116,25 @@ def build_report(ladder_dir: Path, results_dir: Path | None = None) -> Report:
     gate = _gate(ladder, ladder_dir, {step: [r for r in rs if not r.host or r.host["tree"]["digest"] == digest]
                                       for step, rs in runs.items()}, last)
     issues += [f"accuracy gate: {why}" for why in gate.unchecked]
-    return Report(ladder, runs, table, attributions, totals, gate, issues, digest, host)
+    report = Report(ladder, runs, table, attributions, totals, gate, issues, digest, host)
+    if "sweep" in ladder:
+        _add_capacity(report)
+    return report
+
+
+def _add_capacity(report: Report) -> None:
+    """Each step's capacity (over the runs on the ladder's tree) and each recipe's capacity delta."""
+    from optkit.measure.capacity import capacity_delta, step_capacities
+
+    counted = {step: [r for r in rs if not r.host or r.host["tree"]["digest"] == report.digest]
+               for step, rs in report.runs.items()}
+    report.capacity, issues = step_capacities(report.ladder["sweep"], counted)
+    report.issues += issues
+    for a in report.attributions:
+        a.capacity = capacity_delta(report.capacity.get(a.after), report.capacity.get(a.before))
+        if a.capacity.verdict == "regression":
+            a.flags.append(f"{' + '.join(a.recipes)}: capacity regression: {a.capacity.value:+d} concurrent requests "
+                           f"under {report.ladder['sweep']['slo']}")
 
 
 def _run_issues(ladder: dict, runs: dict[str, list[Run]], table) -> list[str]:
@@ -248,7 +270,25 @@ def report_data(report: Report) -> dict[str, Any]:
                           "checks": [{"with": c.with_, "without": c.without, "recipes": c.recipes, "kind": c.kind,
                                       "status": c.status, "detail": c.detail} for c in report.gate.checks]},
         "issues": report.issues,
+        **_capacity_data(report),
     }
+
+
+def _capacity_data(report: Report) -> dict[str, Any]:
+    """report.json's ``capacity`` (with a capacity sweep): per step and per recipe."""
+    if report.capacity is None:
+        return {}
+    sweep = report.ladder["sweep"]
+    return {"capacity": {
+        "slo": sweep["slo"], "variable": sweep["variable"], "low": sweep["low"], "high": sweep["high"],
+        "resolution": sweep["resolution"],
+        "steps": [{"step": step, "status": cap.status, "capacity": cap.capacity, "upper": cap.upper,
+                   "runs": [{"repeat": r.repeat, "status": r.status, "capacity": r.capacity, "upper": r.upper}
+                            for r in cap.runs], "curve": cap.curve}
+                  for step, cap in report.capacity.items()],
+        "attribution": [{"step": a.step, "recipes": a.recipes, "compared": a.compared,
+                         "capacity_delta": a.capacity.value, "verdict": a.capacity.verdict,
+                         "why_unavailable": a.capacity.why_unavailable or None} for a in report.attributions]}}
 
 
 def charts(report: Report) -> dict[str, bytes]:
@@ -269,7 +309,30 @@ def charts(report: Report) -> dict[str, bytes]:
     series = {k: [((cell := report.cells[(s["id"], k)]).mean("mean_tpot_ms"), cell.noise if cell.counted else 0.0)
                   for s in report.steps] for k in report.concurrencies}
     bars = draw.per_concurrency(f"mean TPOT per step and concurrency: {model}", [s["id"] for s in report.steps], series)
-    return {"waterfall.png": waterfall, "concurrency.png": bars}
+    return {"waterfall.png": waterfall, "concurrency.png": bars, **_capacity_chart(report, draw)}
+
+
+def _binding_bound(report: Report) -> dict:
+    """The SLO bound the curves show: the one closest to (or furthest past) its limit over all probes."""
+    def worst(bound: dict) -> float:
+        ratios = [p[bound["key"]] / bound["limit_ms"] for cap in report.capacity.values() for p in cap.curve
+                  if p.get(bound["key"]) is not None]
+        return max(ratios, default=0.0)
+
+    bounds = report.ladder["sweep"]["bounds"]
+    return max(bounds, key=lambda b: (worst(b), -bounds.index(b)))
+
+
+def _capacity_chart(report: Report, draw) -> dict[str, bytes]:
+    """capacity.png (with a capacity sweep): each step's throughput–latency curve and its capacity."""
+    if report.capacity is None:
+        return {}
+    bound = _binding_bound(report)
+    curves = [(step, [(p["concurrency"], p["output_throughput"], p[bound["key"]], p["met"]) for p in cap.curve],
+               cap.capacity, cap.status) for step, cap in report.capacity.items()]
+    return {"capacity.png": draw.capacity_curves(
+        f"throughput–latency per step under {report.ladder['sweep']['slo']}: {report.ladder['model']}",
+        bound["key"], bound["limit_ms"], curves)}
 
 
 def report_files(report: Report) -> dict[str, bytes]:
@@ -347,7 +410,36 @@ def _view(report: Report) -> dict[str, Any]:
         "exact_match": [(s["id"], f"{gate.accuracy[s['id']]:.1f}%") for s in report.steps if s["id"] in gate.accuracy],
         "counts": {k: counts.get(k, 0) for k in ("gain", "no-measurable-effect", "regression", "unavailable")},
         "waterfall_c": report.concurrencies[0],
+        **_capacity_view(report),
     }
+
+
+def _capacity_view(report: Report) -> dict[str, Any]:
+    """What the report templates show of the capacity sweep (``capacity`` is None without one)."""
+    if report.capacity is None:
+        return {"capacity": None}
+    sweep = report.ladder["sweep"]
+    words = {"found": "found", "below-lowest": f"below the lowest probe (c{sweep['low']})",
+             "at-most-high": f"at least the highest probe (c{sweep['high']})", "server-died": "server died",
+             "unmeasured": "not measured"}
+    rows = []
+    for step, cap in report.capacity.items():
+        point = cap.at_capacity() or {}
+        rows.append({"step": step, "status": words[cap.status], "runs": len(cap.runs),
+                     "capacity": "—" if cap.capacity is None else str(cap.capacity),
+                     "bracket": "—" if cap.capacity is None else f"[{cap.capacity}, {'—' if cap.upper is None else cap.upper})",
+                     "throughput": _ms(point.get("output_throughput"), 1),
+                     "goodput": _ms(point.get("request_goodput"), 3),
+                     "best_goodput": _ms(max((p["request_goodput"] for p in cap.curve if p["request_goodput"] is not None),
+                                             default=None), 3),
+                     "probes": ", ".join(f"c{p['concurrency']}{'' if p['met'] else '✗'}" for p in cap.curve) or "—"})
+    attribution = [{"step": a.step, "recipes": " + ".join(a.recipes), "compared": a.compared,
+                    "delta": "—" if a.capacity.value is None else f"{a.capacity.value:+d}",
+                    "verdict": a.capacity.verdict.replace("-", " ") if a.capacity.value is not None
+                    else f"unavailable: {a.capacity.why_unavailable}"} for a in report.attributions]
+    return {"capacity": {"slo": sweep["slo"], "low": sweep["low"], "high": sweep["high"],
+                         "resolution": sweep["resolution"], "goodput": " ".join(sweep["goodput"]) or "—",
+                         "rows": rows, "attribution": attribution}}
 
 
 __all__ = ["Report", "Attribution", "build_report", "outcome_error", "write_report", "report_files", "report_data", "read_ladder"]

@@ -68,9 +68,14 @@ class Run:
     """Result files (relative to results/) and their sha256."""
     problems: list[str] = field(default_factory=list)
     """Files missing or unreadable, in words."""
+    sweep: dict[str, Any] | None = None
+    """The capacity sweep's ``sweep.json`` (ladders written with --sweep)."""
+    probes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """The sweep's probes: vLLM's result JSON per concurrency (``sweep/c<C>.json``)."""
 
 
-def read_runs(results: Path, step_ids: list[str], concurrencies: list[int]) -> tuple[dict[str, list[Run]], list[str]]:
+def read_runs(results: Path, step_ids: list[str], concurrencies: list[int],
+              sweep: bool = False) -> tuple[dict[str, list[Run]], list[str]]:
     """Every run of every step (by step id, in repeat order) and the entries of ``results`` that are
     not runs of this ladder."""
     runs: dict[str, list[Run]] = {step: [] for step in step_ids}
@@ -87,7 +92,7 @@ def read_runs(results: Path, step_ids: list[str], concurrencies: list[int]) -> t
         for run_dir in sorted(entry.iterdir(), key=lambda p: (len(p.name), p.name)):
             match = _RUN.match(run_dir.name)
             if match and run_dir.is_dir():
-                runs[entry.name].append(read_run(results, entry.name, int(match.group(1)), concurrencies))
+                runs[entry.name].append(read_run(results, entry.name, int(match.group(1)), concurrencies, sweep))
     return runs, strays
 
 
@@ -102,7 +107,7 @@ def _finished(results: Path, name: str) -> bool:
     return bool(step) and (results / step / repeat).is_dir()
 
 
-def read_run(results: Path, step: str, repeat: int, concurrencies: list[int]) -> Run:
+def read_run(results: Path, step: str, repeat: int, concurrencies: list[int], sweep: bool = False) -> Run:
     run = Run(step, repeat)
     base = results / step / f"r{repeat}"
     for c in concurrencies:
@@ -117,7 +122,22 @@ def read_run(results: Path, step: str, repeat: int, concurrencies: list[int]) ->
                                 f"{first['msg']}")
     run.accuracy = _read_json(run, base / "accuracy.json", results)
     run.host = _read_json(run, base / "host.json", results)
+    if sweep:
+        read_sweep(run, base, results)
     return run
+
+
+def read_sweep(run: Run, base: Path, results: Path) -> None:
+    """The capacity sweep of a run: sweep.json and every probe it names (``optkit.measure.sweep``)."""
+    run.sweep = _read_json(run, base / "sweep.json", results)
+    if not isinstance(run.sweep, dict):
+        run.sweep = None
+        return
+    for probe in run.sweep.get("probes", []):
+        if probe.get("file"):
+            data = _read_json(run, base / probe["file"], results)
+            if isinstance(data, dict):
+                run.probes[int(probe["concurrency"])] = data
 
 
 def _read_json(run: Run, path: Path, results: Path) -> Any:

@@ -4,8 +4,10 @@
 
 It runs the same machinery as the end-to-end test (the real run-ladder.sh and `vllm bench serve`,
 real `optkit apply` on a copy of the real 0.23.0 tree, the simulated server), for a ladder of five
-recipes with two repeats and an injected regression, then copies what the report reads: ladder.json,
-the prompts and the runs' results (vLLM's JSON, accuracy.json, host.json; not the logs) into docs/example-ladder/.
+recipes with two repeats and an injected regression, with the capacity sweep (`--sweep --slo
+'tpot_p90<=38ms'`; the simulated server's knee moves per recipe: KNEES), then copies what the report
+reads: ladder.json, the prompts and the runs' results (vLLM's JSON, accuracy.json, host.json,
+sweep.json and the sweep's probes; not the logs) into docs/example-ladder/.
 Those are inputs and stay as they are; `optkit docs` writes docs/example-ladder/report/ from them
 and `optkit docs --check` keeps that current. Timings come from the simulation, not from an NPU.
 """
@@ -25,15 +27,20 @@ from compat_support import scratch_tree  # noqa: E402
 from simhost import REPO, SimHost  # noqa: E402
 from test_ladder_e2e import SIGNS, INJECTED, L2NORM, SAMPLER, STATIC, profile  # noqa: E402
 
-from optkit.measure.ladder import write_ladder  # noqa: E402
+from optkit.measure.ladder import sweep_options, write_ladder  # noqa: E402
 from optkit.measure.steps import ladder_steps  # noqa: E402
 from optkit.resolve.plan import load_workspace, plan  # noqa: E402
 from optkit.resolve.request import Request  # noqa: E402
+from optkit.resolve.slo import parse_slo  # noqa: E402
 
 HCCL, SUPER = "waterfall-hccl-aiv", "compile-super-kernel"
 EXAMPLE = REPO / "docs" / "example-ladder"
 REQUEST = {"model": "qwen3.5-35b", "target": "910c", "concurrency": [1, 4], "input_len": 32, "output_len": 8}
-KEPT = ("c1.json", "c4.json", "accuracy.json", "host.json")
+KEPT = ("c1.json", "c4.json", "accuracy.json", "host.json", "sweep.json")
+SLO = "tpot_p90<=38ms"
+BASE_KNEE = 6
+KNEES = {L2NORM: -1, SAMPLER: 0, HCCL: 2, STATIC: 4, SUPER: 1}
+"""How each recipe moves the simulated server's knee (concurrent requests before decode turns compute-bound)."""
 
 
 def main() -> int:
@@ -46,8 +53,13 @@ def main() -> int:
         workspace = load_workspace()
         full = plan(Request(**REQUEST), workspace)
         ladder = ladder_steps(full, workspace.catalog, only=[L2NORM, SAMPLER, HCCL, STATIC, SUPER])
-        write_ladder(full, workspace, ladder, base / "ladder", repeat=2)
-        host = SimHost(base / "host", scratch_tree(base), profile(diverge=False))
+        write_ladder(full, workspace, ladder, base / "ladder", repeat=2,
+                     sweep=sweep_options(parse_slo(SLO), low=1, high=32))
+        loaded = profile(diverge=False)
+        loaded["load"] = {"knee": BASE_KNEE, "steep": 0.6, "batch_ms": 0.1}
+        for rid, move in KNEES.items():
+            loaded["recipes"][rid]["load"] = {"knee": move}
+        host = SimHost(base / "host", scratch_tree(base), loaded)
         proc = subprocess.run(["bash", str(base / "ladder" / "run-ladder.sh"), "--tree", str(host.tree)],
                               cwd=host.root, env=host.env())
         if proc.returncode != 0:
@@ -58,7 +70,7 @@ def main() -> int:
             (EXAMPLE / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(base / "ladder" / name, EXAMPLE / name)
         for path in sorted((base / "ladder" / "results").rglob("*")):
-            if path.name in KEPT and ".partial" not in path.as_posix():
+            if (path.name in KEPT or path.parent.name == "sweep") and path.is_file() and ".partial" not in path.as_posix():
                 dest = EXAMPLE / "results" / path.relative_to(base / "ladder" / "results")
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, dest)

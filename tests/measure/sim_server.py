@@ -10,7 +10,16 @@ shows itself and what it does:
      "recipes": {ID: {"env": {NAME: VALUE}, "config": ["additional_config.a.b"], "tree": [[PATH, MARKER]],
                       "kernels": [SPEC], "delta_ms": {"1": -2.0, "4": 1.5}}},
      "diverge": {"recipe": ID, "prompt": TEXT, "token": N}, "wrong": {"recipe": ID, "prompts": [TEXT]},
-     "crash": ID}
+     "crash": ID, "load": {"knee": 8, "steep": 0.5, "batch_ms": 0.2, "slots": 64, "die_above": null}}
+
+Load (``load``, optional; a profile without it behaves as before): latency grows with the number
+``n`` of requests being decoded together. Batching: each token interval grows by ``batch_ms`` per
+request beyond the first. A knee at ``knee`` requests: beyond it the decode step is compute-bound
+and every interval is multiplied by ``1 + steep × (n − knee)``. Queueing: at most ``slots``
+requests decode at once; the others wait for a slot before their first token (so their TTFT
+grows). ``die_above``: the server exits (as a crash) when more than that many decode at once. Per
+step, a recipe's ``"load": {"knee": +4, "die_above": 6}`` moves the knee by its value and sets
+``die_above`` while it is active, so different steps have different knees.
 
 A recipe is active when every sign it declares is there: the environment variables serve.sh
 exported (env.sh), the keys its JSON flags carry, the marker strings its patches put in the real
@@ -100,6 +109,8 @@ class Simulation:
         self.streaming = 0
         self.ready_at = time.monotonic() + profile.get("startup_s", 0.3)
         self.levels = sorted(int(c) for c in profile["base_ms"])
+        self.load = load_model(profile, active)
+        self.slots = threading.BoundedSemaphore(self.load["slots"]) if self.load.get("slots") else None
 
     def delay_s(self, noise: float) -> float:
         """The next token interval at the current number of streaming requests."""
@@ -108,6 +119,8 @@ class Simulation:
         level = str(max([c for c in self.levels if c <= n] or self.levels[:1]))
         ms = self.profile["base_ms"][level] + noise
         ms += sum(self.profile["recipes"][rid].get("delta_ms", {}).get(level, 0.0) for rid in self.active)
+        if self.load:
+            ms = loaded_ms(ms, n, self.load)
         return max(ms, 0.1) / 1000.0
 
     def completion(self, prompt: str, max_tokens: int) -> tuple[str, list[int]]:
@@ -148,6 +161,29 @@ def write_capture(sim: Simulation, directory: str) -> None:
 
     shown = set(sim.profile.get("signatures", make_fixture.INJECTED)) - set(sim.active)
     make_fixture.write(Path(directory), inject=shown)
+
+
+def load_model(profile: dict, active: list[str]) -> dict:
+    """The load model of this start: the profile's ``load`` with the active recipes' knee moves and
+    ``die_above`` (empty without a ``load``: the simulation then ignores load, as before)."""
+    if "load" not in profile:
+        return {}
+    load = dict(profile["load"])
+    for rid in active:
+        change = profile["recipes"][rid].get("load", {})
+        load["knee"] = load.get("knee", 1 << 30) + change.get("knee", 0)
+        if change.get("die_above") is not None:
+            load["die_above"] = change["die_above"]
+    return load
+
+
+def loaded_ms(ms: float, n: int, load: dict) -> float:
+    """A token interval of ``ms`` at one request, with ``n`` decoding together: batching, then the knee."""
+    ms += load.get("batch_ms", 0.0) * (n - 1)
+    knee = load.get("knee")
+    if knee is not None and n > knee:
+        ms *= 1.0 + load.get("steep", 0.5) * (n - knee)
+    return ms
 
 
 def make_handler(sim: Simulation):
@@ -215,8 +251,15 @@ def make_handler(sim: Simulation):
             self.wfile.flush()
 
         def _stream(self, prompt: str, n: int) -> None:
+            if sim.slots is not None:
+                sim.slots.acquire()  # queueing: wait for a decode slot before the first token
             with sim.lock:
                 sim.streaming += 1
+                dies = sim.load.get("die_above") is not None and sim.streaming > sim.load["die_above"]
+            if dies:
+                print(f"sim: {sim.streaming} requests at once, above die_above {sim.load['die_above']}: "
+                      "the server dies (injected)", file=sys.stderr, flush=True)
+                os._exit(3)
             try:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -241,6 +284,8 @@ def make_handler(sim: Simulation):
             finally:
                 with sim.lock:
                     sim.streaming -= 1
+                if sim.slots is not None:
+                    sim.slots.release()
 
     return Handler
 

@@ -1,0 +1,93 @@
+"""The simulated server's load model (tests/measure/sim_server.py): batching, a knee moved per step by
+its recipes, queueing behind a slot limit, and a server that dies above an injected load."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import sim_server  # noqa: E402
+from simhost import free_port  # noqa: E402
+
+PROFILE = {"base_ms": {"1": 20.0}, "ttft_ms": 10.0, "noise_ms": 0.0, "startup_s": 0.0, "seed": 1,
+           "recipes": {"r": {"env": {"R": "1"}, "load": {"knee": 4}}, "d": {"env": {"D": "1"}, "load": {"die_above": 2}}},
+           "load": {"knee": 2, "steep": 0.5, "batch_ms": 0.1}}
+
+
+def test_latency_grows_with_batching_then_steeply_past_the_knee():
+    load = sim_server.load_model(PROFILE, [])
+    assert [round(sim_server.loaded_ms(20.0, n, load), 3) for n in (1, 2, 3, 4)] == [20.0, 20.1, 30.3, 40.6]
+    moved = sim_server.load_model(PROFILE, ["r"])
+    assert moved["knee"] == 6 and sim_server.loaded_ms(20.0, 6, moved) == pytest.approx(20.5)
+    assert sim_server.load_model({k: v for k, v in PROFILE.items() if k != "load"}, ["r"]) == {}  # no load: as before
+
+
+def _serve(tmp_path: Path, profile: dict, env: dict | None = None):
+    port = free_port()
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps({**profile, "tree": str(tmp_path), "log": str(tmp_path / "log")}))
+    proc = subprocess.Popen([sys.executable, str(Path(sim_server.__file__)), "m", "--port", str(port)],
+                            env={**os.environ, "SIM_PROFILE": str(path), **(env or {})}, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+            return proc, port
+        except OSError:
+            assert time.monotonic() < deadline and proc.poll() is None, "the simulated server did not start"
+            time.sleep(0.1)
+
+
+def _stream(port: int, out: list, tokens: int = 5) -> None:
+    body = json.dumps({"model": "m", "prompt": "hi", "max_tokens": tokens, "stream": True}).encode()
+    start = time.monotonic()
+    first = None
+    try:
+        with urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body,
+                                                           {"Content-Type": "application/json"}), timeout=30) as r:
+            done = False
+            for line in r:
+                if line.startswith(b"data: {") and first is None:
+                    first = time.monotonic() - start
+                done = done or line.startswith(b"data: [DONE]")
+        out.append(("ok" if done else "cut", first, time.monotonic() - start))
+    except Exception as exc:  # noqa: BLE001 - a reset, an incomplete chunked read: the server went away
+        out.append(("error", first, str(exc)))
+
+
+def test_requests_beyond_the_slots_queue_for_their_first_token(tmp_path):
+    proc, port = _serve(tmp_path, {**PROFILE, "load": {"slots": 1}})
+    try:
+        out: list = []
+        threads = [threading.Thread(target=_stream, args=(port, out)) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        (_, first_a, end_a), (_, first_b, _) = sorted(out, key=lambda o: o[1])
+        assert first_a < 0.5 and first_b >= end_a - 0.02  # the second waited for the first to finish
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_a_server_loaded_above_die_above_dies(tmp_path):
+    proc, port = _serve(tmp_path, PROFILE, {"D": "1"})
+    out: list = []
+    threads = [threading.Thread(target=_stream, args=(port, out, 50)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert proc.wait(10) == 3 and "the server dies (injected)" in proc.stderr.read()
+    assert len(out) == 3 and all(status in ("error", "cut") for status, _, _ in out), out  # no stream finished

@@ -46,11 +46,24 @@ def _git(root: Path, *args: str, env: dict | None = None) -> str:
     return proc.stdout
 
 
-@pytest.fixture(scope="module", params=sorted(ARTICLE))
-def exported(request, tmp_path_factory):
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    """One export (tests run) per recipe for the whole module, made on first use."""
     pytest.importorskip("torch")
-    out = tmp_path_factory.mktemp("export") / "out"
-    return export(CATALOG, [request.param], out, VERSION, author=AUTHOR, run_tests=True)
+    made = {}
+
+    def export_of(rid: str):
+        if rid not in made:
+            made[rid] = export(CATALOG, [rid], tmp_path_factory.mktemp("export") / "out", VERSION, author=AUTHOR,
+                               run_tests=True)
+        return made[rid]
+
+    return export_of
+
+
+@pytest.fixture(params=sorted(ARTICLE))
+def exported(request, exports):
+    return exports(request.param)
 
 
 def _fresh_clone_like(tmp_path: Path) -> Path:
@@ -174,6 +187,24 @@ def test_a_user_clone_is_cloned_never_changed(tmp_path):
     assert made.version == VERSION and made.base_sha == head.strip()
     assert _git(clone, "rev-parse", "HEAD") == head and _git(clone, "status", "--porcelain") == ""
     assert _git(made.out, "rev-parse", "--abbrev-ref", "HEAD").strip() == f"export-{VERSION}"
+
+
+@pytest.mark.tree
+def test_docs_export_md_shows_the_current_example(exports):
+    """docs/export.md's example is what scripts/export-example's request gives (this export is that request)."""
+    from importlib.machinery import SourceFileLoader
+    from importlib.util import module_from_spec, spec_from_loader
+
+    loader = SourceFileLoader("export_example", str(ROOT / "scripts" / "export-example"))
+    script = module_from_spec(spec_from_loader("export_example", loader))
+    loader.exec_module(script)
+    exported = exports(script.RECIPES[0])
+    assert (script.RECIPES, script.RELEASE, script.AUTHOR) == ([r.id for r in exported.recipes], VERSION, AUTHOR)
+    out = exported.out.parent / "example" / "out"  # the example names its directory out/
+    shutil.copytree(exported.out / "patches", out / "patches")
+    shutil.copyfile(exported.out / "PR.md", out / "PR.md")
+    page = script.PAGE.read_text(encoding="utf-8")
+    assert page == script.page_with(page, script.region(out)), "docs/export.md is stale: run python scripts/export-example"
 
 
 # --------------------------------------------------------------------------- refusals (no tree needed)

@@ -73,7 +73,7 @@ def _what(catalog, result, titles) -> str:
         found = result.verdicts[recipe.id]
         lines += [f"**{recipe.title}**", "", upstream_text(recipe.summary, titles, None), ""]
         if found.entry is not None and found.entry.status == "partly-upstream":
-            lines += [f"What vllm-ascend {result.version} already has: {found.entry.msg}", ""]
+            lines += [f"What vllm-ascend {result.version} already has: {found.entry.msg.rstrip('.')}.", ""]
         lines += _numbers(catalog, recipe) + [""]
     fixes = sorted({line for c in result.commits for line in re.findall(r"^Bug: (.+)$", c.message, re.M)})
     lines += [f"- Fixes {bug}" for bug in fixes]

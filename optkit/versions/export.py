@@ -133,7 +133,7 @@ def export(catalog, recipe_ids: list[str], out: Path, version: str | None = None
     from optkit.versions.export_pr import pr_markdown
 
     version, source = _release(version, tree)
-    view = release_view(version, source if tree is not None else None, catalog if tree is not None else None)
+    view = release_view(version, source, catalog if source is not None else None)
     recipes, verdicts = _recipes(catalog, recipe_ids, view)
     identity = parse_identity(author) if author else git_identity(Path(tree or Path.cwd()).resolve())
     if identity is None:
@@ -143,7 +143,7 @@ def export(catalog, recipe_ids: list[str], out: Path, version: str | None = None
     patches = [(r, p) for r in recipes for p in verdicts[r.id].patches]
     dates = {p: _date(catalog.patch_path(r.id, p)) for r, p in patches}
     base_date = max(dates.values())
-    result = Export(out, version, source if isinstance(source, str) else "", "", recipes, verdicts)
+    result = Export(out, version, "", "", recipes, verdicts)
     try:
         result.base = _base(out, version, tree, identity, base_date)
         result.base_sha = _head(out)
@@ -162,13 +162,11 @@ def export(catalog, recipe_ids: list[str], out: Path, version: str | None = None
     return result
 
 
-def _release(version: str | None, tree: Path | None) -> tuple[str, Path | str]:
-    """(the release, the tree to start from or the words for the cached pristine tree)."""
-    known = [str(v) for v in known_versions()]
+def _release(version: str | None, tree: Path | None) -> tuple[str, Path | None]:
+    """(the release, the root of ``tree``): ``version``, else the tree's, else the newest known release."""
     wanted = release_named(Version(_version_text(version)), flag="--release", hint="") if version else None
     if tree is None:
-        wanted = wanted or known[-1]
-        return wanted, f"the pristine vllm-ascend {wanted} tree (its PyPI sdist)"
+        return wanted or str(known_versions()[-1]), None
     from optkit.tree.inspect import inspect_tree
 
     info = inspect_tree(Path(tree))

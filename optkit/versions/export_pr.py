@@ -145,7 +145,7 @@ def _tested(catalog, result, titles) -> str:
                          f"{result.version} code on CPU): " + ", ".join(f"`{c}`" for c in cpu)
                          + f"; optkit's verification level for this change: {level}.")
         lines += ["- Compatibility (the patch on each release of the range it was written for): "
-                  + "; ".join(_compat_rows(catalog, recipe, result.verdicts[recipe.id]))]
+                  + "; ".join(_compat_rows(catalog, recipe, result.verdicts[recipe.id])) + "."]
         if recipe.verification.needs_npu:
             lines.append("- Not verified here: anything that needs an Ascend NPU (timings, device kernels); "
                          "the numbers above are labelled with where they come from.")

@@ -281,3 +281,46 @@ def test_lint_checks_a_recipes_upstream_files(tmp_path, monkeypatch):
     shutil.rmtree(stem / "vllm_ascend")
     (stem / "tests" / "ut" / "worker" / "test_broken.py").unlink()
     assert not [f for f in lint(Path("mine")) if "upstream" in str(f)]
+
+
+# --------------------------------------------------------------------------- the words for upstream
+
+
+@pytest.mark.parametrize("text, words", [
+    pytest.param("Uses recipe-a's cache.", 'Uses "Title A"\'s cache.', id="recipe-id-becomes-its-title"),
+    pytest.param("Re-derived for 0.30 (vLLM 0.30.0). New module x.py.", "New module x.py.", id="re-derived-dropped"),
+    pytest.param("Adds x. The staging half of the 0.23 patch is dropped: 0.30 copies.", "Adds x.",
+                 id="gone-part-of-an-old-patch-dropped"),
+    pytest.param("Runs with the gate of the 0.23 patch (greedy only).", "Runs with the gate (greedy only).",
+                 id="old-patch-phrase-removed"),
+    pytest.param("New module x.py as for 0.23: the key.", "New module x.py: the key.", id="as-for-removed"),
+    pytest.param("Adds x. Tested by optkit. Keeps y.", "Adds x. Keeps y.", id="optkit-sentence-dropped"),
+    pytest.param("A\n continued line.\n\nSecond paragraph.", "A continued line.\n\nSecond paragraph.",
+                 id="paragraphs-kept"),
+])
+def test_upstream_text(text, words):
+    from optkit.versions.export_words import optkit_words, upstream_text
+
+    out = upstream_text(text, {"recipe-a": "Title A", "recipe-b": "Title B"})
+    assert out == words
+    assert optkit_words(out, ["recipe-a", "recipe-b"]) == []
+
+
+def test_upstream_text_wraps_at_72_columns():
+    from optkit.versions.export_words import upstream_text
+
+    lines = upstream_text(" ".join(["word"] * 60), {}).splitlines()
+    assert len(lines) > 1 and max(map(len, lines)) <= 72
+
+
+@pytest.mark.parametrize("paths, prefix", [
+    (["vllm_ascend/worker/model_runner_v1.py"], "[ModelRunner]"),
+    (["vllm_ascend/worker/block_table.py", "vllm_ascend/worker/model_runner_v1.py"], "[ModelRunner][Worker]"),
+    (["vllm_ascend/sample/sampler.py", "tests/ut/sample/test_sampler.py"], "[Core]"),
+    (["tests/ut/sample/test_sampler.py"], "[Test]"),
+    (["vllm_ascend/ops/x.py", "vllm_ascend/attention/y.py"], "[Attention][Kernel]"),
+])
+def test_title_prefix_follows_the_contribution_guide(paths, prefix):
+    from optkit.versions.export_words import title_prefix
+
+    assert title_prefix(paths) == prefix

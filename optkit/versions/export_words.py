@@ -6,15 +6,16 @@ was re-derived from the one for an older release, and its ``Origin`` names the a
 seed map. Upstream reads none of that. ``upstream_text`` rewrites a header text for upstream:
 
 - a recipe id becomes the recipe's title in quotes (the change it names, in words);
-- a sentence about optkit's own port history (``Re-derived for …``, ``the 0.23 patch …``, ``as for
-  0.23``) or naming optkit is dropped;
+- optkit's own port history goes: a sentence that starts ``Re-derived for …`` or says a part ``of
+  the 0.23 patch is gone`` / ``dropped``, or names optkit; the phrases ``as for 0.23`` and ``of the
+  0.23 patch`` elsewhere;
 - what is left is wrapped at 72 columns, paragraph by paragraph.
 
 ``commit_message`` builds subject, body and trailers; ``optkit_words`` lists what is still
 optkit-only in a text (a recipe id, the word optkit), so that the exporter can refuse a message
-that would carry it rather than send it. The subject's prefix is one of the PR title classes of
+that would carry it rather than send it. ``title_prefix`` is the PR title's class, one of those of
 vllm-ascend's contribution guide (docs/source/developer_guide/contribution/index.md, "PR Title and
-Classification"), from the paths the patch touches.
+Classification"), from the paths the series touches.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from collections.abc import Iterable
 
 WIDTH = 72
 
-_HISTORY = re.compile(r"\bre-derived\b|\boptkit\b|\bthe 0\.\d+(?:\.\w+)? patch\b", re.I)
-_AS_FOR = re.compile(r",? as for 0\.\d+(?:\.\w+)?\b")
+_HISTORY = re.compile(r"^Re-derived\b|\bof the 0\.\d+(?:\.\w+)? patch (?:is|are) (?:gone|dropped)\b|\boptkit\b", re.I)
+_PHRASES = re.compile(r",? as for 0\.\d+(?:\.\w+)?\b| of the 0\.\d+(?:\.\w+)? patch\b")
 _SENTENCE_END = re.compile(r"(?<=[.;:])\s+(?=[A-Z])")
 
 # (path prefix, class), first match wins; the classes of the contribution guide, in its order.
@@ -62,7 +63,7 @@ def upstream_text(text: str, titles: dict[str, str], width: int | None = WIDTH) 
     for paragraph in paragraphs:
         flat = " ".join(paragraph.split())
         kept = [_named(s, titles) for s in _SENTENCE_END.split(flat) if not _HISTORY.search(s)]
-        kept = [_AS_FOR.sub("", s) for s in kept if s]
+        kept = [_PHRASES.sub("", s) for s in kept if s]
         if kept and width is None:
             out.append(" ".join(kept))
         elif kept:

@@ -27,6 +27,8 @@ def test_wheel_ships_the_catalog_and_plans_outside_the_checkout(tmp_path):
     templates = ROOT / "optkit" / "bundle" / "templates"
     shipped = {f"optkit/bundle/templates/{t.relative_to(templates).as_posix()}" for t in templates.rglob("*.j2")}
     assert "optkit/bundle/templates/serve.sh.j2" in shipped and shipped <= names
+    upstream = {f"optkit/data/{p.relative_to(ROOT).as_posix()}" for p in (ROOT / "recipes").glob("*/upstream/**/*.py")}
+    assert upstream and upstream <= names  # the unit tests `optkit export` sends upstream are catalog data
     assert {"optkit/measure/prompts.yaml", "optkit/data/verified/README.md",
             "optkit/data/models/reference/article-waterfall.yaml"} <= names
 

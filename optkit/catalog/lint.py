@@ -40,8 +40,8 @@ def lint(root: Path | None = None) -> list[Problem]:
     problems: list[Problem] = []
     from optkit.catalog.kernels import lint_kernels
 
-    for check in (_links, _templates, _profile_names, _patches, _kernels, _verification, _accuracy, _settings,
-                  _cycles, lint_kernels, _records, _signatures):
+    for check in (_links, _templates, _profile_names, _patches, _upstream_files, _kernels, _verification, _accuracy,
+                  _settings, _cycles, lint_kernels, _records, _signatures):
         problems.extend(check(catalog))
     return sorted(problems, key=lambda p: (p.location.file, p.location.line or 0, p.message))
 
@@ -132,6 +132,43 @@ def _patches(catalog: Catalog) -> list[Problem]:
                 out += _touched(catalog, recipe, i)
         for stray in sorted(p.name for p in folder.glob("*.patch") if p.name not in declared):
             out.append(Problem(catalog.location(recipe.id, ("patches",)), f"{stray} is in the folder but not declared"))
+    return out
+
+
+UPSTREAM_DIR = "upstream"
+"""Files a recipe ships for upstream (``optkit export``): ``upstream/<patch file stem>/<path in the tree>``,
+e.g. the unit test, in upstream's ``tests/ut`` layout, of the code that patch adds. Data, never run by optkit."""
+
+
+def _upstream_files(catalog: Catalog) -> list[Problem]:
+    """Each folder of ``upstream/`` is named after a declared patch; its files are tests at safe tree
+    paths, and Python ones parse."""
+    import ast
+
+    out = []
+    for recipe in catalog:
+        root = catalog.folders[recipe.id] / UPSTREAM_DIR
+        if not root.is_dir():
+            continue
+        shown = Path(catalog.location(recipe.id).file).parent / UPSTREAM_DIR
+        stems = {Path(p.file).stem for p in recipe.patches}
+        for entry in sorted(root.iterdir()):
+            if not entry.is_dir() or entry.name not in stems:
+                out.append(Problem(Location(str(shown / entry.name)), "is not named after a patch of the recipe",
+                                   f"name it after the patch whose code its files test: {', '.join(sorted(stems))}"))
+                continue
+            for path in sorted(p for p in entry.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+                rel = path.relative_to(entry).as_posix()
+                where = Location(str(shown / entry.name / rel))
+                why = path_problem(rel) or ("" if rel.startswith("tests/") else "is not under tests/")
+                if why:
+                    out.append(Problem(where, why, "upstream files are unit tests at their path in the tree"))
+                elif path.suffix == ".py":
+                    try:
+                        ast.parse(path.read_text(encoding="utf-8"), str(path))
+                    except (SyntaxError, UnicodeDecodeError) as exc:
+                        line = getattr(exc, "lineno", None)
+                        out.append(Problem(Location(where.file, line), f"does not parse: {getattr(exc, 'msg', exc)}"))
     return out
 
 

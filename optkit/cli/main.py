@@ -24,7 +24,7 @@ COMMAND_MODULES = {
     "docs": "catalog_cmds",
     "apply": "tree_cmds", "revert": "tree_cmds", "status": "tree_cmds", "tree": "tree_cmds",
     "bundle": "bundle_cmds",
-    "versions": "versions_cmds", "compat": "versions_cmds", "port": "versions_cmds",
+    "versions": "versions_cmds", "compat": "versions_cmds", "port": "versions_cmds", "export": "export_cmds",
     "ladder": "measure_cmds", "report": "measure_cmds", "measure": "measure_cmds",
     "profile": "profile_cmds",
 }

@@ -18,10 +18,13 @@ from optkit.errors import PatchError
 GIT_TIMEOUT = 120
 
 
-def git(cwd: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    """Run git in ``cwd`` without ever climbing to a repository above it."""
+def git(cwd: Path, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
+        ) -> subprocess.CompletedProcess:
+    """Run git in ``cwd`` without ever climbing to a repository above it (``env``: variables to add,
+    e.g. a commit's author and dates)."""
+    extra = env or {}
     env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
-    env.update(GIT_CEILING_DIRECTORIES=str(cwd.parent), GIT_TERMINAL_PROMPT="0", LC_ALL="C")
+    env.update(extra, GIT_CEILING_DIRECTORIES=str(cwd.parent), GIT_TERMINAL_PROMPT="0", LC_ALL="C")
     cmd = ["git", "-c", f"safe.directory={cwd}", *args]
     try:
         return subprocess.run(cmd, cwd=cwd, input=stdin, capture_output=True, env=env, timeout=GIT_TIMEOUT)

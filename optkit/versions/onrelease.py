@@ -64,7 +64,8 @@ def release_view(version: str | Version, tree: Path | None = None, catalog=None)
     if catalog is not None:
         from optkit.versions.probes import recipe_on_tree
 
-        view.probes = {r.id: recipe_on_tree(r, view.tree, view.version) for r in catalog if r.releases}
+        view.probes = {r.id: recipe_on_tree(r, view.tree, view.version, patch_dir=catalog.folders.get(r.id))
+                       for r in catalog if r.releases}
     return view
 
 

@@ -6,7 +6,10 @@ glob, regexes that must or must not match, whether the file exists). ``inspect_r
 every probe of every recipe on one tree; the entry whose probes all hold is the tree's status for
 that recipe. When several entries hold, the one whose range contains the tree's version wins
 (entries of different ranges often share a status and probes); when none holds the status is
-``unknown``. Probes read files only: nothing from the tree is imported or executed.
+``unknown`` — unless, given the recipe's folder, one entry's whole patch set reverse-applies on the
+tree (``git apply --check --reverse``): the tree already has the change (an exported series merged
+upstream, or present in a user's branch), and the status is ``upstream`` with no catalog edit.
+Probes read files only: nothing from the tree is imported or executed.
 """
 
 from __future__ import annotations
@@ -107,19 +110,41 @@ def declared_entry(recipe: Recipe, version: Version) -> ReleaseRange | None:
     return recipe.release_entry(version)
 
 
-def recipe_on_tree(recipe: Recipe, root: Path, version: Version, files: _Files | None = None) -> RecipeOnTree:
+def recipe_on_tree(recipe: Recipe, root: Path, version: Version, files: _Files | None = None,
+                   patch_dir: Path | None = None) -> RecipeOnTree:
+    """The probes of every entry of ``recipe`` on the tree; with ``patch_dir`` (the recipe's folder)
+    a tree where no entry's probes hold is checked for an entry's patch set already applied."""
     files = files or _Files(Path(root))
     results = [[run_probe(p, files) for p in entry.probe] for entry in recipe.releases]
     holding = [e for e, rs in zip(recipe.releases, results) if all(r.holds for r in rs)]
     declared = declared_entry(recipe, version)
     entry = declared if declared in holding else (holding[0] if holding else None)
+    if entry is None and patch_dir is not None:
+        entry = reverse_applied(recipe, Path(root), Path(patch_dir), declared)
     return RecipeOnTree(recipe.id, entry.status if entry else "unknown", entry, declared, results, tuple(recipe.releases))
+
+
+def reverse_applied(recipe: Recipe, root: Path, patch_dir: Path, declared: ReleaseRange | None) -> ReleaseRange | None:
+    """An ``upstream`` entry (the range of the entry it comes from) when that entry's whole patch set
+    reverse-applies on the tree at ``root``, the declared entry tried first; else None."""
+    from optkit.tree.gitops import git_apply
+
+    entries = sorted((e for e in recipe.releases if e.patches), key=lambda e: e is not declared)
+    for entry in entries:
+        paths = [patch_dir / name for name in entry.patches]
+        if all(p.is_file() for p in paths) and all(git_apply(root, p.read_bytes(), "--check", "--reverse") is None
+                                                    for p in reversed(paths)):
+            words = (f"the tree already has the change: its patch set for {entry.versions} "
+                     f"({', '.join(entry.patches)}) reverse-applies (no probe of the recipe holds)")
+            return type(entry)(entry._shape, {**entry.__dict__, "status": "upstream", "msg": words, "patches": [],
+                                              "note": None})
+    return None
 
 
 def inspect_recipes(catalog: Catalog, root: Path, version: Version) -> list[RecipeOnTree]:
     """Every probed recipe of the catalog on the tree at ``root`` (of ``version``), by id."""
     files = _Files(Path(root))
-    return [recipe_on_tree(r, root, version, files) for r in catalog if r.releases]
+    return [recipe_on_tree(r, root, version, files, catalog.folders.get(r.id)) for r in catalog if r.releases]
 
 
 @dataclass(frozen=True)

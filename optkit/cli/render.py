@@ -64,6 +64,8 @@ def _objective(plan: Plan) -> list[Block]:
     if not facts["objective.slo"] and facts["objective.goal"] == "latency" and not plan.request.goal:
         return []
     slo = facts["objective.slo"] or "none given"
+    if plan.capacity is not None:
+        return [f"Objective: {facts['objective.goal']} under SLO {slo}: {plan.capacity.text()}"]
     return [f"Objective: {facts['objective.goal']} under SLO {slo} (nothing here measures the SLO or throughput: "
             "values chosen for the goal rest on rules, unquantified; a run on an NPU host checks them)"]
 

@@ -12,7 +12,7 @@ from optkit.catalog.recipe_records import RecipeRecord
 from optkit.catalog.specifiers import VersionRanges
 from optkit.resolve.decision import Decision, Status
 from optkit.resolve.facts import Facts
-from optkit.resolve.objective import benefit
+from optkit.resolve.objective import CapacityLookup, benefit
 from optkit.versions.onrelease import Verdict
 
 _BY_VERDICT = {"upstream": Status.upstream, "superseded": Status.superseded, "broken": Status.broken,
@@ -46,7 +46,8 @@ def version_ranges(catalog: Catalog, facts: Facts) -> VersionRanges:
 class _Classifier:
     def __init__(self, facts: Facts, without: set[str], forced: dict[str, str], baseline_for: Callable,
                  ranges: VersionRanges, unavailable: dict[str, str] | None = None,
-                 verdicts: dict[str, Verdict] | None = None, measured: Callable | None = None):
+                 verdicts: dict[str, Verdict] | None = None, measured: Callable | None = None,
+                 capacity: CapacityLookup | None = None):
         self.facts = facts
         self.ranges = ranges
         self.without = without
@@ -55,6 +56,7 @@ class _Classifier:
         self.unavailable = unavailable or {}
         self.verdicts = verdicts or {}
         self.measured = measured
+        self.capacity = capacity
 
     def __call__(self, recipe: RecipeRecord) -> Decision:
         f = self.facts
@@ -88,7 +90,7 @@ class _Classifier:
         if recipe.id in self.without:
             return Decision(recipe.id, Status.user_excluded, "left out with --without", forced=forced)
         gain = benefit(recipe, f["workload.concurrency"], f["spec.mtp"], self.baseline_for, self.measured,
-                       carry_up=f["objective.goal"] == "latency")
+                       carry_up=f["objective.goal"] == "latency", capacity=self.capacity)
         decision = Decision(recipe.id, Status.selected, "", benefit=gain, forced=forced)
         if forced:
             return decision
@@ -99,6 +101,9 @@ class _Classifier:
         elif (risk := _active_high_risk(recipe, f)) is not None:
             decision.status = Status.needs_opt_in
             decision.reason = f"high risk, select it explicitly with --with {recipe.id}: {risk.text.strip()}"
+        elif gain.capacity is not None:  # measured under the request's SLO: the goal's own number decides
+            if gain.capacity.verdict == "regression":
+                decision.status, decision.reason = Status.regresses, gain.capacity.text()
         elif gain.regressions:
             decision.status = Status.regresses
             decision.reason = "slower at " + ", ".join(

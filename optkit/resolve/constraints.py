@@ -73,12 +73,15 @@ _SOFT = {Status.no_effect, Status.needs_opt_in, Status.regresses, Status.selecte
 
 
 def _weights(problem: _Problem, decisions: dict[str, Decision]) -> list[int]:
-    """Measured µs saved, scaled above the count of unquantified recipes (lexicographic)."""
+    """Measured capacity gained (concurrent requests under the SLO, the throughput goal only), then
+    measured µs saved, then the count of unquantified recipes (lexicographic)."""
     scale = len(problem.ids) + 1
+    gains = [decisions[rid].benefit for rid in problem.ids]
+    us = [gain.weight_us() if gain else 0 for gain in gains]
+    per_request = sum(abs(u) for u in us) + 1  # one request of capacity outweighs every µs together
     weights = []
-    for rid in problem.ids:
-        gain = decisions[rid].benefit
-        measured = gain.weight_us() if gain else 0
+    for gain, measured in zip(gains, us):
+        capacity = gain.capacity.counted if gain is not None and gain.capacity is not None else 0
         bonus = SOLVER_BONUS_UNQUANTIFIED if gain is not None and not gain.quantified else 0
-        weights.append(measured * scale + bonus)
+        weights.append((capacity * per_request + measured) * scale + bonus)
     return weights

@@ -13,12 +13,12 @@ from optkit.resolve.solver import Unsatisfiable, maximize
 
 
 def _impossible(catalog, facts, decisions, problem, exc: Unsatisfiable, with_ids, without_ids, baseline_for,
-                unavailable, verdicts, measured):
+                unavailable, verdicts, measured, capacity=None):
     implied = sorted(rid for rid, d in decisions.items() if d.forced.startswith("implied"))
     overrides = [("--with", r) for r in with_ids] + [("--without", r) for r in without_ids]
     overrides += [("implied", r) for r in implied]
     relaxations = _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for, unavailable, verdicts,
-                                       measured)
+                                       measured, capacity)
     return PlanImpossible(_reasons(problem, exc), relaxations)
 
 
@@ -77,13 +77,13 @@ def _chain(problem: _Problem, reason_of, var: int, seen: set[int]) -> list[str]:
 
 
 def _minimal_relaxations(catalog, facts, overrides, decisions, baseline_for, unavailable, verdicts,
-                         measured) -> list[list[str]]:
+                         measured, capacity=None) -> list[list[str]]:
     """Every smallest set of overrides whose removal makes the request feasible."""
     for size in range(1, len(overrides) + 1):
         found = []
         for drop in combinations(overrides, size):
             keep = [o for o in overrides if o not in drop]
-            if _feasible(catalog, facts, keep, baseline_for, unavailable, verdicts, measured):
+            if _feasible(catalog, facts, keep, baseline_for, unavailable, verdicts, measured, capacity):
                 found.append([_drop_words(kind, rid, catalog, decisions) for kind, rid in drop])
         if found:
             return found
@@ -103,12 +103,12 @@ def _drop_words(kind: str, rid: str, catalog, decisions) -> str:
     return f"drop what implies {rid} ({decisions[rid].forced})"
 
 
-def _feasible(catalog, facts, overrides, baseline_for, unavailable, verdicts, measured) -> bool:
+def _feasible(catalog, facts, overrides, baseline_for, unavailable, verdicts, measured, capacity=None) -> bool:
     forced = {rid: "--with" for kind, rid in overrides if kind == "--with"}
     forced.update({rid: "implied" for kind, rid in overrides if kind == "implied"})
     without = {rid for kind, rid in overrides if kind == "--without"} - set(forced)
     classify = _Classifier(facts, without, forced, baseline_for, version_ranges(catalog, facts), unavailable, verdicts,
-                           measured)
+                           measured, capacity)
     decisions = {r.id: classify(r) for r in catalog}
     problem = _build(catalog, facts, decisions)
     try:

@@ -21,6 +21,12 @@ Rules (documented in docs/resolver.md):
 - under the throughput goal (``objective.goal``) a gain is not extrapolated: a TPOT saving the
   article measured at c1 says nothing of tokens/s at c64, so it is "unquantified" there (the
   recipe stays a valid unquantified candidate); a regression still is (conservative);
+- under the throughput goal with an SLO, a record that matches the request as above and whose
+  capacity sweep ran under the request's SLO (the same canonical text) gives the recipe's measured
+  capacity change (``capacity_delta``, ``capacity_verdict``, in concurrent requests): it quantifies the
+  recipe (no "unquantified" label), counts before any TPOT saving when choosing, and a measured
+  capacity regression makes the recipe ``regresses``; the step that served exactly the plan's
+  selection gives the plan's measured capacity (``capacity_lookup``);
 - a positive change (slower) at a requested concurrency is a regression;
 - a gain's ``scope`` says what it may count for: ``this-change`` counts everywhere;
   ``regression-fix`` (its "before" is a misconfiguration, e.g. MTP with the default capture sizes)
@@ -56,6 +62,7 @@ class Benefit:
     per_concurrency: dict[int, float | None] = field(default_factory=dict)
     basis: dict[int, str] = field(default_factory=dict)
     estimate_ms: dict[int, float] = field(default_factory=dict)  # the part that counts for the TPOT estimate
+    capacity: MeasuredCapacity | None = None  # under the throughput goal: measured under the request's SLO
 
     @property
     def regressions(self) -> dict[int, float]:
@@ -63,7 +70,7 @@ class Benefit:
 
     @property
     def quantified(self) -> bool:
-        return any(v is not None for v in self.per_concurrency.values())
+        return self.capacity is not None or any(v is not None for v in self.per_concurrency.values())
 
     @property
     def total_ms(self) -> float:
@@ -132,8 +139,9 @@ class Measured:
     basis: str
 
 
-def measured_lookup(records, model_id: str, target_id: str, facts):
-    """``measured(recipe_id, concurrency) -> Measured | None`` from the records that match the request."""
+def _record_matches(model_id: str, target_id: str, facts):
+    """``matches(record) -> bool``: the record measured this request's target, model, release, workload and
+    parallel layout (not its concurrency: each number says which concurrency it is of)."""
     workload = {"input_len": facts["workload.input_len"], "output_len": facts["workload.output_len"],
                 "mtp": facts["spec.mtp"], "num_speculative_tokens": facts["spec.num_speculative_tokens"],
                 "sampling": "greedy" if facts["workload.greedy"] else "sampled",
@@ -142,13 +150,20 @@ def measured_lookup(records, model_id: str, target_id: str, facts):
                 "tp": facts["parallel.tp"], "dp": facts["parallel.dp"], "ep": facts["parallel.ep"]}
     release = str(facts["versions.vllm_ascend"])
 
-    def matches(entry) -> bool:
-        record, w = entry.record, entry.record.workload
+    def matches(record) -> bool:
+        w = record.workload
         return (record.target == target_id and record.model == model_id and record.release.vllm_ascend == release
                 and all(getattr(w, key) == value for key, value in workload.items()))
 
+    return matches
+
+
+def measured_lookup(records, model_id: str, target_id: str, facts):
+    """``measured(recipe_id, concurrency) -> Measured | None`` from the records that match the request."""
+    matches = _record_matches(model_id, target_id, facts)
+
     def measured(recipe_id: str, concurrency: int) -> Measured | None:
-        found = [e for e in records.of(recipe_id) if matches(e) and concurrency in e.measurement.tpot_delta_ms]
+        found = [e for e in records.of(recipe_id) if matches(e.record) and concurrency in e.measurement.tpot_delta_ms]
         if not found:
             return None
         entry = min(found, key=lambda e: (-e.measurement.repeats, e.name))
@@ -162,13 +177,122 @@ def measured_lookup(records, model_id: str, target_id: str, facts):
     return measured
 
 
+@valueclass(frozen=True)
+class MeasuredCapacity:
+    """A recipe's capacity change under the request's SLO, from a ladder's sweep on an NPU host: the
+    concurrent requests its step held minus those of the step it was compared with."""
+
+    delta: int
+    verdict: str  # gain / regression (the two brackets do not overlap) or no-measurable-effect
+    slo: str
+    basis: str  # where it was measured: the record, its step
+
+    @property
+    def counted(self) -> int:
+        """What counts for choosing under the throughput goal: the delta, 0 when the brackets overlap."""
+        return 0 if self.verdict == "no-measurable-effect" else self.delta
+
+    def text(self) -> str:
+        if self.verdict == "no-measurable-effect":
+            return (f"measured capacity at SLO {self.slo}: no measurable effect (Δ {self.delta:+d} concurrent "
+                    f"requests, the brackets overlap; {self.basis})")
+        if self.verdict == "regression":
+            return f"measured capacity regression at SLO {self.slo}: Δ {self.delta:+d} concurrent requests ({self.basis})"
+        return f"measured capacity Δ {self.delta:+d} concurrent requests at SLO {self.slo} ({self.basis})"
+
+
+@valueclass(frozen=True)
+class PlanCapacity:
+    """The capacity a ladder's sweep measured, under the request's SLO, for a step that served exactly
+    the plan's selection: the highest concurrency that met the SLO, and the lowest that missed it."""
+
+    capacity: int
+    upper: int | None
+    status: str  # found, below-lowest (capacity 0), at-most-high (the highest probe met it)
+    slo: str
+    record: str
+    step: str
+    where: str  # the record's label (host, release, record name)
+    repeats: int
+    output_throughput: float | None = None
+    request_goodput: float | None = None
+
+    def text(self) -> str:
+        bracket = {"found": f"met at {self.capacity}, missed at {self.upper}",
+                   "below-lowest": f"missed even at {self.upper}, the lowest load probed",
+                   "at-most-high": f"at least {self.capacity}: the highest load probed met it"}[self.status]
+        at = f", {self.output_throughput:g} output tok/s at it" if self.output_throughput is not None else ""
+        runs = f"{self.repeats} run" + ("" if self.repeats == 1 else "s")
+        return (f"measured capacity {self.capacity} at SLO {self.slo} ({self.where}, step {self.step}: {bracket}{at}; "
+                f"{runs})")
+
+    def data(self) -> dict:
+        return {"capacity": self.capacity, "upper": self.upper, "status": self.status, "slo": self.slo,
+                "record": self.record, "step": self.step, "repeats": self.repeats,
+                "output_throughput": self.output_throughput, "request_goodput": self.request_goodput,
+                "text": self.text()}
+
+
+class CapacityLookup:
+    """Capacities measured under the request's SLO by the records that match the request
+    (``capacity_lookup``): per recipe (``recipe``) and for a whole selection (``selection``)."""
+
+    def __init__(self, slo: str, found: dict[str, list[tuple[str, object]]]):
+        self.slo = slo
+        self.found = found  # record name → its accepted entries (recipe id, Entry)
+
+    def recipe(self, recipe_id: str) -> MeasuredCapacity | None:
+        """The recipe's measured capacity change: the record with the most repeats, then the first by name."""
+        found = [e for name, entries in sorted(self.found.items()) for rid, e in entries
+                 if rid == recipe_id and e.measurement.capacity_verdict is not None]
+        if not found:
+            return None
+        entry = min(found, key=lambda e: (-e.measurement.repeats, e.name))
+        m = entry.measurement
+        with_ = f", together with {', '.join(m.together_with)}" if m.together_with else ""
+        return MeasuredCapacity(m.capacity_delta, m.capacity_verdict, self.slo, f"{entry.label}, step {m.step}{with_}")
+
+    def selection(self, ids: list[str]) -> PlanCapacity | None:
+        """The capacity of the step that served exactly ``ids``; a step holding a recipe whose entry in its
+        record was refused (its patches changed since) is not of these recipes and is not used."""
+        found = []
+        for name, entries in sorted(self.found.items()):
+            record = entries[0][1].record
+            refused = set(record.recipes) - {rid for rid, _ in entries}
+            for step_id, step in sorted(record.capacity.steps.items()):
+                if set(step.recipes) == set(ids) and not refused & set(step.recipes):
+                    found.append((-step.repeats, name, step_id, step, entries[0][1]))
+        if not found:
+            return None
+        _, name, step_id, step, entry = min(found, key=lambda f: f[:3])
+        return PlanCapacity(step.capacity, step.upper, step.status, self.slo, name, step_id, entry.label,
+                            step.repeats, step.output_throughput, step.request_goodput)
+
+
+def capacity_lookup(records, model_id: str, target_id: str, facts) -> CapacityLookup | None:
+    """The capacities measured for this request: only under the throughput goal with an SLO, from records
+    that match it as ``measured_lookup``'s do and whose sweep's SLO is the request's in canonical text
+    (``optkit.resolve.slo``). None when no record has one (nothing about the plan changes then)."""
+    slo = facts["objective.slo"]
+    if facts["objective.goal"] != "throughput" or not slo:
+        return None
+    matches = _record_matches(model_id, target_id, facts)
+    found: dict[str, list[tuple[str, object]]] = {}
+    for rid, entries in sorted(records.entries.items()):
+        for e in entries:
+            if e.record.capacity is not None and e.record.capacity.slo == slo and matches(e.record):
+                found.setdefault(e.name, []).append((rid, e))
+    return CapacityLookup(slo, found) if found else None
+
+
 def benefit(recipe: RecipeRecord, concurrencies: list[int], mtp: bool, baseline_for, measured=None,
-            carry_up: bool = True) -> Benefit:
+            carry_up: bool = True, capacity: CapacityLookup | None = None) -> Benefit:
     """Expected benefit of ``recipe`` at each concurrency; ``baseline_for(c)`` gives a Baseline or None,
     ``measured(recipe_id, c)`` a ``Measured`` or None (see ``measured_lookup``). ``carry_up`` false (the
     throughput goal): a gain measured at a lower concurrency is not carried up to this one (it is
-    unquantified there); a regression still is."""
-    result = Benefit()
+    unquantified there); a regression still is. ``capacity`` (the throughput goal, ``capacity_lookup``):
+    the recipe's capacity change measured under the request's SLO, which quantifies it."""
+    result = Benefit(capacity=capacity.recipe(recipe.id) if capacity else None)
     for c in concurrencies:
         found = measured(recipe.id, c) if measured else None
         if found is not None:

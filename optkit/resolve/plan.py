@@ -16,7 +16,7 @@ from optkit.errors import InternalError, OptkitError, RequestError
 from optkit.resolve.facts import Facts, compute_facts
 from optkit.resolve.layout import NodeLayout, layout_of
 from optkit.resolve.pd import PDLayout, pd_layout
-from optkit.resolve.objective import Baseline, find_baseline, load_baselines, measured_lookup
+from optkit.resolve.objective import Baseline, PlanCapacity, capacity_lookup, find_baseline, load_baselines, measured_lookup
 from optkit.resolve.profile_catalog import find_model, find_target, load_models, load_targets
 from optkit.resolve.profile_records import ModelProfileRecord, TargetRecord
 from optkit.resolve.request_record import RequestRecord, as_request_record
@@ -135,6 +135,9 @@ class Plan:
     """With ``--profile``: the capture analysed (``optkit.profile.analysis.ProfileAnalysis``)."""
     profile_savings: dict[str, Any] = field(default_factory=dict)
     """With ``--profile``: recipe → ``optkit.resolve.profiled.ProfileSaving``."""
+    capacity: PlanCapacity | None = None
+    """Under the throughput goal: the capacity a matching record's sweep measured, under the request's SLO,
+    for a step that served exactly this selection (``optkit.resolve.objective.capacity_lookup``)."""
 
     @property
     def selected(self) -> list[str]:
@@ -220,6 +223,9 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
     baseline_for = _baseline_lookup(ws, model, target, layout)
     # the records name no node count, and the ladder measures one node: none applies across nodes
     measured = measured_lookup(ws.records, model.id, target.id, facts) if layout.nodes == 1 else None
+    # a ladder sweeps one server: its capacity says nothing of a prefill/decode pair
+    capacity = (capacity_lookup(ws.records, model.id, target.id, facts)
+                if layout.nodes == 1 and request.pd is None else None)
     analysis, table = None, {}
     if profile is not None:  # only then: the profile stage is not imported on the plain plan path
         from optkit.resolve.profiled import analyse_for, profile_lookup, savings
@@ -228,9 +234,10 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
         table = savings(analysis, ws.catalog, facts)
         measured = profile_lookup(measured, table, profile_concurrency)
     resolution = resolve(ws.catalog, facts, request.with_recipes, request.without_recipes, baseline_for,
-                         ws.unavailable, verdicts, measured)
+                         ws.unavailable, verdicts, measured, capacity)
     result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts, layout=layout,
-                  pd=pd_layout(request, target), profile=analysis, profile_savings=table)
+                  pd=pd_layout(request, target), profile=analysis, profile_savings=table,
+                  capacity=capacity.selection(resolution.selected) if capacity else None)
     return _assemble(result, ws, baseline_for)
 
 

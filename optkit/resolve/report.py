@@ -50,13 +50,18 @@ def decision_data(d: Decision) -> dict[str, Any]:
         data["expected_tpot_saving_ms"] = {
             f"c{c}": (None if v is None else round(v, 4)) for c, v in sorted(d.benefit.per_concurrency.items())}
         data["basis"] = {f"c{c}": b for c, b in sorted(d.benefit.basis.items())}
+        if d.benefit.capacity is not None:  # measured under the request's SLO (the throughput goal)
+            c = d.benefit.capacity
+            data["measured_capacity"] = {"delta": c.delta, "verdict": c.verdict, "slo": c.slo, "text": c.text()}
     return data
 
 
 def plan_data(plan: Plan) -> dict[str, Any]:
     """Everything the plan decided, as data."""
     decisions = plan.resolution.decisions
+    capacity = {"measured_capacity": plan.capacity.data()} if plan.capacity is not None else {}
     return {
+        **capacity,
         "request": plan.request.dump(mode="json", by_alias=True),
         "model": plan.model.id,
         "target": plan.target.id,

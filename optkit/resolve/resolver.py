@@ -12,8 +12,9 @@
    An upstream recipe is *present*: it meets others' requirements and lifts conflicts that name
    it in ``unless``; its own links, and conflicts against it, do not bind (the upstream form has
    its own switches).
-3. *Solve* exactly (``optkit.resolve.solver``): maximize measured µs saved, then the number of valid
-   unquantified recipes, then the documented tie-break (alphabetically-first recipe).
+3. *Solve* exactly (``optkit.resolve.solver``): maximize measured capacity gained under the SLO (the
+   throughput goal, from records), then measured µs saved, then the number of valid unquantified
+   recipes, then the documented tie-break (alphabetically-first recipe).
 4. *Explain*: each recipe gets one ``Decision``; an impossible request raises ``PlanImpossible``
    with numbered reasons, each with its "required because" chain, and the smallest sets of
    overrides to drop.
@@ -34,7 +35,7 @@ from optkit.resolve.classify import _Classifier, _holds, version_ranges
 from optkit.resolve.constraints import _SOFT, _build, _Problem, _weights
 from optkit.resolve.decision import Decision, Resolution, Status
 from optkit.resolve.facts import Facts
-from optkit.resolve.objective import Benefit
+from optkit.resolve.objective import Benefit, CapacityLookup
 from optkit.resolve.solver import Unsatisfiable, maximize
 from optkit.versions.onrelease import Verdict, declared_verdicts
 
@@ -45,14 +46,17 @@ __all__ = ["Status", "Decision", "Resolution", "resolve", "dependency_order", "d
 
 def resolve(catalog: Catalog, facts: Facts, with_ids: list[str], without_ids: list[str],
             baseline_for: Callable, unavailable: dict[str, str] | None = None,
-            verdicts: dict[str, Verdict] | None = None, measured: Callable | None = None) -> Resolution:
+            verdicts: dict[str, Verdict] | None = None, measured: Callable | None = None,
+            capacity: CapacityLookup | None = None) -> Resolution:
     """Resolve the catalog for ``facts`` with the user's overrides; see the module docstring.
 
     ``unavailable`` maps recipe ids that cannot be delivered (op source or patch missing) to why;
     ``verdicts`` says where each recipe stands on the release (``optkit.versions.onrelease``;
     default: by the version's declared release entries alone, knobs unchecked);
     ``measured(recipe_id, concurrency)`` gives numbers measured on an NPU host
-    (``optkit.resolve.objective.measured_lookup``), preferred over the article's.
+    (``optkit.resolve.objective.measured_lookup``), preferred over the article's; ``capacity`` the
+    capacities measured under the request's SLO (``optkit.resolve.objective.capacity_lookup``, the
+    throughput goal).
     """
     if verdicts is None:
         verdicts = declared_verdicts(catalog, facts["versions.vllm_ascend"])
@@ -68,7 +72,7 @@ def resolve(catalog: Catalog, facts: Facts, with_ids: list[str], without_ids: li
             names = ", ".join(f"{n} = {format_value(facts[n])}" for n in compiled(recipe.implied_by).fact_names())
             forced[recipe.id] = f"implied by {names}"
     classify = _Classifier(facts, set(without_ids), forced, baseline_for, version_ranges(catalog, facts), unavailable,
-                           verdicts, measured)
+                           verdicts, measured, capacity)
     decisions = {r.id: classify(r) for r in catalog}
     problem = _build(catalog, facts, decisions)
     try:
@@ -77,7 +81,7 @@ def resolve(catalog: Catalog, facts: Facts, with_ids: list[str], without_ids: li
         from optkit.resolve.impossible import _impossible  # only an impossible request needs its explanation
 
         raise _impossible(catalog, facts, decisions, problem, exc, with_ids, without_ids,
-                          baseline_for, unavailable, verdicts, measured) from None
+                          baseline_for, unavailable, verdicts, measured, capacity) from None
     _explain_unselected(catalog, decisions, problem, chosen)
     selected = [rid for rid in problem.ids if problem.index[rid] in chosen and decisions[rid].status is Status.selected]
     _explain_selected(catalog, decisions, selected)
@@ -138,8 +142,12 @@ def _explain_selected(catalog: Catalog, decisions: dict[str, Decision], selected
 
 
 def describe_benefit(gain: Benefit) -> str:
-    parts = []
+    """Per concurrency, the TPOT change and its basis; a capacity measured under the request's SLO comes
+    first and replaces the concurrencies without a number (their "unquantified")."""
+    parts = [gain.capacity.text()] if gain.capacity is not None else []
     for c, ms in sorted(gain.per_concurrency.items()):
+        if ms is None and gain.capacity is not None:
+            continue
         if ms is None:
             parts.append(f"c{c} {gain.basis.get(c, 'unquantified')}")
         else:

@@ -48,6 +48,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -172,19 +173,21 @@ def probe_argv(settings: dict, concurrency: int, *, model: str, served_name: str
 
 
 def violations(settings: dict, result: dict[str, Any]) -> list[str]:
-    """What a probe's result misses of the SLO (the same check as ``Slo.violations``, from ladder.json's bounds)."""
+    """What a probe's result misses: failed requests, then ``Slo.violations`` of ladder.json's SLO."""
     out = []
     if result.get("failed"):
         out.append(f"{result['failed']} of {result['failed'] + result.get('completed', 0)} requests failed")
     if not result.get("completed"):
         out.append("no request completed")
-    for bound in settings["bounds"]:
-        value = result.get(bound["key"])
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            out.append(f"{bound['text']}: the result has no {bound['key']}")
-        elif value > bound["limit_ms"]:
-            out.append(f"{bound['text']}: measured {value:.4g} ms")
-    return out
+    return out + _slo(settings["slo"]).violations(result)
+
+
+@lru_cache(maxsize=16)
+def _slo(text: str):
+    """ladder.json's canonical SLO text, parsed once per run (``sweep_settings`` wrote it from a parsed SLO)."""
+    from optkit.resolve.slo import parse_slo
+
+    return parse_slo(text, "ladder.json: sweep.slo")
 
 
 def _healthy(base_url: str) -> bool:
@@ -240,6 +243,7 @@ def run_sweep(settings: dict, *, model: str, served_name: str, host: str, port: 
     """Run the search against the server at host:port; write ``out_dir/sweep/c<C>.json`` and ``out_dir/sweep.json``."""
     base_url = f"http://{host}:{port}"
     search = Search(settings["low"], settings["high"], settings["resolution"])
+    _slo(settings["slo"])  # a hand-edited SLO is refused before the first probe, not at its verdict
     probes_dir = Path(out_dir) / PROBES_DIR
     probes_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()

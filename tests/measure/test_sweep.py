@@ -154,6 +154,25 @@ def test_failed_requests_miss_the_slo(tmp_path):
         "requests failed" in v for p in data["probes"] for v in p["violations"])
 
 
+def test_a_probes_verdict_is_the_slos_own_check_plus_the_requests_that_failed():
+    from optkit.measure.sweep import violations
+
+    result = {"completed": 40, "failed": 3, "p99_tpot_ms": 20.5, "p99_ttft_ms": 10.0}
+    assert violations(settings(), result) == ["3 of 43 requests failed", *SLO.violations(result)]
+    assert violations(settings(), {"completed": 40, "p99_tpot_ms": 19.0, "p99_ttft_ms": 999.0}) == []
+    assert violations(settings(), {"completed": 0}) == ["no request completed", *SLO.violations({})]
+
+
+def test_a_hand_edited_slo_is_refused_before_the_first_probe(tmp_path):
+    from optkit.resolve.slo import SloError
+
+    probed = []
+    with pytest.raises(SloError, match="ladder.json: sweep.slo"):
+        run_sweep({**settings(), "slo": "tpot_p99<=fast"}, model="m", served_name="s", host="127.0.0.1", port=1,
+                  out_dir=tmp_path, client=probed.append, client_name="fake", log=lambda s: None)
+    assert probed == []
+
+
 def _run_with(probes: dict[int, float], died_at=None, repeat=1) -> Run:
     run = Run("s", repeat)
     run.sweep = {"status": "x", "capacity": -1, "died_at": died_at}

@@ -49,7 +49,9 @@ def expected_data(plan: Plan, workspace: Workspace) -> dict[str, Any]:
         "recipes": recipes,
         "estimate": plan_data(plan)["estimate"],
         "workload": {"concurrency": list(plan.request.concurrency), "input_len": plan.request.input_len,
-                     "output_len": plan.request.output_len, "dataset": "random"},
+                     "output_len": plan.request.output_len, "dataset": "random",
+                     # with a mix the lengths above are its longest; the article's figures are of 1024 in / 512 out
+                     **({"length_mix": plan.request.length_mix} if plan.request.length_mix else {})},
     }
 
 

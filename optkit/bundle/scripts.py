@@ -95,18 +95,29 @@ def bench_data(launch: Launch, lock: dict) -> dict[str, Any]:
     extra = bench_extra(request)
     return {**_header(launch), "model_default": _shell_default(launch.model_default), "served_name": launch.served_name,
             "input_len": request.input_len, "output_len": request.output_len, "extra": extra,
-            "runs": [(c, num_prompts(c)) for c in request.concurrency], "port": DEFAULT_PORT, "target": "./serve.sh"}
+            "runs": [(c, num_prompts(c)) for c in request.concurrency], "port": DEFAULT_PORT, "target": "./serve.sh",
+            "length_mix": request.length_mix or "", "classes": _length_classes(request)}
 
 
-def bench_extra(request) -> list[str]:
-    """The request's sampling flags of ``vllm bench serve`` (bench.sh's and the capacity sweep's)."""
+def _length_classes(request) -> list[dict[str, Any]]:
+    """bench.sh's runs of a length mix: each class on its own, with its own min_tokens (none without a mix)."""
+    if not request.length_mix:
+        return []
+    mix = request.lengths
+    return [{"input_len": c.input_len, "output_len": c.output_len, "weight": term.rsplit(":", 1)[1],
+             "extra": bench_extra(request, c.output_len)} for c, term in zip(mix.classes, mix.text().split(","))]
+
+
+def bench_extra(request, output_len: int | None = None) -> list[str]:
+    """The request's sampling flags of ``vllm bench serve`` (bench.sh's and the capacity sweep's); ``output_len``:
+    a length class's, for min_tokens (default the request's)."""
     extra = []
     if request.sampling == "greedy":
         extra += ["--temperature", "0"]
     if request.logprobs:
         extra += ["--logprobs", "1"]
     if request.min_tokens:
-        extra += ["--extra-body", compact_json({"min_tokens": request.output_len})]
+        extra += ["--extra-body", compact_json({"min_tokens": output_len or request.output_len})]
     return extra
 
 

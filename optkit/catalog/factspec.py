@@ -84,8 +84,16 @@ _SPECS = [
     # workload
     _f("workload.concurrency", "list[int]", "Requested concurrency levels."),
     _f("workload.concurrency_max", "int", "Highest requested concurrency."),
-    _f("workload.input_len", "int", "Input tokens per request."),
-    _f("workload.output_len", "int", "Output tokens per request."),
+    _f("workload.input_len", "int", "Input tokens per request (with a length mix: its longest input)."),
+    _f("workload.output_len", "int", "Output tokens per request (with a length mix: its longest output)."),
+    # the length mix (optkit.resolve.length_mix; one class of input_len/output_len without one)
+    _f("workload.length_mix", "str", "The length mix in its canonical text ('' for one input and one output length)."),
+    _f("workload.length_classes", "int", "Length classes of the workload (1 without a length mix)."),
+    _f("workload.input_len_max", "int", "Longest input of the workload, in tokens."),
+    _f("workload.output_len_max", "int", "Longest output of the workload, in tokens."),
+    _f("workload.total_len_max", "int", "Longest request, input plus output (what --max-model-len must hold)."),
+    _f("workload.input_len_mean", "int", "Mean input over the length mix by weight, rounded up."),
+    _f("workload.output_len_mean", "int", "Mean output over the length mix by weight, rounded up."),
     _f("workload.greedy", "bool", "All requests greedy (temperature 0)."),
     _f("workload.logprobs", "bool", "Requests ask for logprobs.", flag="--logprobs"),
     _f("workload.penalties", "bool", "Requests use presence/frequency/repetition penalties.", flag="--penalties"),
@@ -96,6 +104,9 @@ _SPECS = [
     _f("workload.decode_rows_max", "int",
        "Largest decode rows per step: ceil(concurrency / dp) × (1 + k)."),
     _f("workload.decode_rows_per_rank_max", "int", "Decode rows per step per TP rank (rows / tp)."),
+    _f("workload.prefill_step_tokens_max", "int",
+       "Tokens a step must hold to prefill the longest input at once beside the full decode batch: "
+       "input_len_max + decode_rows_max (vLLM schedules decodes first, prefill chunks in what is left)."),
     # the objective (optkit.resolve.slo; the goal's default in optkit.resolve.request_record)
     _f("objective.goal", "str", "What the plan optimizes: latency (the article's c <= 8 work; the default up to "
        "c8) or throughput (the default above).", ("latency", "throughput")),

@@ -45,6 +45,9 @@ _OPTIONS = [
                                help="Optimize for latency or throughput under the SLO (default: latency up to c8).")),
     (("--input-len",), "input_len", dict(type=int, help="Input tokens per request (default 1024).")),
     (("--output-len",), "output_len", dict(type=int, help="Output tokens per request (default 512).")),
+    (("--length-mix",), "length_mix", dict(metavar="IN:OUT[:W],...", help="Several input/output lengths with "
+                                            "relative shares, e.g. '1024:256:0.7,8192:512:0.3' (instead of "
+                                            "--input-len/--output-len).")),
     (("--sampling",), "sampling", dict(type=click.Choice(["greedy", "sampled"]), help="greedy (default) or sampled (temperature > 0).")),
     (("--logprobs/--no-logprobs",), "logprobs", dict(default=None, help="Requests ask for logprobs.")),
     (("--penalties/--no-penalties",), "penalties", dict(default=None, help="Requests use sampling penalties.")),
@@ -101,6 +104,7 @@ def build_request(model: str | None, request_file: Path | None, params: dict):
     from optkit.resolve.request_record import load_request, parse_request
 
     base = load_request(request_file).dump(by_alias=True) if request_file else {}
+    _lengths_from_the_command_line(base, params)
     for _, field, _ in _OPTIONS:
         key = field if field != "with" else "with_"
         value = params.get(key)
@@ -123,6 +127,17 @@ def build_request(model: str | None, request_file: Path | None, params: dict):
             raise click.BadParameter(message, param_hint=f"'{flag}'") from None
         where = ".".join(str(p) for p in first["loc"])
         raise RequestError(f"{where}: {message}") from None
+
+
+def _lengths_from_the_command_line(base: dict, params: dict) -> None:
+    """Flags override the file's lengths as a whole: --input-len/--output-len its length mix, --length-mix its
+    input and output lengths (given together on the command line, the request refuses them)."""
+    single = params.get("input_len") is not None or params.get("output_len") is not None
+    if params.get("length_mix") is not None or (single and base.get("length_mix")):  # a mix's lengths are its own
+        base.pop("input_len", None)
+        base.pop("output_len", None)
+    if single:
+        base.pop("length_mix", None)
 
 
 _FLAGS = {field: decls[0].split("/")[0] for decls, field, _ in _OPTIONS}

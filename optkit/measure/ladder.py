@@ -64,6 +64,14 @@ class StepCost:
                 "warmups_per_concurrency": self.warmups}
 
 
+def mixed_lengths_refusal(mix: str, what: str) -> str:
+    """Why ``what`` does not measure a length mix, and what does."""
+    return (f"--length-mix {mix}: {what} measures one input and one output length (vllm bench serve's random "
+            "dataset draws every request alike), and a mix's latency is not the weighted sum of its classes' "
+            "(their requests share the steps); ladder each class on its own with --input-len and --output-len, "
+            "or measure the mix with your own dataset against the bundle's serve.sh")
+
+
 def step_reason(step: Step) -> str:
     """Why the selected recipes outside a step are left out (the step bundle's decisions say it)."""
     return f"not in ladder step {step.id}: the single-variable ladder measures it in another step"
@@ -78,6 +86,8 @@ def ladder_files(plan: Plan, workspace: Workspace, ladder: Ladder, *, repeat: in
     if plan.pd is not None:  # run-ladder.sh starts one server per step
         raise MeasureError(f"--pd {plan.request.pd}: a ladder step is one server (run-ladder.sh starts one serve.sh); "
                            "ladder the instance's plan without --pd, or write the PD bundle with optkit plan -o")
+    if plan.request.length_mix:  # vllm bench serve's random dataset draws one input and one output length
+        raise MeasureError(mixed_lengths_refusal(plan.request.length_mix, "a ladder"))
     cost = cost or StepCost()
     prompts = _accuracy_subset(prompts or load_prompt_set(), cost.accuracy_prompts)
     files: dict[str, bytes] = {}

@@ -96,6 +96,17 @@ def objective_facts(request: RequestRecord) -> dict[str, Any]:
             "objective.ttft_limit_ms": bound["ttft"].limit_ms if bound["ttft"] else 0.0}
 
 
+def length_facts(request: RequestRecord, decode_rows_max: int) -> dict[str, Any]:
+    """The workload's lengths as facts: the mix (``optkit.resolve.length_mix``), its extremes and means, and what
+    one step must hold to prefill the longest input beside the full decode batch."""
+    mix = request.lengths
+    return {"workload.length_mix": request.length_mix or "", "workload.length_classes": len(mix.classes),
+            "workload.input_len_max": mix.input_len_max, "workload.output_len_max": mix.output_len_max,
+            "workload.total_len_max": mix.total_len_max, "workload.input_len_mean": mix.input_len_mean,
+            "workload.output_len_mean": mix.output_len_mean,
+            "workload.prefill_step_tokens_max": mix.input_len_max + decode_rows_max}
+
+
 def check_request(request: RequestRecord, target) -> NodeLayout:
     """Request-level consistency that no recipe could fix; the request's node layout."""
     if request.num_speculative_tokens is not None and not request.mtp:
@@ -155,6 +166,7 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
         "workload.async_scheduling": request.async_scheduling,
         "workload.decode_rows_max": rows,
         "workload.decode_rows_per_rank_max": ceil(rows / request.tp),
+        **length_facts(request, rows),
         **objective_facts(request),
         "spec.mtp": request.mtp,
         "spec.num_speculative_tokens": request.k,

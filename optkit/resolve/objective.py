@@ -150,9 +150,11 @@ def _record_matches(model_id: str, target_id: str, facts):
                 "tp": facts["parallel.tp"], "dp": facts["parallel.dp"], "ep": facts["parallel.ep"]}
     release = str(facts["versions.vllm_ascend"])
 
+    mixed = bool(facts["workload.length_mix"])  # a record measures one length; a length mix matches none
+
     def matches(record) -> bool:
         w = record.workload
-        return (record.target == target_id and record.model == model_id and record.release.vllm_ascend == release
+        return (not mixed and record.target == target_id and record.model == model_id and record.release.vllm_ascend == release
                 and all(getattr(w, key) == value for key, value in workload.items()))
 
     return matches

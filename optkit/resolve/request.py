@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from optkit.resolve.request_record import (
-    MAX_CONCURRENCY, MAX_PARALLEL, MAX_TOKENS, Bounded, RequestBehaviour, RequestRecord, canonical_slo, comma_separated,
-    pd_shape, sorted_levels)
+    MAX_CONCURRENCY, MAX_PARALLEL, MAX_TOKENS, Bounded, RequestBehaviour, RequestRecord, canonical_length_mix,
+    canonical_slo, comma_separated, pd_shape, sorted_levels)
 
 
 def _bounded(low: int, high: int) -> Any:
@@ -63,6 +63,9 @@ class Request(RequestBehaviour, BaseModel):
         "throughput; default latency up to concurrency 8, throughput above.")
     input_len: _bounded(1, MAX_TOKENS) = Field(1024, description="Input tokens per request.")
     output_len: _bounded(1, MAX_TOKENS) = Field(512, description="Output tokens per request.")
+    length_mix: Optional[Annotated[str, AfterValidator(canonical_length_mix)]] = Field(
+        None, description="Several input/output lengths with their shares, e.g. '1024:256:0.7,8192:512:0.3' "
+        "(optkit.resolve.length_mix), instead of input_len and output_len; kept in its canonical text.")
     sampling: Literal["greedy", "sampled"] = Field("greedy", description="greedy (temperature 0) or sampled.")
     logprobs: bool = Field(False, description="Requests ask for logprobs.")
     penalties: bool = Field(False, description="Requests use presence/frequency/repetition penalties.")

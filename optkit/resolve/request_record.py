@@ -55,6 +55,14 @@ class RequestBehaviour:
         return "latency" if max(self.concurrency) <= LATENCY_GOAL_MAX_CONCURRENCY else "throughput"
 
     @property
+    def lengths(self):
+        """The request's length classes (``optkit.resolve.length_mix.LengthMix``): its mix, else the one class
+        ``input_len`` in, ``output_len`` out."""
+        from optkit.resolve.length_mix import parse_length_mix, single
+
+        return parse_length_mix(self.length_mix) if self.length_mix else single(self.input_len, self.output_len)
+
+    @property
     def pd_instances(self) -> tuple[int, int] | None:
         """(prefill, decode) instances of ``--pd P:D``; None for one server."""
         return None if self.pd is None else tuple(int(n) for n in self.pd.split(":"))
@@ -108,6 +116,17 @@ def canonical_slo(value: str) -> str:
         return parse_slo(value, where="SLO").text()
     except SloError as exc:
         raise ValueError(str(exc).removeprefix("SLO: ")) from None
+
+
+@schema_function
+def canonical_length_mix(value: str) -> str:
+    """A length mix in its canonical text (``optkit.resolve.length_mix``); a text that does not parse is refused."""
+    from optkit.resolve.length_mix import LengthMixError, parse_length_mix
+
+    try:
+        return parse_length_mix(value, where="length mix", max_tokens=MAX_TOKENS).text()
+    except LengthMixError as exc:
+        raise ValueError(str(exc).removeprefix("length mix: ")) from None
 
 
 @schema_function
@@ -188,13 +207,34 @@ def parse_request(data: Any) -> RequestRecord:
     """
     validator, shape = _validator()
     try:
-        fields, _, _ = validator.validate_python(data)
+        fields, _, given = validator.validate_python(data)
     except core().ValidationError:
         from optkit.resolve.request import Request
 
         Request.model_validate(data)  # raises the model's own error, in its words
         raise InternalError(f"the cached request validator rejects what Request accepts: {data!r}") from None
+    _check_one_length_form(fields, given, data)
     return RequestRecord(shape, {name: fields[name] for name in shape.fields})
+
+
+def _check_one_length_form(fields: dict, given: set, data: Any) -> None:
+    """A mix holds the lengths: with ``length_mix``, ``input_len`` and ``output_len`` are its longest input and
+    output (a dumped request replays alike); given otherwise, they are refused (a ``ValidationError`` at
+    ``length_mix``, so the flag or the file's line is named)."""
+    if fields.get("length_mix") is None:
+        return
+    from optkit.resolve.length_mix import parse_length_mix
+
+    mix = parse_length_mix(fields["length_mix"])
+    implied = {"input_len": mix.input_len_max, "output_len": mix.output_len_max}
+    clash = [f"{key} {fields[key]} (the mix's longest is {implied[key]})" for key in implied
+             if key in given and fields[key] != implied[key]]
+    if clash:
+        error = ValueError(f"a length mix holds the input and output lengths; drop {' and '.join(clash)}, "
+                           "or drop the mix for one length")
+        raise core().ValidationError.from_exception_data("Request", [
+            {"type": "value_error", "loc": ("length_mix",), "input": fields["length_mix"], "ctx": {"error": error}}])
+    fields.update(implied)
 
 
 def request_keys() -> tuple[tuple[str, str], ...]:

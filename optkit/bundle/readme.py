@@ -13,9 +13,9 @@ from typing import Any
 from optkit import __version__
 from optkit.bundle.launch import Launch
 from optkit.bundle.lock import pending_names
-from optkit.catalog.conditions import compiled
 from optkit.catalog.enums import Verification
 from optkit.catalog.recipe_records import RecipeRecord
+from optkit.resolve.classify import risks_that_hold
 from optkit.resolve.plan import Plan, Workspace
 from optkit.resolve.report import plan_data
 
@@ -102,7 +102,7 @@ def _recipe_data(plan: Plan, recipe: RecipeRecord, lock: dict) -> dict[str, Any]
         "reason": decision.reason, "chain": list(decision.chain),
         "gains": [g for g in recipe.gains if _gain_applies(g, plan)[0]],
         "other_gains": [g for g in recipe.gains if not _gain_applies(g, plan)[0]],
-        "risks": [r for r in recipe.risks if r.when is None or compiled(r.when).evaluate(plan.facts.values)],
+        "risks": risks_that_hold(recipe, plan.facts),
         "verification": entry["verification"], "notes": recipe.verification.notes.rstrip(),
         "hardware_verified": entry["verification"] == Verification.hardware_verified.value,
         "measured": entry.get("measured", []),

@@ -104,8 +104,8 @@ def _length_classes(request) -> list[dict[str, Any]]:
     if not request.length_mix:
         return []
     mix = request.lengths
-    return [{"input_len": c.input_len, "output_len": c.output_len, "weight": term.rsplit(":", 1)[1],
-             "extra": bench_extra(request, c.output_len)} for c, term in zip(mix.classes, mix.text().split(","))]
+    return [{"input_len": c.input_len, "output_len": c.output_len, "weight": str(weight),
+             "extra": bench_extra(request, c.output_len)} for c, weight in zip(mix.classes, mix.integer_weights())]
 
 
 def bench_extra(request, output_len: int | None = None) -> list[str]:

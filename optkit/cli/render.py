@@ -106,6 +106,7 @@ def _estimates(plan: Plan) -> list[Block]:
 
 
 def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> list[Block]:
+    from optkit.resolve.classify import risks_that_hold
     from optkit.resolve.resolver import describe_benefit
 
     lines: list[Block] = list(_objective(plan))
@@ -121,19 +122,12 @@ def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> list[Block]:
             lines.append(f"  forced: {d.forced}")
         if d.benefit is not None and not d.reason.startswith("expected gain"):
             lines.append(f"  expected gain: {describe_benefit(d.benefit)}")
-        lines += [f"  risk ({risk.severity}): {' '.join(risk.text.split())}" for risk in _risks_that_hold(recipe, plan)]
+        lines += [f"  risk ({risk.severity}): {' '.join(risk.text.split())}" for risk in risks_that_hold(recipe, plan.facts)]
         for derived in (x for x in plan.derivations if x.recipe == rid):
             basis = "a rule, unquantified: no measured number for this value" if derived.basis == "rule" else "measured"
             lines += [f"  sets {derivation_text(derived)}", f"    because {derived.why} ({basis})"]
         lines += _tutorial_lines(recipe, str(plan.facts["versions.vllm_ascend"]))
     return lines
-
-
-def _risks_that_hold(recipe, plan: Plan) -> list:
-    """The recipe's risks whose condition holds for the plan's facts (as the bundle's README lists them)."""
-    from optkit.catalog.conditions import compiled
-
-    return [r for r in recipe.risks if r.when is None or compiled(r.when).evaluate(plan.facts.values)]
 
 
 def _tutorial_lines(recipe, release: str) -> list[str]:

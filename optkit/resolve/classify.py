@@ -32,8 +32,13 @@ def _holds(when: str | None, facts: Facts) -> bool:
     return when is None or compiled(when).evaluate(facts.values)
 
 
+def risks_that_hold(recipe: RecipeRecord, facts: Facts) -> list:
+    """The recipe's risks whose ``when`` holds for ``facts`` (what explain and the bundle's README show)."""
+    return [r for r in recipe.risks if _holds(r.when, facts)]
+
+
 def _active_high_risk(recipe: RecipeRecord, facts: Facts):
-    return next((r for r in recipe.risks if r.severity == "high" and _holds(r.when, facts)), None)
+    return next((r for r in risks_that_hold(recipe, facts) if r.severity == "high"), None)
 
 
 def version_ranges(catalog: Catalog, facts: Facts) -> VersionRanges:

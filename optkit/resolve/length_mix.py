@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
-from math import ceil, gcd
+from math import ceil, gcd, lcm
 
 from optkit.errors import RequestError
 from optkit.value import valueclass
@@ -58,14 +58,14 @@ class LengthMix:
 
     def text(self) -> str:
         """The canonical text: parse(text()) == self, and equal mixes print the same."""
-        denominators = 1
-        for c in self.classes:
-            denominators = denominators * c.weight.denominator // gcd(denominators, c.weight.denominator)
-        integers = [int(c.weight * denominators) for c in self.classes]
-        common = 0
-        for n in integers:
-            common = gcd(common, n)
-        return ",".join(f"{c.input_len}:{c.output_len}:{n // common}" for c, n in zip(self.classes, integers))
+        return ",".join(f"{c.input_len}:{c.output_len}:{n}" for c, n in zip(self.classes, self.integer_weights()))
+
+    def integer_weights(self) -> list[int]:
+        """The classes' weights as the smallest integers in the same ratio (the canonical text's)."""
+        scale = lcm(*(c.weight.denominator for c in self.classes))
+        integers = [int(c.weight * scale) for c in self.classes]
+        common = gcd(*integers)
+        return [n // common for n in integers]
 
     def __str__(self) -> str:
         return self.text()

@@ -11,6 +11,8 @@ import time
 import pytest
 from click.testing import CliRunner
 
+from terminal_support import as_a_foreground_job
+
 NAP = ("import sys, time, types, click; import optkit.cli.main as m; "
        "nap = types.ModuleType('optkit.cli._nap'); sys.modules[nap.__name__] = nap; m.COMMAND_MODULES['nap'] = '_nap'; "
        "nap.COMMANDS = [click.Command('nap', callback=lambda: (print('ready', flush=True), time.sleep(60)))]; "
@@ -18,7 +20,8 @@ NAP = ("import sys, time, types, click; import optkit.cli.main as m; "
 
 
 def _interrupt(argv: list[str]) -> tuple[int, str]:
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=as_a_foreground_job)
     assert proc.stdout.readline().strip() == "ready"
     time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group

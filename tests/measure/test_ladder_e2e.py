@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for comp
 
 from compat_support import pristine, scratch_tree  # noqa: E402
 from simhost import REPO, SimHost  # noqa: E402
+from terminal_support import as_a_foreground_job  # noqa: E402
 from optkit.measure import MeasureError  # noqa: E402
 from optkit.measure.ladder import write_ladder  # noqa: E402
 from optkit.measure.report import build_report  # noqa: E402
@@ -64,7 +65,7 @@ def run_ladder(ladder: Path, host: SimHost, *extra: str, interrupt_after: str | 
     (SIGINT to the process group) as soon as that step's results are in place."""
     proc = subprocess.Popen(["bash", str(ladder / "run-ladder.sh"), "--tree", str(host.tree), *extra],
                             cwd=host.root, env=host.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, preexec_fn=as_a_foreground_job)
     if interrupt_after:
         deadline = time.monotonic() + 600
         while not (ladder / "results" / interrupt_after / "r1").is_dir() and proc.poll() is None:

@@ -146,8 +146,9 @@ def request_for(release: str, tutorial_text: str, command: Command, entry: dict)
     }
     if speculative.get("num_speculative_tokens"):
         request["num_speculative_tokens"] = int(speculative["num_speculative_tokens"])
-    if opts.get("--additional-config.enable_flashcomm1") or command.env.get("VLLM_ASCEND_ENABLE_FLASHCOMM1", ("",))[0] == "1":
-        request["flashcomm1"] = True
+    # the tutorial's command fixes the layout: FlashComm1 as it sets it, never left for optkit's choice rule
+    request["flashcomm1"] = bool(opts.get("--additional-config.enable_flashcomm1")
+                                 or command.env.get("VLLM_ASCEND_ENABLE_FLASHCOMM1", ("",))[0] == "1")
     if "--dtype" in opts:
         request["dtype"] = opts["--dtype"]
     if seqs:

@@ -1,5 +1,5 @@
 """Issue 17's done-means, end to end through the CLI: a throughput plan under an SLO for Qwen3.6-35B-A3B
-at c64 — one server, local DP groups (--dp 4), prefill/decode disaggregation (--pd 1:1) — on 0.23.0 and
+at c64 — one server, local DP groups (--dp 4, and --dp auto: sized from the load), prefill/decode disaggregation (--pd 1:1) — on 0.23.0 and
 0.30.0rc2 writes bundles that `optkit bundle check` passes with the paired vLLM's parser (every role's
 argv), and whose scheduling values satisfy the tutorial's rules (Qwen3.6-35B-A3B.md: max-num-seqs × DP
 ≥ the concurrency; the low-latency row's batched-token range when TPOT is bounded; captured sizes cover
@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from optkit.cli.main import cli
 
 CONCURRENCY = 64
-SHAPES = {"one-server": [], "dp4": ["--dp", "4"], "pd1:1": ["--pd", "1:1"]}
+SHAPES = {"one-server": [], "dp4": ["--dp", "4"], "dp-auto": ["--dp", "auto"], "pd1:1": ["--pd", "1:1"]}
 
 
 def _flag(argv: list[str], flag: str) -> str | None:
@@ -42,7 +42,8 @@ def test_a_throughput_plan_under_an_slo_passes_the_paired_parser_and_the_tutoria
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     lock = json.loads((out / "optkit.lock.json").read_text())
-    dp = lock["request"]["dp"]
+    dp = lock["facts"]["parallel.dp"]  # --dp auto: the lock keeps the request as given, the facts the DP chosen
+    assert lock["request"]["dp"] == ("auto" if shape == "dp-auto" else dp)
     assert lock["request"]["slo"] == "tpot_p99<=25ms" and lock["request"]["goal"] == "throughput"
     for role, argv in _argvs(lock).items():
         seqs = int(_flag(argv, "--max-num-seqs"))

@@ -37,3 +37,7 @@ class Verification(str, Enum):
 
 
 VERIFICATION_ORDER = list(Verification)
+
+
+CHOOSABLE = {"dp": "auto", "flashcomm1": None}
+"""Request fields a recipe's ``choices`` may fill in, and the value that leaves each open (``optkit.resolve.choices``)."""

@@ -97,7 +97,7 @@ def conditions(recipe: RecipeRecord):
     """``(field path, condition text)`` of every condition in ``recipe``."""
     if recipe.implied_by:
         yield ("implied_by",), recipe.implied_by
-    for field in ("preconditions", "effective_when", "requires", "conflicts", "risks", "signatures"):
+    for field in ("preconditions", "effective_when", "requires", "conflicts", "risks", "signatures", "choices"):
         for index, entry in enumerate(getattr(recipe, field)):
             if entry.when:
                 yield (field, index, "when"), entry.when

@@ -48,6 +48,8 @@ def _launch(recipe) -> list[str]:
     lines.extend(f"- serve arg `{arg}`" for arg in recipe.serve_args)
     lines.extend(f"- derived `{d.set}` = `{json.dumps(d.value, ensure_ascii=False)}` ({d.basis}) — {_one_line(d.why)}"
                  for d in recipe.derived)
+    lines.extend(f"- chooses `{c.field}` = `{json.dumps(c.value, ensure_ascii=False)}` when left open and `{_one_line(c.when)}` "
+                 f"(rule) — {_one_line(c.why)}" for c in recipe.choices)
     return (["**Launch settings**", ""] + lines + [""]) if lines else []
 
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from optkit.catalog.conditions import compiled
-from optkit.catalog.enums import VERIFICATION_ORDER, Kind, UpstreamStatus, Verification  # noqa: F401 - re-exported
+from optkit.catalog.enums import CHOOSABLE, VERIFICATION_ORDER, Kind, UpstreamStatus, Verification  # noqa: F401 - re-exported
 from optkit.catalog.patchfile import path_problem
 from optkit.catalog.recipe_records import GainBehaviour, GainRecord, RecipeBehaviour, RecipeRecord
 from optkit.errors import ConditionError
@@ -211,6 +211,25 @@ class Derived(_Strict):
         "'unquantified'); 'measured': a number measured for it exists (name it in 'why').")
 
 
+class Choice(_Strict):
+    """A rule that fills in a request field the user left open (``--dp auto``, no ``--[no-]flashcomm1``)."""
+
+    field: Literal[tuple(CHOOSABLE)] = Field(description="The request field: dp or flashcomm1.")
+    value: Any = Field(description="What it becomes: true/false for flashcomm1; for dp an expression over int facts "
+                       "(optkit.catalog.derive), evaluated on the request's facts with the field at its default.")
+    when: ConditionText = Field(description="The rule applies only when this holds (on the facts with the open "
+                                "fields at their defaults: dp 1, flashcomm1 false).")
+    why: str = Field(min_length=8, description="The rule, in words (shown by optkit plan and explain).")
+
+    @model_validator(mode="after")
+    def _value_fits_the_field(self) -> "Choice":
+        if self.field == "flashcomm1" and not isinstance(self.value, bool):
+            raise ValueError(f"value: flashcomm1 takes true or false, not {self.value!r}")
+        if self.field == "dp":
+            _check_derived_value(self.value)
+        return self
+
+
 class TutorialRef(_Strict):
     """A line of upstream's own tuning guide in one release's tree, checked by ``optkit lint --trees``."""
 
@@ -368,6 +387,9 @@ class Recipe(RecipeBehaviour, _Strict):
     derived: list[Derived] = Field(
         default_factory=list, description="Launch values computed from the request (e.g. --max-num-seqs from the "
         "concurrency and DP), each with its rule.")
+    choices: list[Choice] = Field(
+        default_factory=list, description="Request fields left open that this recipe's rules fill in, before "
+        "resolution (optkit.resolve.choices); --without RECIPE leaves them unmade.")
     tutorials: list[TutorialRef] = Field(
         default_factory=list, description="Lines of upstream's tutorials, per release, that the recipe follows.")
     patches: list[Patch] = Field(default_factory=list, description="Source patches, applied in order.")

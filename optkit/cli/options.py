@@ -21,6 +21,17 @@ def _concurrency(ctx, param, value):
         raise click.BadParameter(str(exc)) from None
 
 
+def _dp(ctx, param, value):
+    """``--dp N`` or ``--dp auto`` (the Request checks the range)."""
+    if value is None or value == "auto":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: give an integer, or 'auto' (sized from the load under the "
+                                 "throughput goal)") from None
+
+
 def _ids(ctx, param, value):
     return [part.strip() for item in value for part in item.split(",") if part.strip()]
 
@@ -31,14 +42,16 @@ _OPTIONS = [
     (("--target",), "target", dict(help="Target id or alias (910c, 910b).")),
     (("--variant",), "variant", dict(help="Target hardware variant (910c: 752t, 560t).")),
     (("--tp",), "tp", dict(type=int, help="Tensor-parallel size (default 2: one 910C card).")),
-    (("--dp",), "dp", dict(type=int, help="Data-parallel size (default 1).")),
+    (("--dp",), "dp", dict(callback=_dp, metavar="N|auto", help="Data-parallel size (default 1); auto: sized "
+                                                               "from the load under the throughput goal.")),
     (("--nodes",), "nodes", dict(type=int, help="Nodes the TP x DP ranks run on (default: the fewest "
                                                 "that hold them; more spreads the DP ranks).")),
     (("--pd",), "pd", dict(metavar="P:D", help="Prefill/decode disaggregation: P prefill and D decode instances "
                                                 "of TP x DP each, e.g. 1:1 (one bundle, a role per instance).")),
     (("--ep/--no-ep",), "ep", dict(default=None, help="Expert parallelism (default: on for MoE models).")),
     (("--context-parallel/--no-context-parallel",), "context_parallel", dict(default=None, help="Context parallelism in use.")),
-    (("--flashcomm1/--no-flashcomm1",), "flashcomm1", dict(default=None, help="FlashComm1 on in the deployment (judged, not set).")),
+    (("--flashcomm1/--no-flashcomm1",), "flashcomm1", dict(default=None, help="FlashComm1 (sequence parallelism), set by the bundle "
+                                                                                 "(default: on under the throughput goal where it applies).")),
     (("--concurrency",), "concurrency", dict(callback=_concurrency, help="Concurrency levels, e.g. 1,4,8 (default).")),
     (("--slo",), "slo", dict(help="Service-level objective, e.g. 'tpot_p99<=20ms,ttft_p99<=1s'.")),
     (("--goal",), "goal", dict(type=click.Choice(["latency", "throughput"]),

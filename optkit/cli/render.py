@@ -55,7 +55,15 @@ def plan_report(plan: Plan, catalog, verbose: bool = False, records=None) -> lis
     counts = count_by_status(plan)
     totals = (f"Totals: {counts.pop('selected', 0)} selected of {len(plan.resolution.decisions)}; "
               + ", ".join(f"{n} {status}" for status, n in counts.items()))
-    return [*blocks, *_objective(plan), selected, rest, totals, *_derived(plan), *_estimates(plan)]
+    return [*blocks, *_objective(plan), *_choices(plan), selected, rest, totals, *_derived(plan), *_estimates(plan)]
+
+
+def _choices(plan: Plan) -> list[Block]:
+    """The request fields left open and what filled them in (``optkit.resolve.choices``)."""
+    if not plan.choices:
+        return []
+    return ["Chosen for the fields the request left open (rules, unquantified):",
+            *(f"  {c.text()}" for c in plan.choices)]
 
 
 def _objective(plan: Plan) -> list[Block]:
@@ -109,7 +117,7 @@ def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> list[Block]:
     from optkit.resolve.classify import risks_that_hold
     from optkit.resolve.resolver import describe_benefit
 
-    lines: list[Block] = list(_objective(plan))
+    lines: list[Block] = [*_objective(plan), *_choices(plan)]
     for rid in recipe_ids:
         d, recipe = plan.resolution.decisions[rid], catalog[rid]
         lines += [f"{rid}: {d.status.value}", f"  {d.reason}"]

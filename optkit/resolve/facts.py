@@ -121,7 +121,12 @@ def check_request(request: RequestRecord, target) -> NodeLayout:
 
 def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
     """Every fact in ``optkit.catalog.factspec.FACTS`` for this request, on ``release`` (an
-    ``optkit.versions.onrelease.ReleaseView``; default: the data of the requested version)."""
+    ``optkit.versions.onrelease.ReleaseView``; default: the data of the requested version). Fields the
+    request leaves open (``--dp auto``, no ``--[no-]flashcomm1``) read as their defaults: ``plan`` fills them
+    in by the catalog's rules first (``optkit.resolve.choices.choose``)."""
+    from optkit.resolve.choices import at_defaults
+
+    request = at_defaults(request)  # fields left open read as their defaults; plan() fills them by rule first
     layout = check_request(request, target)
     ep = model.is_moe if request.ep is None else request.ep
     check_sharding(model, request.tp, request.dp, ep)

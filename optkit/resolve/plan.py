@@ -13,6 +13,7 @@ from optkit.catalog.loader import Catalog, load_catalog
 from optkit.catalog.paths import project_root
 from optkit.catalog.records import Records, load_records
 from optkit.errors import InternalError, OptkitError, RequestError
+from optkit.resolve.choices import Chosen, choose
 from optkit.resolve.facts import Facts, compute_facts
 from optkit.resolve.layout import NodeLayout, layout_of
 from optkit.resolve.pd import PDLayout, pd_layout
@@ -135,6 +136,12 @@ class Plan:
     """With ``--profile``: the capture analysed (``optkit.profile.analysis.ProfileAnalysis``)."""
     profile_savings: dict[str, Any] = field(default_factory=dict)
     """With ``--profile``: recipe → ``optkit.resolve.profiled.ProfileSaving``."""
+    given: RequestRecord | None = None
+    """The request as given, its open fields open (what the lock keeps, so ``--from-lock`` chooses again
+    from the same catalog); ``request`` is the request as filled in."""
+    choices: list[Chosen] = field(default_factory=list)
+    """The request fields left open (``--dp auto``, no ``--[no-]flashcomm1``) and what filled them in
+    (``optkit.resolve.choices``); ``request`` holds the values."""
     capacity: PlanCapacity | None = None
     """Under the throughput goal: the capacity a matching record's sweep measured, under the request's SLO,
     for a step that served exactly this selection (``optkit.resolve.objective.capacity_lookup``)."""
@@ -211,6 +218,8 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
     target = find_target(ws.targets, request.target)
     tree = Path(request.tree) if request.tree else None
     release = release_view(ascend_version(request), tree, ws.catalog)
+    given = request
+    request, choices = choose(request, model, target, release, ws.catalog)
     facts = compute_facts(request, model, target, release)
     version_ranges(ws.catalog, facts)  # packaging's answers, from the cache, for the verdicts and the resolver
     verdicts = {r.id: verdict(r, release) for r in ws.catalog}
@@ -236,6 +245,7 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
     resolution = resolve(ws.catalog, facts, request.with_recipes, request.without_recipes, baseline_for,
                          ws.unavailable, verdicts, measured, capacity)
     result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts, layout=layout,
+                  choices=choices, given=given,
                   pd=pd_layout(request, target), profile=analysis, profile_savings=table,
                   capacity=capacity.selection(resolution.selected) if capacity else None)
     return _assemble(result, ws, baseline_for)
@@ -257,7 +267,7 @@ def restrict(full: Plan, keep: list[str], workspace: Workspace, why: str) -> Pla
     resolution = Resolution(decisions, selected, list(full.resolution.upstream))
     result = Plan(full.request, full.model, full.target, full.facts, resolution, release=full.release,
                   verdicts=full.verdicts, restricted_to=selected, restriction_reason=why, layout=full.layout,
-                  pd=full.pd)
+                  pd=full.pd, choices=list(full.choices), given=full.given)
     return _assemble(result, workspace, _baseline_lookup(workspace, result.model, result.target, full.layout))
 
 

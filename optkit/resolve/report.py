@@ -60,9 +60,11 @@ def plan_data(plan: Plan) -> dict[str, Any]:
     """Everything the plan decided, as data."""
     decisions = plan.resolution.decisions
     capacity = {"measured_capacity": plan.capacity.data()} if plan.capacity is not None else {}
+    choices = {"choices": [c.data() for c in plan.choices]} if plan.choices else {}
     return {
         **capacity,
-        "request": plan.request.dump(mode="json", by_alias=True),
+        **choices,
+        "request": (plan.given or plan.request).dump(mode="json", by_alias=True),
         "model": plan.model.id,
         "target": plan.target.id,
         "facts": facts_data(plan),

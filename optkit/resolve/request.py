@@ -11,12 +11,12 @@ default), MTP with k = 4 when asked.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from optkit.resolve.request_record import (
-    MAX_CONCURRENCY, MAX_PARALLEL, MAX_TOKENS, Bounded, RequestBehaviour, RequestRecord, canonical_length_mix,
+    MAX_CONCURRENCY, MAX_PARALLEL, MAX_TOKENS, Bounded, DpSize, RequestBehaviour, RequestRecord, canonical_length_mix,
     canonical_slo, comma_separated, pd_shape, sorted_levels)
 
 
@@ -40,7 +40,9 @@ class Request(RequestBehaviour, BaseModel):
     target: str = Field("910c", description="Target id or alias from targets/.")
     variant: Optional[str] = Field(None, description="Hardware variant of the target (e.g. 752t, 560t).")
     tp: _bounded(1, MAX_PARALLEL) = Field(2, description="Tensor-parallel size (910C: one card = two dies = TP2).")
-    dp: _bounded(1, MAX_PARALLEL) = Field(1, description="Data-parallel size.")
+    dp: Annotated[Union[Literal["auto"], int], BeforeValidator(DpSize(1, MAX_PARALLEL))] = Field(
+        1, description="Data-parallel size, or 'auto': under the throughput goal the rule of a recipe's "
+        "'choices' sizes it from the load (optkit.resolve.choices); 1 under the latency goal.")
     nodes: Optional[_bounded(1, MAX_PARALLEL)] = Field(
         None, description="Nodes the TP × DP ranks run on; default: the fewest that hold them "
         "(optkit.resolve.layout names the layouts).")
@@ -49,9 +51,10 @@ class Request(RequestBehaviour, BaseModel):
         "joined by the release's Mooncake connector and proxy (optkit.resolve.pd places them).")
     ep: Optional[bool] = Field(None, description="Expert parallelism; default on for MoE models.")
     context_parallel: bool = Field(False, description="Prefill/decode context parallelism in use.")
-    flashcomm1: bool = Field(False, description=(
-        "FlashComm1 on in the deployment (additional_config.enable_flashcomm1 or "
-        "VLLM_ASCEND_ENABLE_FLASHCOMM1); judged by recipe rules, not set by the bundle."))
+    flashcomm1: Optional[bool] = Field(None, description=(
+        "FlashComm1 (sequence parallelism: additional_config.enable_flashcomm1 or VLLM_ASCEND_ENABLE_FLASHCOMM1), "
+        "turned on by the bundle when true; unset: a recipe's 'choices' rule decides (on under the throughput "
+        "goal where the release and the layout have it, optkit.resolve.choices), off otherwise."))
     concurrency: Annotated[list[_bounded(1, MAX_CONCURRENCY)], BeforeValidator(comma_separated),
                            AfterValidator(sorted_levels)] = Field(
         [1, 4, 8], min_length=1, description="Concurrency levels to optimize for: a list, one level, or '1,4,8'.")

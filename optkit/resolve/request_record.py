@@ -98,6 +98,23 @@ class Bounded:
 
 
 @schema_function
+class DpSize(Bounded):
+    """The before-validator of ``dp``: an int from ``low`` to ``high``, or ``"auto"`` (optkit.resolve.choices)."""
+
+    __slots__ = ()
+
+    def __reduce__(self):
+        return DpSize, (self.low, self.high)
+
+    def __call__(self, value: Any) -> Any:
+        if value == "auto":
+            return value
+        if isinstance(value, str):
+            raise ValueError(f"expected an integer from {self.low} to {self.high} or 'auto', got {value!r}")
+        return super().__call__(value)
+
+
+@schema_function
 def comma_separated(value: Any) -> Any:
     """Concurrency levels: ``1,4,8`` as the command line takes it, or one level alone, besides a list."""
     if isinstance(value, bool):

@@ -1,0 +1,216 @@
+"""Request fields left open, filled in by the catalog's rules (optkit.resolve.choices): FlashComm1 under the
+throughput goal where the release and the layout have it (flashcomm1-sequence-parallel), DP from the load with
+--dp auto (sched-capacity-for-load: 32 sequences per DP group, upstream's high-throughput rows); an explicit value
+always wins, the latency goal is untouched, the lock keeps the request as given and replays the choice."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from optkit.bundle.writer import bundle_files
+from optkit.cli.main import cli
+from optkit.errors import RequestError
+from optkit.resolve.plan import load_workspace, plan
+from optkit.resolve.request_record import parse_request
+
+
+@pytest.fixture(scope="module")
+def workspace():
+    return load_workspace()
+
+
+def _plan(workspace, **fields):
+    return plan(parse_request({"model": "qwen3.5-35b", "target": "910c", **fields}), workspace)
+
+
+def _chosen(result) -> dict:
+    return {c.field: (c.value, c.recipe) for c in result.choices}
+
+
+# --------------------------------------------------------------------------- FlashComm1
+
+
+@pytest.mark.parametrize("fields, on", [
+    (dict(concurrency=64), True),  # 0.23.0: sequence-parallel MoE with any DP
+    (dict(concurrency=64, vllm_ascend_version="0.18.0"), True),  # the environment variable's releases
+    (dict(concurrency=64, vllm_ascend_version="0.30.0rc2"), False),  # from 0.27.1rc1: needs DP > 1
+    (dict(concurrency=64, vllm_ascend_version="0.30.0rc2", dp=4), True),
+    (dict(concurrency=64, vllm_ascend_version="0.30.0rc2", dp=4, ep=False), False),  # vLLM's SP MoE needs EP
+    (dict(concurrency=64, model="qwen3.6-27b"), False),  # dense: no single-server row runs it
+    (dict(concurrency=64, tp=1), False),  # no TP communication
+    (dict(concurrency=64, context_parallel=True), False),
+    (dict(concurrency=8), False),  # the latency goal (the default up to c8)
+    (dict(concurrency=64, goal="latency"), False),
+], ids=["0.23.0", "0.18.0", "0.30-dp1", "0.30-dp4", "0.30-no-ep", "dense", "tp1", "context-parallel", "c8",
+        "asked-latency"])
+def test_flashcomm1_left_open_is_chosen_under_the_throughput_goal_where_it_applies(workspace, fields, on):
+    result = _plan(workspace, **fields)
+    assert result.facts["parallel.flashcomm1"] is on
+    assert result.request.flashcomm1 is on
+    assert _chosen(result).get("flashcomm1") == ((True, "flashcomm1-sequence-parallel") if on else None)
+    assert (result.resolution.decisions["flashcomm1-sequence-parallel"].status.value == "selected") is on
+
+
+def test_a_chosen_flashcomm1_is_turned_on_by_the_bundle_and_shapes_the_values(workspace):
+    result = _plan(workspace, concurrency=64, mtp=True)
+    assert [(s.key, s.value) for s in result.env if "FLASHCOMM1" in s.key] == [("VLLM_ASCEND_ENABLE_FLASHCOMM1", "1")]
+    sizes = result.compilation_config["cudagraph_capture_sizes"]
+    assert sizes and all(size % 10 == 0 for size in sizes)  # multiples of lcm(TP 2, 1 + k = 5)
+    assert result.resolution.decisions["moe-shared-expert-sidestream-ar"].status.value != "selected"
+    files = bundle_files(result, workspace)
+    assert b"export VLLM_ASCEND_ENABLE_FLASHCOMM1=1" in files["env.sh"]
+
+
+@pytest.mark.parametrize("fields", [dict(flashcomm1=False), dict(without=["flashcomm1-sequence-parallel"])],
+                         ids=["no-flashcomm1", "without-the-recipe"])
+def test_an_explicit_flashcomm1_or_leaving_the_recipe_out_wins(workspace, fields):
+    result = _plan(workspace, concurrency=64, **fields)
+    assert result.facts["parallel.flashcomm1"] is False and "flashcomm1" not in _chosen(result)
+    assert not any("FLASHCOMM1" in s.key for s in result.env)
+
+
+def test_an_explicit_flashcomm1_is_turned_on_under_the_latency_goal_too(workspace):
+    """--flashcomm1 says the deployment runs it: the bundle sets it rather than leave the user to."""
+    result = _plan(workspace, flashcomm1=True)
+    assert result.choices == [] and result.facts["parallel.flashcomm1"] is True
+    assert ("VLLM_ASCEND_ENABLE_FLASHCOMM1", "1") in [(s.key, s.value) for s in result.env]
+
+
+def test_the_latency_plan_is_unchanged_by_leaving_the_fields_open(workspace):
+    open_ = bundle_files(_plan(workspace), workspace)
+    fixed = bundle_files(_plan(workspace, flashcomm1=False, dp=1), workspace)
+    for name in ("serve.sh", "env.sh", "README.md"):
+        assert open_[name] == fixed[name], name
+    assert _plan(workspace).choices == []
+
+
+# --------------------------------------------------------------------------- DP from the load
+
+
+@pytest.mark.parametrize("fields, dp, note", [
+    (dict(concurrency=64), 2, ""),  # ⌈64 / 32⌉
+    (dict(concurrency=96), 4, "raised to 4"),  # ⌈96 / 32⌉ = 3, but 256 experts do not split over 6 EP ranks
+    (dict(concurrency=200), 8, "raised to 8"),
+    (dict(concurrency=4096), 8, "capped at 8"),  # one node of 16 dies holds TP 2 × DP 8
+    (dict(concurrency=4096, nodes=2), 16, "capped at 16"),
+    (dict(concurrency=32), 1, ""),
+    (dict(concurrency=64, goal="latency"), 1, "the default 1"),
+    (dict(concurrency=64, model="qwen3.6-27b"), 2, ""),  # dense: upstream's 27B rows run 32 per DP group too
+], ids=["c64", "c96-experts", "c200", "c4096-one-node", "c4096-two-nodes", "c32", "latency", "dense"])
+def test_dp_auto_is_sized_from_the_load(workspace, fields, dp, note):
+    result = _plan(workspace, dp="auto", **fields)
+    assert result.request.dp == dp and result.facts["parallel.dp"] == dp
+    chosen = next(c for c in result.choices if c.field == "dp")
+    assert chosen.value == dp and note in chosen.how
+    assert chosen.recipe == ("" if fields.get("goal") == "latency" else "sched-capacity-for-load")
+    if chosen.recipe:
+        seqs = next(s.key for s in result.serve_args if s.key.startswith("--max-num-seqs"))
+        assert int(seqs.split()[1]) * dp >= max(result.request.concurrency)
+
+
+def test_an_explicit_dp_is_not_chosen(workspace):
+    result = _plan(workspace, concurrency=200, dp=2)
+    assert result.request.dp == 2 and "dp" not in _chosen(result)
+
+
+def test_flashcomm1_is_not_chosen_for_a_pd_pair(workspace):
+    result = _plan(workspace, concurrency=64, pd="1:1")
+    assert result.facts["parallel.flashcomm1"] is False
+    assert [(c.field, c.value, c.recipe) for c in result.choices] == [("flashcomm1", False, "")]
+    assert "prefill node only" in result.choices[0].why
+
+
+def test_dp_auto_with_pd_is_refused(workspace):
+    with pytest.raises(RequestError, match=r"--dp auto with --pd 1:1: give each instance's DP size"):
+        _plan(workspace, concurrency=64, dp="auto", pd="1:1", vllm_ascend_version="0.30.0rc2")
+
+
+def test_dp_auto_with_nothing_that_splits_is_refused_naming_the_way_out(workspace, monkeypatch):
+    import optkit.resolve.sharding as sharding
+
+    def never(model, tp, dp, ep):
+        raise RequestError("does not split")
+
+    monkeypatch.setattr(sharding, "check_sharding", never)  # what _fit_dp asks; the facts' own check is not this one
+    with pytest.raises(RequestError, match=r"--dp auto: no DP size with --tp 2 fits 1 node of 16 devices .* give "
+                                           r"--dp N, another --nodes, or a smaller --tp"):
+        _plan(workspace, concurrency=64, dp="auto")
+
+
+# --------------------------------------------------------------------------- the request, the CLI, the lock
+
+
+@pytest.mark.parametrize("value, ok", [("auto", True), (4, True), ("4", False), ("Auto", False), (True, False), (0, False)])
+def test_the_request_takes_dp_auto_or_an_integer(value, ok):
+    from pydantic_core import ValidationError
+
+    if ok:
+        assert parse_request({"dp": value}).dp == value
+    else:
+        with pytest.raises(ValidationError):
+            parse_request({"dp": value})
+
+
+def test_the_cli_takes_dp_auto_and_names_a_bad_value():
+    bad = CliRunner().invoke(cli, ["plan", "qwen3.5-35b", "--dp", "some"])
+    assert bad.exit_code == 2 and "--dp" in bad.output and "'auto'" in bad.output
+    good = CliRunner().invoke(cli, ["plan", "qwen3.5-35b", "--dp", "auto", "--concurrency", "64"])
+    assert good.exit_code == 0, good.output
+    assert "Chosen for the fields the request left open" in good.output
+    assert "dp = 2 (chosen by sched-capacity-for-load's rule" in good.output
+    assert "flashcomm1 = true (chosen by flashcomm1-sequence-parallel's rule" in good.output
+
+
+def test_facts_shows_the_chosen_values():
+    result = CliRunner().invoke(cli, ["facts", "qwen3.5-35b", "--dp", "auto", "--concurrency", "200"])
+    assert result.exit_code == 0, result.output
+    assert "parallel.dp = 8" in result.output and "parallel.flashcomm1 = true" in result.output
+
+
+def test_the_lock_keeps_the_request_as_given_and_replays_the_choice(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    made = CliRunner().invoke(cli, ["plan", "qwen3.5-35b", "--dp", "auto", "--concurrency", "200", "-o", str(first)])
+    assert made.exit_code == 0, made.output
+    lock = json.loads((first / "optkit.lock.json").read_text())
+    assert lock["request"]["dp"] == "auto" and lock["request"]["flashcomm1"] is None
+    assert [(c["field"], c["value"], c["recipe"]) for c in lock["choices"]] == [
+        ("dp", 8, "sched-capacity-for-load"), ("flashcomm1", True, "flashcomm1-sequence-parallel")]
+    assert lock["facts"]["parallel.dp"] == 8
+    again = CliRunner().invoke(cli, ["plan", "--from-lock", str(first / "optkit.lock.json"), "-o", str(second)])
+    assert again.exit_code == 0, again.output
+    names = sorted(p.relative_to(first).as_posix() for p in first.rglob("*") if p.is_file())
+    assert names and all((first / n).read_bytes() == (second / n).read_bytes() for n in names)
+    assert "--data-parallel-size 8" in (first / "serve.sh").read_text()
+
+
+# --------------------------------------------------------------------------- the catalog's rules
+
+
+def _catalog_with(tmp_path: Path, choice: dict) -> Path:
+    root = tmp_path / "cat"
+    folder = root / "my-choice"
+    folder.mkdir(parents=True)
+    recipe = yaml.safe_load((Path(__file__).resolve().parents[1] / "recipes" / "flashcomm1-sequence-parallel" /
+                             "recipe.yaml").read_text())
+    recipe.update(id="my-choice", choices=[choice], tutorials=[])
+    (folder / "recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True))
+    return root
+
+
+@pytest.mark.parametrize("choice, problem", [
+    ({"field": "flashcomm1", "value": 3, "when": "parallel.tp > 1", "why": "a number is no switch"},
+     "flashcomm1 takes true or false"),
+    ({"field": "tp", "value": 2, "when": "parallel.tp > 1", "why": "tp is not left open"}, "choices[0].field"),
+    ({"field": "dp", "value": {"ceil_div": ["workload.concurrency_maxx", 32]}, "when": "parallel.tp > 1",
+      "why": "a misspelt fact"}, "workload.concurrency_max"),
+    ({"field": "dp", "value": 2, "when": "parallel.tpp > 1", "why": "a misspelt fact"}, "parallel.tp"),
+], ids=["bool-field-number", "not-choosable", "bad-expression", "bad-condition"])
+def test_a_bad_choice_is_refused_at_its_file_and_field(tmp_path, choice, problem):
+    result = CliRunner().invoke(cli, ["lint", str(_catalog_with(tmp_path, choice))])
+    assert result.exit_code != 0
+    assert "my-choice/recipe.yaml" in result.output and problem in result.output, result.output

@@ -9,17 +9,31 @@
 # Environment: MODEL, SERVED_NAME, HOST, PORT, RESULT_DIR; PROMPTS_PER_CONCURRENCY and MIN_PROMPTS (requests:
 # max(concurrency x PROMPTS_PER_CONCURRENCY, MIN_PROMPTS) instead of the numbers below) and
 # WARMUPS_PER_CONCURRENCY (warm-up requests per concurrent slot, default 1): a run's cost.
+# PYTHON (default python3): when it has vLLM, every run goes through one start of vLLM's client in it
+# (the vllm command's own entry point, called once per run): the client's start-up (it imports vLLM,
+# ~15 s on a small host) is paid once, not per run. BENCH_CLIENT=command (default auto): the vllm
+# command per run.
 set -euo pipefail
 MODEL="${MODEL:-Qwen/Qwen3.5-35B-A3B}"
 SERVED_NAME="${SERVED_NAME:-qwen3.5-35b-a3b}"
 HOST="${HOST:-127.0.0.1}"
 PORT="${PORT:-8000}"
 RESULT_DIR="${RESULT_DIR:-results}"
+PYTHON="${PYTHON:-python3}"
 if [ -z "$MODEL" ]; then
   echo "bench.sh: set MODEL (the tokenizer / checkpoint the server runs)" >&2
   exit 2
 fi
+case "${BENCH_CLIENT:=auto}" in
+  auto|command) ;;
+  *) echo "bench.sh: BENCH_CLIENT must be auto or command, got: $BENCH_CLIENT" >&2; exit 2 ;;
+esac
 mkdir -p "$RESULT_DIR"
+RUNS=()  # every run's vllm bench serve arguments: its word count, then its words
+
+queue() {  # queue ARG...: one run of vllm bench serve, run by run_all
+  RUNS+=("$#" "$@")
+}
 
 run() {  # run CONCURRENCY NUM_PROMPTS
   local prompts="$2" warmups="$(($1 * ${WARMUPS_PER_CONCURRENCY:-1}))"
@@ -27,7 +41,7 @@ run() {  # run CONCURRENCY NUM_PROMPTS
     prompts="$(($1 * PROMPTS_PER_CONCURRENCY))"
     [ "$prompts" -ge "${MIN_PROMPTS:-1}" ] || prompts="${MIN_PROMPTS:-1}"
   fi
-  vllm bench serve --backend vllm --model "$MODEL" --served-model-name "$SERVED_NAME" \
+  queue --backend vllm --model "$MODEL" --served-model-name "$SERVED_NAME" \
     --host "$HOST" --port "$PORT" \
     --dataset-name random --random-input-len 1024 --random-output-len 512 \
     --max-concurrency "$1" --num-prompts "$prompts" --num-warmups "$warmups" --ignore-eos --temperature 0 --extra-body '{"min_tokens":512}' \
@@ -38,3 +52,32 @@ run() {  # run CONCURRENCY NUM_PROMPTS
 run 1 20
 run 4 40
 run 8 80
+
+# The vllm command's entry point, called once per queued run in one Python (vLLM imported once).
+CLIENT='import sys
+from importlib.metadata import distribution
+(vllm,) = [e for e in distribution("vllm").entry_points if e.group == "console_scripts" and e.name == "vllm"]
+main, words = vllm.load(), sys.argv[1:]
+while words:
+    n = int(words[0])
+    sys.argv, words = ["vllm", "bench", "serve", *words[1:n + 1]], words[n + 1:]
+    try:
+        main()
+    except SystemExit as exit:
+        if exit.code not in (None, 0):
+            raise'
+
+run_all() {  # every queued run: in one client start when PYTHON has vLLM, else vllm bench serve per run
+  local i=0 n
+  if [ "$BENCH_CLIENT" = auto ] && "$PYTHON" -c 'import importlib.metadata as m; m.distribution("vllm")' 2>/dev/null; then
+    "$PYTHON" -c "$CLIENT" "${RUNS[@]}"
+    return
+  fi
+  while [ "$i" -lt "${#RUNS[@]}" ]; do
+    n="${RUNS[$i]}"
+    vllm bench serve "${RUNS[@]:$((i + 1)):$n}"
+    i=$((i + n + 1))
+  done
+}
+
+run_all

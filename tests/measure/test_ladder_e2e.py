@@ -2,7 +2,9 @@
 0.23.0 benchmark client, real `optkit apply`/`revert` on a copy of the real vllm-ascend 0.23.0 tree,
 and a simulated vLLM server (sim_server.py) whose token delays follow the recipes it finds active.
 
-One ladder (baseline + three recipes, c1 and c4) runs once for the whole module (a few minutes):
+One ladder (baseline + three recipes, c1 and c4, half bench.sh's requests: --prompts-per-concurrency 5
+--min-prompts 10, the user's cost knobs; bench.sh runs both concurrencies in one vLLM client start)
+runs once for the whole module (about two minutes here):
 interrupted with SIGINT after its second step and resumed; then the divergent step is re-run
 with the divergence fixed. The tests check what that run left: the tree clean, finished steps
 kept, kernels rebuilt once, every injected delta recovered, the regression flagged, the gate
@@ -31,7 +33,7 @@ from compat_support import pristine, scratch_tree  # noqa: E402
 from simhost import REPO, SimHost  # noqa: E402
 from terminal_support import as_a_foreground_job  # noqa: E402
 from optkit.measure import MeasureError  # noqa: E402
-from optkit.measure.ladder import write_ladder  # noqa: E402
+from optkit.measure.ladder import StepCost, write_ladder  # noqa: E402
 from optkit.measure.report import build_report  # noqa: E402
 from optkit.measure.steps import ladder_steps  # noqa: E402
 from optkit.resolve.plan import load_workspace, plan  # noqa: E402
@@ -52,6 +54,7 @@ SIGNS = {  # how each recipe shows itself: what its step's serve.sh exports/pass
 }
 DIVERGE = {"recipe": SAMPLER, "prompt": "capital of Japan", "token": 5}  # prompt t06 of the shipped set
 TOLERANCE_MS = 0.6
+COST = StepCost(prompts_per_concurrency=5, min_prompts=10)  # half bench.sh's requests: 10 at c1, 20 at c4
 
 
 def profile(diverge: bool) -> dict:
@@ -87,7 +90,7 @@ def run(tmp_path_factory):
     workspace = load_workspace()
     full = plan(Request(**REQUEST), workspace)
     ladder = ladder_steps(full, workspace.catalog, only=list(INJECTED))
-    write_ladder(full, workspace, ladder, base / "ladder")
+    write_ladder(full, workspace, ladder, base / "ladder", cost=COST)
     host = SimHost(base / "host", scratch_tree(base), profile(diverge=True))
     steps = [s.id for s in ladder.steps]
     interrupted = run_ladder(base / "ladder", host, interrupt_after=steps[1])
@@ -142,6 +145,11 @@ def test_each_step_served_exactly_its_recipes(run):
 
 
 def test_the_report_recovers_every_injected_delta(run):
+    import json
+
+    sent = {c: json.loads((run.ladder / "results" / run.steps[0] / "r1" / f"c{c}.json").read_text())["num_prompts"]
+            for c in (1, 4)}
+    assert sent == {1: 10, 4: 20}  # the cost set in write_ladder reached bench.sh
     for a in run.second.attributions:
         (rid,) = a.recipes
         for c, d in a.deltas.items():

@@ -186,6 +186,8 @@ def test_the_lock_keeps_the_request_as_given_and_replays_the_choice(tmp_path):
     names = sorted(p.relative_to(first).as_posix() for p in first.rglob("*") if p.is_file())
     assert names and all((first / n).read_bytes() == (second / n).read_bytes() for n in names)
     assert "--data-parallel-size 8" in (first / "serve.sh").read_text()
+    readme = (first / "README.md").read_text()
+    assert "Chosen for the fields the request left open" in readme and "- dp = 8 (chosen by sched-capacity-for-load" in readme
 
 
 # --------------------------------------------------------------------------- the catalog's rules
@@ -214,3 +216,77 @@ def test_a_bad_choice_is_refused_at_its_file_and_field(tmp_path, choice, problem
     result = CliRunner().invoke(cli, ["lint", str(_catalog_with(tmp_path, choice))])
     assert result.exit_code != 0
     assert "my-choice/recipe.yaml" in result.output and problem in result.output, result.output
+
+
+# --------------------------------------------------------------------------- prefix caching by workload
+
+
+def test_a_shared_prefix_chooses_prefix_caching_and_bench_sends_it(workspace):
+    result = _plan(workspace, concurrency=64, input_len=1024, shared_prefix_len=256)
+    assert _chosen(result)["prefix_caching"] == (True, "sched-capacity-for-load")
+    assert result.facts["workload.prefix_caching"] is True and result.facts["workload.shared_prefix_len"] == 256
+    files = bundle_files(result, workspace)
+    assert b"--enable-prefix-caching" in files["serve.sh"]
+    bench = files["bench.sh"].decode()
+    assert "--random-input-len 768 --random-prefix-len 256" in bench  # 256 shared + 768 own = the 1024 asked for
+    risks = {r.text.split(":")[0] for r in workspace.catalog["sched-capacity-for-load"].risks
+             if r.when and "shared_prefix_len" in r.when}
+    assert risks and "block" in files["README.md"].decode()  # the hybrid block-size caveat is shown
+
+
+def test_a_shared_prefix_chooses_prefix_caching_under_the_latency_goal_too(workspace):
+    result = _plan(workspace, shared_prefix_len=100)
+    assert result.request.prefix_caching is True and _chosen(result)["prefix_caching"][0] is True
+
+
+@pytest.mark.parametrize("fields", [dict(), dict(shared_prefix_len=256, prefix_caching=False),
+                                    dict(shared_prefix_len=256, without=["sched-capacity-for-load"])],
+                         ids=["no-prefix", "explicit-off", "without-the-recipe"])
+def test_prefix_caching_stays_off_without_a_prefix_or_when_fixed(workspace, fields):
+    result = _plan(workspace, concurrency=64, **fields)
+    assert result.request.prefix_caching is False and "prefix_caching" not in _chosen(result)
+    assert b"--no-enable-prefix-caching" in bundle_files(result, workspace)["serve.sh"]
+
+
+def test_a_mix_with_a_shared_prefix_sends_each_class_its_own_tokens(workspace):
+    result = _plan(workspace, concurrency=64, length_mix="1024:256:7,8192:512:3", shared_prefix_len=512)
+    bench = bundle_files(result, workspace)["bench.sh"].decode()
+    assert '--random-input-len "$((input - 512))" --random-prefix-len 512' in bench
+    assert "run 64 640 1024 256" in bench and "run 64 640 8192 512" in bench
+
+
+@pytest.mark.parametrize("fields, shortest", [(dict(input_len=256, shared_prefix_len=256), 256),
+                                              (dict(length_mix="300:10,4096:10", shared_prefix_len=300), 300)],
+                         ids=["equal-to-the-input", "the-mix's-shortest"])
+def test_a_prefix_as_long_as_an_input_is_refused(workspace, fields, shortest):
+    with pytest.raises(RequestError, match=rf"--shared-prefix-len .*shorter than the shortest input \({shortest} "
+                                           rf"tokens\); give at most {shortest - 1}"):
+        _plan(workspace, **fields)
+
+
+def test_the_sweep_client_sends_the_shared_prefix(tmp_path, workspace):
+    from optkit.measure.ladder import StepCost, write_ladder
+    from optkit.measure.steps import ladder_steps
+
+    full = _plan(workspace, concurrency=[1], input_len=64, output_len=8, shared_prefix_len=16)
+    ladder = ladder_steps(full, workspace.catalog, only=["sampler-greedy-bf16-fastpath"])
+    from optkit.resolve.slo import parse_slo
+
+    write_ladder(full, workspace, ladder, tmp_path / "l", cost=StepCost(),
+                 sweep={"slo": parse_slo("tpot_p99<=25ms"), "low": 1, "high": 8, "resolution": 1})
+    client = json.loads((tmp_path / "l" / "ladder.json").read_text())["sweep"]["client_args"]
+    assert client[client.index("--random-input-len") + 1] == "48" and client[client.index("--random-prefix-len") + 1] == "16"
+
+
+def test_a_record_measured_without_the_prefix_does_not_match_a_prefix_workload():
+    from optkit.resolve.objective import _record_matches
+    from types import SimpleNamespace
+
+    facts = {"workload.input_len": 1024, "workload.output_len": 512, "spec.mtp": False, "spec.num_speculative_tokens": 0,
+             "workload.greedy": True, "workload.min_tokens": True, "parallel.tp": 2, "parallel.dp": 1, "parallel.ep": True,
+             "versions.vllm_ascend": "0.23.0", "workload.length_mix": "", "workload.shared_prefix_len": 0}
+    workload = SimpleNamespace(input_len=1024, output_len=512, mtp=False, num_speculative_tokens=0, sampling="greedy",
+                               min_tokens=True, tp=2, dp=1, ep=True, shared_prefix_len=0)
+    record = SimpleNamespace(target="910c", model="m", release=SimpleNamespace(vllm_ascend="0.23.0"), workload=workload)
+    assert _record_matches("m", "910c", facts)(record)
+    assert not _record_matches("m", "910c", {**facts, "workload.shared_prefix_len": 256})(record)

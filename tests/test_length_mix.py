@@ -155,8 +155,8 @@ def test_a_mix_matches_no_record_measured_at_one_length(workspace):
     from optkit.resolve.objective import _record_matches
 
     class Workload:
-        input_len, output_len, mtp, num_speculative_tokens, sampling, min_tokens, tp, dp, ep = \
-            8192, 512, False, 0, "greedy", True, 2, 1, True
+        input_len, output_len, mtp, num_speculative_tokens, sampling, min_tokens, tp, dp, ep, shared_prefix_len = \
+            8192, 512, False, 0, "greedy", True, 2, 1, True, 0
 
     class Record:
         target, model, workload = "910c", "qwen3.5-35b-a3b", Workload

@@ -65,7 +65,7 @@ def readme_data(launch: Launch, lock: dict) -> dict[str, Any]:
         "pd": lock["launch"].get("pd"),
         "ladder_step": lock["bundle"].get("selection_reason", "") if "selection" in lock["bundle"] else "",
         "versions": lock["versions"], "kernels": bool(launch.kernels), "k8s": lock["bundle"]["k8s"],
-        "pending": pending_names(lock), "patches": lock["patches"], "estimates": plan.estimates,
+        "pending": pending_names(lock), "patches": lock["patches"], "estimates": plan.estimates, "choices": plan.choices,
         "recipes": [_recipe_data(plan, launch.catalog[rid], lock) for rid in plan.selected],
         "excluded": [(rid, decisions[rid].status.value, decisions[rid].reason)
                      for rid in sorted(decisions) if rid not in plan.selected],

@@ -95,6 +95,7 @@ def bench_data(launch: Launch, lock: dict) -> dict[str, Any]:
     extra = bench_extra(request)
     return {**_header(launch), "model_default": _shell_default(launch.model_default), "served_name": launch.served_name,
             "input_len": request.input_len, "output_len": request.output_len, "extra": extra,
+            "prefix_len": request.shared_prefix_len,
             "runs": [(c, num_prompts(c)) for c in request.concurrency], "port": DEFAULT_PORT, "target": "./serve.sh",
             "length_mix": request.length_mix or "", "classes": _length_classes(request)}
 

@@ -39,5 +39,5 @@ class Verification(str, Enum):
 VERIFICATION_ORDER = list(Verification)
 
 
-CHOOSABLE = {"dp": "auto", "flashcomm1": None}
+CHOOSABLE = {"dp": "auto", "flashcomm1": None, "prefix_caching": None}
 """Request fields a recipe's ``choices`` may fill in, and the value that leaves each open (``optkit.resolve.choices``)."""

@@ -100,6 +100,8 @@ _SPECS = [
     _f("workload.min_tokens", "bool", "Requests set min_tokens.", flag="--min-tokens"),
     _f("workload.structured_output", "bool", "Requests use structured output / grammars.", flag="--structured-output"),
     _f("workload.prefix_caching", "bool", "Prefix caching on.", flag="--prefix-caching"),
+    _f("workload.shared_prefix_len", "int", "Tokens at the start of every prompt that all prompts share (part of each "
+       "input; 0: none).", flag="--shared-prefix-len"),
     _f("workload.async_scheduling", "bool", "Async scheduling on (vLLM turns it on with MTP).", flag="--async-scheduling"),
     _f("workload.decode_rows_max", "int",
        "Largest decode rows per step: ceil(concurrency / dp) × (1 + k)."),

@@ -43,6 +43,8 @@ class RecordWorkload(_Strict):
     ep: bool = Field(description="Expert parallelism on (--enable-expert-parallel).")
     sampling: Literal["greedy", "sampled"] = Field(description="Sampling of the benchmark requests.")
     min_tokens: bool = Field(description="Requests set min_tokens.")
+    shared_prefix_len: int = Field(0, ge=0, description="Tokens at the start of every prompt that all prompts shared "
+                                   "(vllm bench serve --random-prefix-len; part of input_len).")
     dataset: Literal["random"] = Field("random", description="vllm bench serve dataset.")
 
 

@@ -214,17 +214,17 @@ class Derived(_Strict):
 class Choice(_Strict):
     """A rule that fills in a request field the user left open (``--dp auto``, no ``--[no-]flashcomm1``)."""
 
-    field: Literal[tuple(CHOOSABLE)] = Field(description="The request field: dp or flashcomm1.")
-    value: Any = Field(description="What it becomes: true/false for flashcomm1; for dp an expression over int facts "
+    field: Literal[tuple(CHOOSABLE)] = Field(description="The request field: dp, flashcomm1 or prefix_caching.")
+    value: Any = Field(description="What it becomes: true/false for flashcomm1 and prefix_caching; for dp an expression over int facts "
                        "(optkit.catalog.derive), evaluated on the request's facts with the field at its default.")
     when: ConditionText = Field(description="The rule applies only when this holds (on the facts with the open "
-                                "fields at their defaults: dp 1, flashcomm1 false).")
+                                "fields at their defaults: dp 1, flashcomm1 and prefix_caching false).")
     why: str = Field(min_length=8, description="The rule, in words (shown by optkit plan and explain).")
 
     @model_validator(mode="after")
     def _value_fits_the_field(self) -> "Choice":
-        if self.field == "flashcomm1" and not isinstance(self.value, bool):
-            raise ValueError(f"value: flashcomm1 takes true or false, not {self.value!r}")
+        if self.field != "dp" and not isinstance(self.value, bool):
+            raise ValueError(f"value: {self.field} takes true or false, not {self.value!r}")
         if self.field == "dp":
             _check_derived_value(self.value)
         return self

@@ -66,7 +66,10 @@ _OPTIONS = [
     (("--penalties/--no-penalties",), "penalties", dict(default=None, help="Requests use sampling penalties.")),
     (("--min-tokens/--no-min-tokens",), "min_tokens", dict(default=None, help="Clients set min_tokens (default: yes, as in the article).")),
     (("--structured-output/--no-structured-output",), "structured_output", dict(default=None, help="Requests use structured output.")),
-    (("--prefix-caching/--no-prefix-caching",), "prefix_caching", dict(default=None, help="Prefix caching on (default off).")),
+    (("--prefix-caching/--no-prefix-caching",), "prefix_caching", dict(default=None, help="Prefix caching (default: on "
+                                                                                            "when prompts share a prefix).")),
+    (("--shared-prefix-len",), "shared_prefix_len", dict(type=int, help="Tokens every prompt shares at its start (a "
+                                                                        "system prompt; part of --input-len; default 0).")),
     (("--async-scheduling/--no-async-scheduling",), "async_scheduling", dict(default=None, help="Async scheduling (default on, as in vLLM 0.23.0).")),
     (("--mtp/--no-mtp",), "mtp", dict(default=None, help="MTP speculative decoding.")),
     (("--num-speculative-tokens", "-k"), "num_speculative_tokens", dict(type=int, help="k with --mtp (default 4).")),

@@ -145,7 +145,9 @@ def ladder_data(plan: Plan, workspace: Workspace, ladder: Ladder, steps: list[di
         "workload": {"concurrency": list(request.concurrency), "input_len": request.input_len,
                      "output_len": request.output_len, "mtp": request.mtp, "num_speculative_tokens": request.k,
                      "tp": request.tp, "dp": request.dp, "ep": facts["parallel.ep"],
-                     "sampling": request.sampling, "min_tokens": request.min_tokens, "dataset": "random",
+                     "sampling": request.sampling, "min_tokens": request.min_tokens,
+                     **({"shared_prefix_len": request.shared_prefix_len} if request.shared_prefix_len else {}),
+                     "dataset": "random",
                      "num_prompts": {str(c): num_prompts(c) for c in request.concurrency}},
         "steps": steps,
         "inert": dict(ladder.inert),
@@ -261,7 +263,9 @@ def _add_cost_and_sweep(data: dict, plan: Plan, cost: StepCost, sweep: dict | No
     from optkit.measure.sweep import max_probes, sweep_settings
 
     request = plan.request
-    client = ["--dataset-name", "random", "--random-input-len", str(request.input_len), "--random-output-len",
+    prefix = request.shared_prefix_len
+    client = ["--dataset-name", "random", "--random-input-len", str(request.input_len - prefix),
+              *(["--random-prefix-len", str(prefix)] if prefix else []), "--random-output-len",
               str(request.output_len), "--ignore-eos", *bench_extra(request)]
     data["sweep"] = sweep_settings(sweep["slo"], low=sweep["low"], high=sweep["high"], resolution=sweep["resolution"],
                                    prompts_per_concurrency=cost.prompts_per_concurrency, min_prompts=cost.min_prompts,

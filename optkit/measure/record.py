@@ -57,7 +57,8 @@ def record_of(report, catalog) -> Record:
                  "packages": {k: v for k, v in sorted(host.get("packages", {}).items()) if v}},
         "workload": {k: ladder["workload"][k] for k in ("concurrency", "input_len", "output_len", "mtp",
                                                          "num_speculative_tokens", "tp", "dp", "ep", "sampling",
-                                                         "min_tokens", "dataset")},
+                                                         "min_tokens", "shared_prefix_len", "dataset")
+                     if k != "shared_prefix_len" or k in ladder["workload"]},  # a shared prefix: only when there was one
         "ladder": ladder["mode"], "accuracy_gate": "passed", "recipes": recipes,
         "results": {rel: sha for runs in report.runs.values() for run in runs for rel, sha in sorted(run.files.items())
                     if rel.rsplit("/", 1)[-1].startswith("c")},

@@ -1,7 +1,7 @@
 """Request fields the user left open, filled in by the catalog's rules before resolution.
 
-Two fields may be left open: ``dp`` (``--dp auto``, ``dp: auto``) and ``flashcomm1`` (neither
-``--flashcomm1`` nor ``--no-flashcomm1``, no ``flashcomm1:`` key). A recipe's ``choices`` entry says
+Three fields may be left open: ``dp`` (``--dp auto``, ``dp: auto``), ``flashcomm1`` (neither
+``--flashcomm1`` nor ``--no-flashcomm1``, no ``flashcomm1:`` key) and ``prefix_caching`` (likewise). A recipe's ``choices`` entry says
 what such a field becomes, and when (``optkit.catalog.schema.Choice``)::
 
     choices:
@@ -13,8 +13,8 @@ what such a field becomes, and when (``optkit.catalog.schema.Choice``)::
 How a request's open fields are filled in (``choose``):
 
 - in a fixed order, ``dp`` first (FlashComm1's rules read the DP size), each on the facts of the
-  request as filled in so far, with the fields still open at their defaults (``dp`` 1, ``flashcomm1``
-  false);
+  request as filled in so far, with the fields still open at their defaults (``dp`` 1, ``flashcomm1`` and
+  ``prefix_caching`` false);
 - the first entry, in catalog order, of a recipe the request does not leave out (``--without``)
   whose ``when`` holds decides; with none, the field takes its default: what an open field meant
   before these rules existed, so a latency plan is unchanged;
@@ -26,7 +26,7 @@ How a request's open fields are filled in (``choose``):
 
 An explicit value always wins (``--dp 2``, ``--no-flashcomm1``): nothing here reads it. The plan
 keeps what was chosen and why (``Plan.choices``: ``optkit plan``/``explain`` show it, the lock records
-it; a FlashComm1 left open that no rule turns on is not listed, as before these rules: off); the plan's request is the request as filled in, so the bundle, its lock and ``plan --from-lock``
+it; a switch left open that no rule turns on is not listed: off, as before these rules); the plan's request is the request as filled in, so the bundle, its lock and ``plan --from-lock``
 all see the same values. No rule here rests on a measured number: each is upstream's written advice
 or optkit's reading of it, and says so ("unquantified").
 """
@@ -39,15 +39,18 @@ from optkit.catalog.enums import CHOOSABLE
 from optkit.errors import RequestError
 from optkit.value import valueclass
 
-ORDER = ("dp", "flashcomm1")
+ORDER = ("dp", "flashcomm1", "prefix_caching")
 """The order the open fields are filled in: FlashComm1's rules read the DP size."""
-DEFAULTS = {"dp": 1, "flashcomm1": False}
+DEFAULTS = {"dp": 1, "flashcomm1": False, "prefix_caching": False}
+FACT = {"dp": "parallel.dp", "flashcomm1": "parallel.flashcomm1", "prefix_caching": "workload.prefix_caching"}
+"""The fact each field sets."""
 """What an open field is when no rule applies (what it meant before rules could fill it in)."""
 PD_FLASHCOMM1 = ("no rule chooses it for a prefill/decode pair: upstream's PD tutorials turn FlashComm1 on for the "
                  "prefill node only (Qwen3.5-397B-A17B.md, Qwen3.5-27B-Qwen3.6-27B.md), and the plan is one request for "
                  "both roles")
 """Why an open FlashComm1 stays off with ``--pd``."""
-FLAGS = {"dp": ("--dp auto", "--dp N"), "flashcomm1": ("no --flashcomm1/--no-flashcomm1", "--flashcomm1 / --no-flashcomm1")}
+FLAGS = {"dp": ("--dp auto", "--dp N"), "flashcomm1": ("no --flashcomm1/--no-flashcomm1", "--flashcomm1 / --no-flashcomm1"),
+         "prefix_caching": ("no --prefix-caching/--no-prefix-caching", "--prefix-caching / --no-prefix-caching")}
 """How a user leaves each field open, and how they fix it."""
 
 
@@ -108,7 +111,7 @@ def choose(request, model, target, release, catalog) -> tuple[Any, list[Chosen]]
         if name == "dp" and chosen.recipe:
             chosen = _fit_dp(chosen, current, model, target, facts)
         current = with_values(current, **{name: chosen.value})
-        if chosen.recipe or name == "dp":  # an open flashcomm1 no rule fills is what it always meant: not shown
+        if chosen.recipe or name == "dp":  # an open switch no rule fills is what it always meant (off): not shown
             made.append(chosen)
     return current, made
 
@@ -135,7 +138,7 @@ def _rule_for(name: str, facts, catalog, without) -> Chosen:
                 return Chosen(name, value, recipe.id, " ".join(entry.why.split()), f"{how}, as {read}")
             return Chosen(name, entry.value, recipe.id, " ".join(entry.why.split()), f"as {read}")
     open_as = FLAGS[name][0]
-    default = facts[f"parallel.{name}"]  # the placeholder: the default, or one DP group per node
+    default = facts[FACT[name]]  # the placeholder: the default, or one DP group per node
     return Chosen(name, default, "", f"{open_as} and no rule of the catalog applies to this request",
                   f"the default {_shown(default)}")
 

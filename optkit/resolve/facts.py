@@ -111,6 +111,11 @@ def check_request(request: RequestRecord, target) -> NodeLayout:
     """Request-level consistency that no recipe could fix; the request's node layout."""
     if request.num_speculative_tokens is not None and not request.mtp:
         raise RequestError("--num-speculative-tokens needs --mtp (speculative decoding is off)")
+    shortest = min(c.input_len for c in request.lengths.classes)
+    if request.shared_prefix_len >= shortest:
+        raise RequestError(f"--shared-prefix-len {request.shared_prefix_len} (request field shared_prefix_len): the "
+                           f"shared prefix is part of each prompt, so it must be shorter than the shortest input "
+                           f"({shortest} tokens); give at most {shortest - 1}, or longer inputs")
     pd_layout(request, target)  # a PD plan's instances each fit one node, so the layout is of one
     layout = node_layout(request, target)
     if request.variant and request.variant not in {v.id for v in target.variants}:
@@ -168,6 +173,7 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
         "workload.min_tokens": request.min_tokens,
         "workload.structured_output": request.structured_output,
         "workload.prefix_caching": request.prefix_caching,
+        "workload.shared_prefix_len": request.shared_prefix_len,
         "workload.async_scheduling": request.async_scheduling,
         "workload.decode_rows_max": rows,
         "workload.decode_rows_per_rank_max": ceil(rows / request.tp),

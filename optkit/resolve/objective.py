@@ -145,7 +145,7 @@ def _record_matches(model_id: str, target_id: str, facts):
     workload = {"input_len": facts["workload.input_len"], "output_len": facts["workload.output_len"],
                 "mtp": facts["spec.mtp"], "num_speculative_tokens": facts["spec.num_speculative_tokens"],
                 "sampling": "greedy" if facts["workload.greedy"] else "sampled",
-                "min_tokens": facts["workload.min_tokens"],
+                "min_tokens": facts["workload.min_tokens"], "shared_prefix_len": facts["workload.shared_prefix_len"],
                 # a saving measured at one parallel layout says little of another (other shapes per rank)
                 "tp": facts["parallel.tp"], "dp": facts["parallel.dp"], "ep": facts["parallel.ep"]}
     release = str(facts["versions.vllm_ascend"])

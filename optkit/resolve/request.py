@@ -74,7 +74,12 @@ class Request(RequestBehaviour, BaseModel):
     penalties: bool = Field(False, description="Requests use presence/frequency/repetition penalties.")
     min_tokens: bool = Field(True, description="Clients set min_tokens (the article's production workload does).")
     structured_output: bool = Field(False, description="Requests use structured output.")
-    prefix_caching: bool = Field(False, description="Prefix caching on (vLLM defaults it off for hybrid models).")
+    prefix_caching: Optional[bool] = Field(None, description=(
+        "Prefix caching on (vLLM defaults it off for hybrid models); unset: a recipe's 'choices' rule decides "
+        "(on when prompts share a prefix, shared_prefix_len > 0; optkit.resolve.choices), off otherwise."))
+    shared_prefix_len: _bounded(0, MAX_TOKENS) = Field(
+        0, description="Tokens at the start of every prompt that all prompts share (a system prompt, few-shot "
+        "examples): part of each input; bench.sh sends them as vllm bench serve's --random-prefix-len.")
     async_scheduling: bool = Field(True, description="Async scheduling (vLLM 0.23.0 turns it on by default).")
     mtp: bool = Field(False, description="MTP speculative decoding.")
     num_speculative_tokens: Optional[_bounded(1, 16)] = Field(None, description="k; default 4 with MTP.")

@@ -145,23 +145,14 @@ def facts_command(model, request_file, as_json, list_names, **params):
             choices = f" ({', '.join(spec.choices)})" if spec.choices else ""
             click.echo(f"{spec.name}  {spec.type}{choices}  {spec.description}")
         return
-    from optkit.resolve.facts import compute_facts
-    from optkit.resolve.plan import load_workspace, resolve_model
-    from optkit.resolve.profile_catalog import find_target
     from optkit.catalog.conditions import format_value
-
-    from pathlib import Path
-
-    from optkit.resolve.choices import choose
-    from optkit.resolve.facts import ascend_version
+    from optkit.resolve.facts import compute_facts
+    from optkit.resolve.plan import filled_request, load_workspace
     from optkit.resolve.request_record import as_request_record
-    from optkit.versions.onrelease import release_view
 
     workspace = load_workspace(catalogs=catalog_dirs(params.pop("catalogs", ())))
     request = as_request_record(build_request(model, request_file, params))
-    profile, target = resolve_model(workspace, request), find_target(workspace.targets, request.target)
-    release = release_view(ascend_version(request), Path(request.tree) if request.tree else None, workspace.catalog)
-    request, _ = choose(request, profile, target, release, workspace.catalog)  # the facts a plan is judged on
+    request, _, profile, target, release = filled_request(request, workspace)  # the facts a plan is judged on
     facts = compute_facts(request, profile, target, release)
     if as_json:
         from optkit.resolve.report import dump_json, facts_json

@@ -55,10 +55,7 @@ def record_of(report, catalog) -> Record:
         "tree_digest": report.digest,
         "host": {"npu": host["npu"], "target": host["target"], "driver": host.get("driver"), "cann": host.get("cann"),
                  "packages": {k: v for k, v in sorted(host.get("packages", {}).items()) if v}},
-        "workload": {k: ladder["workload"][k] for k in ("concurrency", "input_len", "output_len", "mtp",
-                                                         "num_speculative_tokens", "tp", "dp", "ep", "sampling",
-                                                         "min_tokens", "shared_prefix_len", "dataset")
-                     if k != "shared_prefix_len" or k in ladder["workload"]},  # a shared prefix: only when there was one
+        "workload": _workload(ladder["workload"]),
         "ladder": ladder["mode"], "accuracy_gate": "passed", "recipes": recipes,
         "results": {rel: sha for runs in report.runs.values() for run in runs for rel, sha in sorted(run.files.items())
                     if rel.rsplit("/", 1)[-1].startswith("c")},
@@ -70,6 +67,18 @@ def record_of(report, catalog) -> Record:
             raise MeasureError(f"cannot record {rid}: {why} (the ladder was written from another catalog than the "
                                "one recorded into)")
     return record
+
+
+WORKLOAD_KEYS = ("concurrency", "input_len", "output_len", "mtp", "num_speculative_tokens", "tp", "dp", "ep",
+                 "sampling", "min_tokens", "dataset")
+"""What a record keeps of ladder.json's workload (and its shared prefix, written only when there was one)."""
+
+
+def _workload(workload: dict) -> dict:
+    kept = {k: workload[k] for k in WORKLOAD_KEYS}
+    if "shared_prefix_len" in workload:
+        kept["shared_prefix_len"] = workload["shared_prefix_len"]
+    return kept
 
 
 def _recordable(report, *steps: str) -> bool:

@@ -42,9 +42,9 @@ from optkit.value import valueclass
 ORDER = ("dp", "flashcomm1", "prefix_caching")
 """The order the open fields are filled in: FlashComm1's rules read the DP size."""
 DEFAULTS = {"dp": 1, "flashcomm1": False, "prefix_caching": False}
+"""What an open field is when no rule applies (what it meant before rules could fill it in)."""
 FACT = {"dp": "parallel.dp", "flashcomm1": "parallel.flashcomm1", "prefix_caching": "workload.prefix_caching"}
 """The fact each field sets."""
-"""What an open field is when no rule applies (what it meant before rules could fill it in)."""
 PD_FLASHCOMM1 = ("no rule chooses it for a prefill/decode pair: upstream's PD tutorials turn FlashComm1 on for the "
                  "prefill node only (Qwen3.5-397B-A17B.md, Qwen3.5-27B-Qwen3.6-27B.md), and the plan is one request for "
                  "both roles")

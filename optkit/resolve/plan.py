@@ -203,23 +203,30 @@ def resolve_model(workspace: Workspace, request: RequestRecord) -> ModelProfileR
     return find_model(workspace.models, request.model)
 
 
+def filled_request(request: RequestRecord, ws: Workspace):
+    """``request`` with its open fields filled in by the catalog's rules (``optkit.resolve.choices``), what was
+    chosen, and the model profile, target and release (``ReleaseView``) the plan is made for."""
+    from optkit.resolve.facts import ascend_version
+    from optkit.versions.onrelease import release_view
+
+    model = resolve_model(ws, request)
+    target = find_target(ws.targets, request.target)
+    release = release_view(ascend_version(request), Path(request.tree) if request.tree else None, ws.catalog)
+    filled, choices = choose(request, model, target, release, ws.catalog)
+    return filled, choices, model, target, release
+
+
 def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Path | None = None,
          profile_concurrency: int = 1, profile_display: str | None = None) -> Plan:
     """Resolve ``request`` against the catalog on its release (or ``--tree``) and collect the launch
     settings of the result, each knob in the form that release reads. A validated ``Request`` model
     is frozen into its record first: the run-time holds records. ``profile``: a capture of the
     deployment (``optkit.resolve.profiled``), taken at ``profile_concurrency``."""
-    from optkit.resolve.facts import ascend_version
-    from optkit.versions.onrelease import release_view, verdict
+    from optkit.versions.onrelease import verdict
 
-    request = as_request_record(request)
+    given = as_request_record(request)
     ws = workspace or load_workspace()
-    model = resolve_model(ws, request)
-    target = find_target(ws.targets, request.target)
-    tree = Path(request.tree) if request.tree else None
-    release = release_view(ascend_version(request), tree, ws.catalog)
-    given = request
-    request, choices = choose(request, model, target, release, ws.catalog)
+    request, choices, model, target, release = filled_request(given, ws)
     facts = compute_facts(request, model, target, release)
     version_ranges(ws.catalog, facts)  # packaging's answers, from the cache, for the verdicts and the resolver
     verdicts = {r.id: verdict(r, release) for r in ws.catalog}

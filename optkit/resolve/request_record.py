@@ -85,7 +85,7 @@ class Bounded:
         self.low, self.high = low, high
 
     def __reduce__(self):
-        return Bounded, (self.low, self.high)
+        return type(self), (self.low, self.high)
 
     def __call__(self, value: Any) -> Any:
         low, high = self.low, self.high
@@ -102,9 +102,6 @@ class DpSize(Bounded):
     """The before-validator of ``dp``: an int from ``low`` to ``high``, or ``"auto"`` (optkit.resolve.choices)."""
 
     __slots__ = ()
-
-    def __reduce__(self):
-        return DpSize, (self.low, self.high)
 
     def __call__(self, value: Any) -> Any:
         if value == "auto":

@@ -324,3 +324,47 @@ def test_title_prefix_follows_the_contribution_guide(paths, prefix):
     from optkit.versions.export_words import title_prefix
 
     assert title_prefix(paths) == prefix
+
+
+# --------------------------------------------------------------------------- the exported tests' run
+
+
+@pytest.mark.parametrize("output, summary", [
+    ("....\n4 passed in 0.12s\n", "4 passed"),
+    ("F.\n1 failed, 1 passed, 2 warnings in 3.40s\n", "1 failed, 1 passed, 2 warnings"),
+    ("!!! Interrupted: 1 error during collection !!!\n1 error in 0.50s\n", "1 error"),
+    ("===== 2 passed, 1 skipped in 1.00s =====\n", "2 passed, 1 skipped"),
+    ("\nno tests ran in 0.01s\n", "no tests ran"),
+    # a plugin or an interpreter warning printing after the verdict (CI's pytest-benchmark did)
+    ("28 passed in 11.35s\n/x/pytest_benchmark/logger.py:44: PytestBenchmarkWarning: Benchmarks are "
+     "automatically disabled\n  warner(PytestBenchmarkWarning(text))\n", "28 passed"),
+    ("Traceback (most recent call last):\nModuleNotFoundError: No module named 'pytest'\n",
+     "ModuleNotFoundError: No module named 'pytest'"),
+])
+def test_the_summary_is_pytests_verdict_line(output, summary):
+    from optkit.versions.export import summary_line
+
+    assert summary_line(output) == summary
+
+
+def test_the_exported_tests_run_without_the_callers_pytest_settings():
+    from optkit.versions.export import test_env
+
+    env = test_env({"PATH": "/bin", "PYTHONPATH": "x", "PYTEST_ADDOPTS": "-x", "PYTEST_PLUGINS": "noisy",
+                    "PYTEST_XDIST_WORKER": "gw0", "PYTEST_XDIST_TESTRUNUID": "u", "HOME": "/h"})
+    assert env == {"PATH": "/bin", "HOME": "/h", "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+def test_a_plugin_of_the_callers_environment_does_not_change_the_verdict(tmp_path, monkeypatch):
+    """The exported tests' run with a plugin in the caller's environment that warns after pytest's
+    verdict: the verdict is still read (the plugin is not loaded at all)."""
+    from optkit.versions.export import _pytest
+
+    (tmp_path / "noisy_plugin.py").write_text(
+        "import sys\n\ndef pytest_unconfigure(config):\n    print('noisy plugin: a warning after the verdict', file=sys.stderr)\n")
+    (tmp_path / "test_one.py").write_text("def test_one():\n    assert True\n")
+    monkeypatch.setenv("PYTEST_PLUGINS", "noisy_plugin")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--this-option-does-not-exist")
+    run = _pytest(tmp_path, "series", ["test_one.py"], sys.executable)
+    assert (run.passed, run.summary) == (True, "1 passed"), run.output
+    assert "noisy plugin" not in run.output

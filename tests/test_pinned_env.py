@@ -69,3 +69,29 @@ def test_a_lock_names_no_machine_of_ours(lock):
 def test_the_test_command_installs_the_lock():
     script = (ROOT / "scripts/test").read_text(encoding="utf-8")
     assert "-r requirements/test.lock" in script and "--no-deps -e ." in script
+
+
+def _lock_diff(tmp_path: Path, freeze: str, *args: str) -> str:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts/lock-diff"), *args], input=freeze,
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_the_test_command_names_what_a_shared_interpreter_has_beside_the_lock(tmp_path):
+    """CI runs the suite in a shared interpreter: a pytest plugin it had (pytest-benchmark) loaded into
+    every pytest the tests started. scripts/test names such packages before the verdict."""
+    (tmp_path / "a.lock").write_text("click==8.1.8\n    # via optkit\npyyaml==6.0.2\n")
+    (tmp_path / "more.txt").write_text("# comment\nuvicorn==0.54.0\n")
+    freeze = "click==8.1.8\nPyYAML==6.0.2\nuvicorn==0.54.0\nvllm==0.23.0\npytest_benchmark==5.1.0\n"
+    out = _lock_diff(tmp_path, freeze, "--beside", "a.lock", "more.txt", "vllm==0.23.0")
+    assert out.splitlines()[1:] == ["  pytest-benchmark==5.1.0"] and "beside a.lock" in out
+    assert _lock_diff(tmp_path, freeze.replace("pytest_benchmark==5.1.0\n", ""), "--beside", "a.lock", "more.txt",
+                      "vllm==0.23.0") == ""
+    assert _lock_diff(tmp_path, "click==8.2.0\npyyaml==6.0.2\n", "a.lock").splitlines() == [
+        "--latest: 1 package(s) differ from a.lock:", "  click 8.2.0 (locked 8.1.8)"]
+    script = (ROOT / "scripts/test").read_text(encoding="utf-8")
+    assert "lock-diff --beside requirements/test.lock tests/requirements-vllm-cli.txt vllm==0.23.0" in script

@@ -83,7 +83,7 @@ class TestRun:
     """``base`` (the pristine tree) or ``series`` (the head)."""
     returncode: int
     summary: str
-    """pytest's last line, its timing dropped (deterministic)."""
+    """pytest's verdict line (``summary_line``), its timing dropped (deterministic)."""
     output: str = ""
 
     @property
@@ -337,16 +337,39 @@ def run_exported_tests(out: Path, base_sha: str, tests: list[str], python: str |
     return [before, _pytest(out, "series", tests, python)]
 
 
+def test_env(environ: dict[str, str]) -> dict[str, str]:
+    """The environment the exported tests run in: this one without what would change pytest itself.
+    The plugins installed beside it are not loaded (an exported test needs none, and one that warns
+    or fails at start-up would be read as the test's verdict), nor the caller's ``PYTEST_ADDOPTS``,
+    ``PYTEST_PLUGINS``, pytest-xdist worker variables or ``PYTHONPATH``."""
+    env = {k: v for k, v in environ.items()
+           if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_CURRENT_TEST")
+           and not k.startswith("PYTEST_XDIST")}
+    env.update(PYTHONDONTWRITEBYTECODE="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    return env
+
+
+_OUTCOME = r"\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|deselected|rerun)"
+_SUMMARY = re.compile(rf"^=*\s*((?:{_OUTCOME})(?:, {_OUTCOME})*|no tests ran)(?: in [\d.]+s\b.*)?\s*=*\s*$", re.M)
+
+
+def summary_line(output: str) -> str:
+    """pytest's verdict line in OUTPUT (``2 passed``, ``1 failed, 3 passed``, ``1 error``), its timing
+    dropped, wherever it stands: a plugin or an interpreter warning may print after it. The last
+    non-empty line when there is none (pytest did not get that far)."""
+    found = _SUMMARY.findall(output)
+    if found:
+        return found[-1]
+    return next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "")
+
+
 def _pytest(root: Path, where: str, tests: list[str], python: str) -> TestRun:
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    env.pop("PYTHONPATH", None)
     try:
-        proc = subprocess.run(test_command(tests, python), cwd=root, capture_output=True, text=True, env=env,
-                              timeout=TEST_TIMEOUT)
+        proc = subprocess.run(test_command(tests, python), cwd=root, capture_output=True, text=True,
+                              env=test_env(dict(os.environ)), timeout=TEST_TIMEOUT)
     except subprocess.TimeoutExpired:
         return TestRun(where, -1, f"timed out after {TEST_TIMEOUT}s")
     output = proc.stdout + proc.stderr
-    last = next((line for line in reversed(output.splitlines()) if line.strip()), "")
-    summary = re.sub(r"\s+in [\d.]+s.*$", "", last.strip("= "))
+    summary = summary_line(output)
     error = next((m[1] for m in re.finditer(r"^E\s+((?:ModuleNotFound|Import|Attribute)Error: .*)$", output, re.M)), "")
     return TestRun(where, proc.returncode, f"{summary}: {error}" if error and proc.returncode else summary, output)

@@ -95,3 +95,40 @@ def test_the_test_command_names_what_a_shared_interpreter_has_beside_the_lock(tm
         "--latest: 1 package(s) differ from a.lock:", "  click 8.2.0 (locked 8.1.8)"]
     script = (ROOT / "scripts/test").read_text(encoding="utf-8")
     assert "lock-diff --beside requirements/test.lock tests/requirements-vllm-cli.txt vllm==0.23.0" in script
+
+
+def test_a_failed_install_stops_the_vllm_venv_build_and_what_it_started(tmp_path):
+    """scripts/test builds the vLLM virtualenv beside the install; when the install fails, the build
+    stops whole: the processes scripts/vllm-venv started (pip) too, not only its shell."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts/test").write_text((ROOT / "scripts/test").read_text(encoding="utf-8"))
+    pidfile = tmp_path / "builder.pid"
+    # the stand-in build starts a child (as scripts/vllm-venv starts pip) and writes its pid
+    (tmp_path / "scripts/vllm-venv").write_text(f"sleep 120 & echo $! > {pidfile}\nwait\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "shellcheck").write_text("#!/bin/sh\nexit 0\n")  # present: scripts/test installs none
+    # `python -m pip install …` fails, once the build has started
+    (bin_dir / "python").write_text(f"#!/bin/sh\nwhile [ ! -s {pidfile} ]; do sleep 0.1; done\n"
+                                    "echo 'pip: no such package' >&2\nexit 1\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    proc = subprocess.run(["bash", "scripts/test"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode != 0 and "pip: no such package" in proc.stderr
+    child = int(pidfile.read_text())
+    for _ in range(50):  # the kill is sent at exit; give the child a moment to go
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError("scripts/test exited but the vLLM virtualenv build's child still runs")

@@ -199,7 +199,7 @@ def check_vllm(lock: dict, result: dict | list[dict] | None = None, *, python: s
     names = probe_names(lock)
     problems = [f"{names[n] + ': ' if names[n] else ''}{', '.join(_who(b) for b in _blame(p, lock))}: {p['message']}"
                 for n, r in enumerate(results) for p in r["problems"]]
-    sizes = results[0].get("capture_sizes")
+    sizes = next((r["capture_sizes"] for r in results if r.get("capture_sizes")), None)  # a PD prefiller has none
     note = f"vLLM {results[0]['vllm_version']}" + (f"; capture sizes {sizes['given']} → {sizes['effective']}" if sizes else "")
     if lock["launch"].get("roles"):
         note += f"; the argv of all {len(results)} instances ({', '.join(names)}), --kv-transfer-config included"

@@ -115,15 +115,23 @@ def speculative_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
     return config, sources
 
 
-def _sources(plan: Plan, prefix: str) -> list[str]:
-    """Recipes that set anything under ``prefix`` (selected order)."""
-    owners = {r for key, r in plan.config_sources.items() if key.startswith(prefix + ".")}
+def _sources(plan: Plan, prefix: str, skip: tuple[str, ...] = ()) -> list[str]:
+    """Recipes that set anything under ``prefix`` (selected order), but under its ``skip`` keys."""
+    owners = {r for key, r in plan.config_sources.items()
+              if key.startswith(prefix + ".") and key.split(".")[1] not in skip}
     return [rid for rid in plan.selected if rid in owners]
 
 
-def serve_argv(plan: Plan, speculative: dict, speculative_sources: list[str]) -> tuple[list[str], list[str]]:
+def serve_argv(plan: Plan, speculative: dict, speculative_sources: list[str], *,
+               eager: bool = False) -> tuple[list[str], list[str]]:
     """``vllm serve`` argv (``$MODEL``/``$SERVED_NAME``/``$PORT`` stand for serve.sh's parameters)
-    and, per token, who put it there (``optkit``, ``request`` or comma-joined recipe ids)."""
+    and, per token, who put it there (``optkit``, ``request`` or comma-joined recipe ids).
+
+    ``eager``: the argv of a PD prefiller (``optkit.versions.pd_roles``): ``--enforce-eager`` (optkit's,
+    unless the request asked for it), without the plan's graph settings (``--compilation-config`` and the
+    graph keys of ``--additional-config``)."""
+    from optkit.versions.pd_roles import GRAPH_ADDITIONAL_KEYS
+
     request, facts = plan.request, plan.facts
     parts: list[tuple[list[str], str]] = [
         (["vllm", "serve", "$MODEL", "--served-model-name", "$SERVED_NAME", "--port", "$PORT"], "optkit"),
@@ -139,12 +147,18 @@ def serve_argv(plan: Plan, speculative: dict, speculative_sources: list[str]) ->
     if not request.async_scheduling:
         parts.append((["--no-async-scheduling"], "request"))
     parts.append((["--enable-prefix-caching" if request.prefix_caching else "--no-enable-prefix-caching"], "request"))
-    if request.enforce_eager:
-        parts.append((["--enforce-eager"], "request"))
+    if request.enforce_eager or eager:
+        parts.append((["--enforce-eager"], "request" if request.enforce_eager else "optkit"))
+    compilation, additional = plan.compilation_config, plan.additional_config
+    compilation_owners, additional_owners = _sources(plan, "compilation_config"), _sources(plan, "additional_config")
+    if eager:
+        compilation, compilation_owners = {}, []
+        additional = {k: v for k, v in additional.items() if k not in GRAPH_ADDITIONAL_KEYS}
+        additional_owners = _sources(plan, "additional_config", skip=GRAPH_ADDITIONAL_KEYS)
     for flag, value, owners in [
-        ("--compilation-config", plan.compilation_config, _sources(plan, "compilation_config")),
+        ("--compilation-config", compilation, compilation_owners),
         ("--speculative-config", speculative, speculative_sources),
-        ("--additional-config", plan.additional_config, _sources(plan, "additional_config")),
+        ("--additional-config", additional, additional_owners),
     ]:
         if value:
             parts.append(([flag, compact_json(value)], ",".join(owners)))

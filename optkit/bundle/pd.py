@@ -4,9 +4,10 @@ The plan is resolved once, for the request's instance: both roles run the same v
 (one patch series, one ``apply``), and the catalog's rules name no role, so both roles carry the
 plan's recipes. What differs per role is what the release's tutorial makes differ
 (``optkit.versions.pd``): the ``--kv-transfer-config`` (the Mooncake connector, ``kv_role``, a
-``kv_port`` per instance, both roles' TP and DP), the instance's devices and API port, and the
+``kv_port`` per instance, both roles' TP and DP), the instance's devices and API port, the
 speculative tokens of a prefiller of a model without linear-attention layers (the tutorial: 1 on P,
-≥ 1 on D; equal on both for hybrid models such as Qwen3.5). The role READMEs say which of the
+≥ 1 on D; equal on both for hybrid models such as Qwen3.5), and the prefiller's eager mode without the
+plan's graph settings (``optkit.versions.pd_roles``). The role READMEs say which of the
 article's gains describe the role's work (TPOT is the decoder's: a prefiller answers each request with
 one token, the proxy's ``max_tokens`` 1).
 
@@ -28,6 +29,7 @@ from optkit.bundle.launch import NODE_ENV, Launch, compact_json, serve_argv
 from optkit.resolve.pd import ROLES, Instance
 from optkit.resolve.plan import Plan, Workspace
 from optkit.versions.pd import PDRelease, pd_release
+from optkit.versions.pd_roles import GRAPH_ADDITIONAL_KEYS, prefill_eager_source
 
 KV_PLACEHOLDER = "$KV_TRANSFER_CONFIG"
 """The --kv-transfer-config value in a role's argv: serve.sh sets it to its instance's JSON."""
@@ -44,10 +46,13 @@ class RoleLaunch(Launch):
         self.role = role
         self.release: PDRelease = pd_release(str(plan.facts["versions.vllm_ascend"]))
         self.instances: list[Instance] = plan.pd.of(role)
-        if role == "prefill" and self.speculative and not plan.facts["model.gdn_layers"]:
-            self.speculative = {**self.speculative, "num_speculative_tokens": 1}
+        self.eager = role == "prefill"  # optkit.versions.pd_roles: every tutorial's prefiller runs eager
+        if self.eager and self.speculative:
+            self.speculative = {**self.speculative, "enforce_eager": True}
+            if not plan.facts["model.gdn_layers"]:
+                self.speculative["num_speculative_tokens"] = 1
             self.speculative_sources = [*self.speculative_sources, "optkit"]
-        self.argv, self.sources = serve_argv(plan, self.speculative, self.speculative_sources)
+        self.argv, self.sources = serve_argv(plan, self.speculative, self.speculative_sources, eager=self.eager)
         self.argv += ["--kv-transfer-config", KV_PLACEHOLDER]
         self.sources += ["request", "request"]
         self.env = [{"name": name, "value": value, "recipe": "optkit", "external": True}
@@ -152,12 +157,25 @@ def role_readme_data(launch: RoleLaunch, lock: dict) -> dict[str, Any]:
     for rid in plan.selected:
         recipe = launch.catalog[rid]
         gains = [g for g in recipe.gains if (g.metric in DECODE_METRICS) == decode]
-        recipes.append({"id": rid, "title": recipe.title, "gains": [f"{g.metric}: “{g.quote}”" for g in gains]})
+        recipes.append({"id": rid, "title": recipe.title, "gains": [f"{g.metric}: “{g.quote}”" for g in gains],
+                        "left_out": left_out(plan, rid) if launch.eager else []})
     return {**_header(plan), "role": launch.role, "shape": plan.pd.summary, "instances": launch.instances_data(),
             "connector": launch.release.connector, "kv_role": launch.release.kv_roles[launch.role],
             "sources": launch.release.sources, "speculative": launch.speculative, "env": launch.env,
             "recipes": recipes, "versions": lock["versions"], "decode_metrics": ", ".join(DECODE_METRICS),
-            "max_tokens_line": f"{launch.release.proxy_script}:{launch.release.max_tokens_line}"}
+            "max_tokens_line": f"{launch.release.proxy_script}:{launch.release.max_tokens_line}",
+            "eager": launch.eager, "eager_source": prefill_eager_source(launch.release.version)}
+
+
+def left_out(plan: Plan, rid: str) -> list[str]:
+    """The settings of recipe ``rid`` an eager role leaves out (its graph settings), as config keys."""
+    keys = [key for key, owner in plan.config_sources.items() if owner == rid and _graph_key(key)]
+    return sorted(key for key in keys if not any(other.startswith(key + ".") for other in keys))  # the leaves
+
+
+def _graph_key(key: str) -> bool:
+    prefix, _, rest = key.partition(".")
+    return prefix == "compilation_config" or (prefix == "additional_config" and rest.split(".")[0] in GRAPH_ADDITIONAL_KEYS)
 
 
 def proxy_data(launches: dict[str, RoleLaunch], lock: dict) -> dict[str, Any]:

@@ -126,8 +126,8 @@ exec vllm serve "$MODEL" \
   --dtype bfloat16 \
   --enable-expert-parallel \
   --no-enable-prefix-caching \
-  --compilation-config '{"cudagraph_capture_sizes":[1,2,4,8,16,24,32,40,48,56,64],"cudagraph_mode":"FULL_DECODE_ONLY"}' \
-  --additional-config '{"ascend_compilation_config":{"enable_npugraph_ex":true,"enable_static_kernel":true,"enable_super_kernel":true},"multistream_overlap_shared_expert":true}' \
+  --enforce-eager \
+  --additional-config '{"multistream_overlap_shared_expert":true}' \
   --enable-chunked-prefill \
   --max-num-seqs 64 \
   --max-num-batched-tokens 8192 \

@@ -2,12 +2,13 @@
 
 For every release in ``tests/conformance/tutorials.yaml`` and every ``vllm serve`` command of the
 model tutorials listed there (read by ``tutorial_commands``), the command is either skipped with a
-reason (a target optkit does not plan for, a PD role before PD bundles exist, an accuracy server) or
+reason (a target optkit does not plan for, a PD shape optkit does not plan, an accuracy server) or
 turned into an optkit request (``request_for``: model and quantization from the checkpoint, TP, DP,
 MTP and k, prefix caching, async scheduling, FlashComm1, dtype and eager mode from the command; the
 concurrency it is sized for, ``--max-num-seqs`` × DP, the tutorial's own rule; the lengths of the
 tutorial's ``vllm bench serve``). optkit's launch for that request (``optkit.bundle.launch.Launch``:
-serve argv, env, the JSON configs) and the tutorial's command are flattened into one entry per flag,
+serve argv, env, the JSON configs; for a PD role's command, ``role:``, the role's launch of a ``--pd``
+plan with its first instance's ``--kv-transfer-config``) and the tutorial's command are flattened into one entry per flag,
 JSON key and env variable, normalized (vLLM defaults, values vLLM treats as the same, an
 ``additional_config`` key and the env var the release reads for it as one knob, deployment details
 that are no tuning), and compared.
@@ -182,6 +183,11 @@ def optkit_side(plan, launch, entry: dict) -> dict[str, tuple[Any, str]]:
         side[f"env.{env['name']}"] = (env["value"], env["recipe"])
     for name, variable in ((launch.nodes or {}).get("env") or {}).items():
         side[f"env.{name}"] = (f"${variable}", "optkit")
+    if getattr(launch, "role", None):  # what a PD role's serve.sh exports: its devices, this node's network
+        from optkit.bundle.launch import NODE_ENV
+
+        side["env.ASCEND_RT_VISIBLE_DEVICES"] = (launch.instances_data()[0]["devices"], "optkit")
+        side.update({f"env.{name}": (f"${variable}", "optkit") for name, variable in NODE_ENV.items()})
     return _normalized(side)
 
 
@@ -192,6 +198,11 @@ def _node_argv(launch, rank: int) -> tuple[list[str], list[str]]:
     layout = launch.plan.layout
     values = {"$NODE_RANK": str(rank), "$DP_START_RANK": str(rank * (layout.dp_local or 1)),
               "$RPC_PORT": launch.parameters.get("RPC_PORT", ""), "$LEADER_IP": "$LOCAL_IP" if rank == 0 else "$LEADER_IP"}
+    role = getattr(launch, "role", None)
+    if role:  # a PD role: its first instance's --kv-transfer-config in place of serve.sh's variable
+        from optkit.bundle.pd import KV_PLACEHOLDER
+
+        values[KV_PLACEHOLDER] = launch.instances_data()[0]["kv_transfer_config"]
     argv = [values.get(token, token) for token in launch.argv]
     sources = list(launch.sources)
     if rank > 0:
@@ -292,6 +303,7 @@ def _same(a: Any, b: Any) -> bool:
 def run_release(release: str, tree: Path, workspace) -> tuple[list[Compared], list[str]]:
     """Every tutorial command of one release compared (or skipped), and the data problems found on the way."""
     from optkit.bundle.launch import Launch
+    from optkit.bundle.pd import RoleLaunch
     from optkit.resolve.plan import plan
     from optkit.resolve.request import Request
 
@@ -317,7 +329,8 @@ def run_release(release: str, tree: Path, workspace) -> tuple[list[Compared], li
                 continue
             request = request_for(release, text, command, entry)
             result = plan(Request(**request), workspace)
-            agree, differences = compare(release, tutorial, command, entry, result, Launch(result, workspace))
+            launch = RoleLaunch(result, workspace, entry["role"]) if entry.get("role") else Launch(result, workspace)
+            agree, differences = compare(release, tutorial, command, entry, result, launch)
             results.append(Compared(release, tutorial, command, entry, request, list(result.selected), agree,
                                     differences))
     return results, problems

@@ -91,10 +91,13 @@ def test_disagreements_are_well_formed():
 
 
 def test_tutorial_entries_are_well_formed():
-    known = {"where", "releases", "scenario", "target", "nodes", "node_rank", "shell", "request", "skip"}
+    known = {"where", "releases", "scenario", "target", "nodes", "node_rank", "shell", "request", "skip", "role"}
     for tutorial, entries in cs.data()["tutorials"].items():
         for entry in entries:
             assert set(entry) <= known, (tutorial, entry["where"], sorted(set(entry) - known))
+            if "role" in entry:  # a PD role's command is compared with that role of a --pd plan
+                assert entry["role"] in ("prefill", "decode") and "pd" in entry.get("request", {}), \
+                    (tutorial, entry["where"])
             assert ("skip" in entry) != ("target" in entry), (tutorial, entry["where"])
             assert ("scenario" in entry) == ("target" in entry), (tutorial, entry["where"])
             assert set(entry.get("releases", RELEASES)) <= set(RELEASES), (tutorial, entry["where"])

@@ -17,6 +17,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from argv_support import flag_value
 from k8s_support import TRIMMED, lws_schema, trimmed_paths, validate_file, validate_manifest
 from optkit.bundle.check import check_launch, check_vllm, probe_requests, read_lock, run_probe
 from optkit.bundle.k8s import K8sOptions
@@ -72,10 +73,9 @@ def test_a_single_node_lock_has_no_nodes(tmp_path):
 
 def test_probe_requests_give_each_node_its_values(two_nodes):
     leader, worker = probe_requests(read_lock(two_nodes))
-    value = lambda argv, flag: argv[argv.index(flag) + 1]  # noqa: E731
-    assert value(leader["argv"], "--data-parallel-start-rank") == "0" and "--headless" not in leader["argv"]
-    assert value(worker["argv"], "--data-parallel-start-rank") == "8" and worker["argv"][-1] == "--headless"
-    assert value(worker["argv"], "--data-parallel-address") == "192.0.2.1"
+    assert flag_value(leader["argv"], "--data-parallel-start-rank") == "0" and "--headless" not in leader["argv"]
+    assert flag_value(worker["argv"], "--data-parallel-start-rank") == "8" and worker["argv"][-1] == "--headless"
+    assert flag_value(worker["argv"], "--data-parallel-address") == "192.0.2.1"
     assert len(worker["labels"]) == len(worker["argv"])
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from argv_support import flag_value
 from optkit.bundle.writer import bundle_files
 from optkit.cli.main import cli
 from optkit.resolve.plan import load_workspace, plan
@@ -35,10 +36,6 @@ def _plan(workspace, **fields):
 
 def _lock(workspace, **fields) -> dict:
     return json.loads(bundle_files(_plan(workspace, **fields), workspace)["optkit.lock.json"])
-
-
-def _flag(argv: list[str], flag: str) -> str | None:
-    return argv[argv.index(flag) + 1] if flag in argv else None
 
 
 # --------------------------------------------------------------------------- the goal and the SLO
@@ -107,10 +104,10 @@ def test_throughput_bundles_follow_the_tutorials_rules(workspace, case):
     lock = _lock(workspace, **fields)
     argv, tp, dp = lock["launch"]["argv"], 2, case["dp"]
     k = 4 if case["mtp"] else 0
-    seqs, tokens = int(_flag(argv, "--max-num-seqs")), int(_flag(argv, "--max-num-batched-tokens"))
+    seqs, tokens = int(flag_value(argv, "--max-num-seqs")), int(flag_value(argv, "--max-num-batched-tokens"))
     # "set --max-num-seqs * --data-parallel-size greater than or equal to the test concurrency", no more than needed
     assert seqs * dp >= c and (seqs - 1) * dp < c
-    assert int(_flag(argv, "--data-parallel-size") or 1) == dp
+    assert int(flag_value(argv, "--data-parallel-size") or 1) == dp
     # a whole decode batch fits one step; 8192 for throughput (the tutorial's row), the low-latency range's top with a TPOT bound
     assert tokens >= seqs * (1 + k)
     wanted = TUTORIAL_LOW_LATENCY_TOKENS[1] if case["slo"] else TUTORIAL_HIGH_THROUGHPUT_TOKENS
@@ -119,7 +116,7 @@ def test_throughput_bundles_follow_the_tutorials_rules(workspace, case):
         assert tokens % tp == 0
     assert "--enable-chunked-prefill" in argv
     # capture sizes: the load's decode batch sizes, each a whole number of requests × (1 + k), up to the load
-    compilation = json.loads(_flag(argv, "--compilation-config"))
+    compilation = json.loads(flag_value(argv, "--compilation-config"))
     sizes = compilation["cudagraph_capture_sizes"]
     assert compilation["cudagraph_mode"] == "FULL_DECODE_ONLY"
     assert sizes == sorted(set(sizes)) and len(sizes) <= 32
@@ -148,7 +145,7 @@ def test_the_articles_49_to_70_case(workspace, c, k, sizes):
 
 def test_batched_tokens_are_a_multiple_of_tp_under_flashcomm1(workspace):
     argv = _lock(workspace, concurrency=8193, goal="throughput", flashcomm1=True)["launch"]["argv"]
-    assert (_flag(argv, "--max-num-seqs"), _flag(argv, "--max-num-batched-tokens")) == ("8193", "8194")
+    assert (flag_value(argv, "--max-num-seqs"), flag_value(argv, "--max-num-batched-tokens")) == ("8193", "8194")
 
 
 def test_the_capture_range_is_bounded_at_large_loads(workspace):

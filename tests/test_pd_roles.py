@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
+from argv_support import flag_value
 from optkit.bundle.pd import role_launches
 from optkit.bundle.writer import write_bundle
 from optkit.resolve.plan import load_workspace, plan
@@ -23,10 +23,6 @@ MTP = {"model": "qwen3.5-35b", "target": "910c", "mtp": True, "pd": "1:1"}
 TAB = re.compile(r'^\s*(?:=== "|:+\{tab-item\}\s*)(.*?)"?\s*$')
 
 
-def _value(argv: list[str], flag: str):
-    return argv[argv.index(flag) + 1] if flag in argv else None
-
-
 def _launches(**fields):
     return role_launches(plan(Request(**{**MTP, **fields}), WORKSPACE), WORKSPACE)
 
@@ -35,17 +31,17 @@ def test_the_prefiller_runs_eager_without_the_graph_settings():
     launches = _launches()
     prefill, decode = launches["prefill"].argv, launches["decode"].argv
     assert "--enforce-eager" in prefill and "--compilation-config" not in prefill
-    assert "ascend_compilation_config" not in json.loads(_value(prefill, "--additional-config"))
-    assert json.loads(_value(prefill, "--speculative-config"))["enforce_eager"] is True
+    assert "ascend_compilation_config" not in json.loads(flag_value(prefill, "--additional-config"))
+    assert json.loads(flag_value(prefill, "--speculative-config"))["enforce_eager"] is True
     assert launches["prefill"].sources[prefill.index("--enforce-eager")] == "optkit"
     # the decoder keeps every graph setting of the plan
     assert "--enforce-eager" not in decode
-    assert json.loads(_value(decode, "--compilation-config"))["cudagraph_mode"] == "FULL_DECODE_ONLY"
-    assert json.loads(_value(decode, "--additional-config"))["ascend_compilation_config"]["enable_static_kernel"] is True
-    assert "enforce_eager" not in json.loads(_value(decode, "--speculative-config"))
+    assert json.loads(flag_value(decode, "--compilation-config"))["cudagraph_mode"] == "FULL_DECODE_ONLY"
+    assert json.loads(flag_value(decode, "--additional-config"))["ascend_compilation_config"]["enable_static_kernel"] is True
+    assert "enforce_eager" not in json.loads(flag_value(decode, "--speculative-config"))
     # what the prefiller keeps of the JSON configs is the plan's, but for the graph keys
     kept = {k: v for k, v in launches["decode"].plan.additional_config.items() if k != "ascend_compilation_config"}
-    assert json.loads(_value(prefill, "--additional-config")) == kept
+    assert json.loads(flag_value(prefill, "--additional-config")) == kept
 
 
 def test_a_request_for_eager_makes_both_roles_eager_as_the_request_says():

@@ -14,14 +14,11 @@ import shlex
 import pytest
 from click.testing import CliRunner
 
+from argv_support import flag_value
 from optkit.cli.main import cli
 
 CONCURRENCY = 64
 SHAPES = {"one-server": [], "dp4": ["--dp", "4"], "dp-auto": ["--dp", "auto"], "pd1:1": ["--pd", "1:1"]}
-
-
-def _flag(argv: list[str], flag: str) -> str | None:
-    return argv[argv.index(flag) + 1] if flag in argv else None
 
 
 def _argvs(lock: dict) -> dict[str, list[str]]:
@@ -46,12 +43,15 @@ def test_a_throughput_plan_under_an_slo_passes_the_paired_parser_and_the_tutoria
     assert lock["request"]["dp"] == ("auto" if shape == "dp-auto" else dp)
     assert lock["request"]["slo"] == "tpot_p99<=25ms" and lock["request"]["goal"] == "throughput"
     for role, argv in _argvs(lock).items():
-        seqs = int(_flag(argv, "--max-num-seqs"))
+        seqs = int(flag_value(argv, "--max-num-seqs"))
         assert seqs * dp >= CONCURRENCY, (role, shlex.join(argv))  # the tutorial's max-num-seqs × DP ≥ concurrency
-        tokens = int(_flag(argv, "--max-num-batched-tokens"))
+        tokens = int(flag_value(argv, "--max-num-batched-tokens"))
         assert 1024 <= tokens <= 4096, (role, tokens)  # TPOT bounded: the tutorial's low-latency row, 1024 to 4096
         assert tokens >= seqs, (role, tokens, seqs)  # one step holds the whole decode batch
-        compilation = json.loads(_flag(argv, "--compilation-config") or "{}")
+        if role == "prefill":  # eager, as the PD tutorials run their prefillers (optkit/versions/pd_roles.py)
+            assert "--enforce-eager" in argv and "--compilation-config" not in argv, shlex.join(argv)
+            continue
+        compilation = json.loads(flag_value(argv, "--compilation-config") or "{}")
         sizes = compilation.get("cudagraph_capture_sizes")
         assert sizes and max(sizes) >= seqs and sizes == sorted(set(sizes)), (role, sizes)
     python, why = find_vllm_python(lock["versions"]["vllm"])

@@ -16,7 +16,18 @@ from __future__ import annotations
 MULTI = "docs/source/tutorials/features/pd_disaggregation_mooncake_multi_node.md"
 
 PREFILL_EAGER: dict[str, tuple[int, ...]] = {
+    "0.21.0rc1": (287, 345, 526, 584),
+    "0.22.1rc1": (287, 345, 526, 584),
+    "0.23.0rc1": (292, 350, 531, 589),
     "0.23.0": (311, 369, 550, 608),
+    "0.23.0.post1": (311, 369, 550, 608),
+    "0.24.0rc1": (295, 350, 517, 572),
+    "0.25.1rc1": (280, 335, 503, 558),
+    "0.26.0rc1": (280, 335, 503, 558),
+    "0.27.1rc1": (295, 350, 518, 573),
+    "0.28.0rc1": (353, 408, 576, 631),
+    "0.29.0rc1": (353, 408, 576, 631),
+    "0.30.0rc1": (353, 408, 576, 631),
     "0.30.0rc2": (353, 408, 576, 631),
 }
 """Per release: the lines of ``MULTI`` where a prefiller tab launches ``vllm serve`` with ``--enforce-eager``."""

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from packaging.version import Version
 
 from k8s_support import validate_file
 from optkit.bundle.check import _string_calls, check_bundle, check_launch, check_pd, check_vllm, read_lock
@@ -24,7 +25,8 @@ from optkit.errors import RequestError
 from optkit.resolve.pd import pd_layout
 from optkit.resolve.plan import load_workspace, plan
 from optkit.resolve.request import Request
-from optkit.versions.pd import CONNECTOR, MULTI, PD_RELEASES, REGISTRY, SINGLE, pd_release
+from optkit.versions.pd import CONNECTOR, MULTI, NO_PD, PD_RELEASES, QWEN35, REGISTRY, SINGLE, pd_release
+from optkit.versions.releases import MOVES_FILE, versions_dir
 
 WORKSPACE = load_workspace()
 DONE = {"model": "qwen3.5-35b", "target": "910c", "concurrency": [64], "pd": "1:1"}
@@ -68,10 +70,9 @@ def test_instances_are_packed_onto_nodes_prefill_first(fields, nodes, placed):
      "PD instance runs on one node (instances spanning nodes are not planned); lower --tp or --dp so that TP × DP ≤ 16"),
     (dict(nodes=2), "--nodes 2 with --pd 1:1: --nodes places the ranks of one server; a PD plan's nodes follow from its "
      "instances (each on one node, packed in order): drop --nodes"),
-    (dict(vllm_ascend_version="0.18.0"), "--pd on vllm-ascend 0.18.0: optkit writes PD bundles as the releases' own "
-     f"tutorials launch them, and has read those of {', '.join(PD_RELEASES)}; plan for one of them "
-     "(--vllm-ascend-version)"),
-], ids=["instance-larger-than-a-node", "nodes-given", "release-without-pd-data"])
+    (dict(vllm_ascend_version="0.18.0"), f"--pd on vllm-ascend 0.18.0: {NO_PD['0.18.0']}; optkit writes PD bundles for "
+     f"{', '.join(PD_RELEASES)}: plan for one of them (--vllm-ascend-version)"),
+], ids=["instance-larger-than-a-node", "nodes-given", "release-without-pd"])
 def test_impossible_shapes_are_refused_naming_the_flag(fields, message):
     with pytest.raises(RequestError) as exc:
         plan(Request(**{**DONE, **fields}), WORKSPACE)
@@ -114,6 +115,17 @@ def test_pd_is_canonical_in_the_request():
 # --------------------------------------------------------------------------- the release data, on the real trees
 
 CITE = r"([\w./-]+\.(?:md|py):\d+(?:-\d+)?)"
+
+
+def test_every_release_has_pd_data_or_a_reason_it_has_none():
+    known = sorted(p.stem for p in versions_dir().glob("*.yaml") if p.name != MOVES_FILE)
+    assert sorted([*PD_RELEASES, *NO_PD]) == known and not set(PD_RELEASES) & set(NO_PD)  # each in one, once
+    assert list(PD_RELEASES) == sorted(PD_RELEASES, key=Version)  # oldest first, as the refusal lists them
+
+
+def test_every_model_optkit_ships_is_hybrid():
+    """The reason NO_PD gives (a connector without hybrid KV cache support) holds for every shipped model."""
+    assert WORKSPACE.models and all(m.gdn_layers > 0 for m in WORKSPACE.models.values())
 
 
 def _lines(root: Path, cited: str) -> list[str]:
@@ -173,6 +185,28 @@ def test_the_connector_and_the_proxy_options_exist_in_the_tree(version):
     assert "MooncakeConnectorV0" not in _string_calls(root / REGISTRY, "register_connector")  # the probe can say no
     assert _registered_module(root, release.connector) == CONNECTOR  # the module the connector lines cite
     assert "SupportsHMA" in _bases(root / CONNECTOR, "MooncakeConnector")
+
+
+@pytest.mark.tree
+@pytest.mark.parametrize("version", sorted(NO_PD))
+def test_a_release_without_pd_lacks_what_its_reason_says(version):
+    """Each NO_PD reason's citations, read on the release's tree: the registered MooncakeConnectorV1's class
+    without SupportsHMA, and the release's Qwen3.5 tutorial on MooncakeLayerwiseConnector."""
+    from optkit.tree.fetch import fetch
+
+    root = fetch(version).path
+    cited = re.findall(CITE, NO_PD[version])
+    assert sorted(c.rpartition(":")[0] for c in cited) == sorted([CONNECTOR, QWEN35])
+    for one in cited:
+        (line,) = _lines(root, one)
+        if one.startswith(CONNECTOR):
+            assert line.startswith("class MooncakeConnector(KVConnectorBase_V1)"), line
+        else:
+            assert '"kv_connector": "MooncakeLayerwiseConnector"' in line, line
+    assert _registered_module(root, "MooncakeConnectorV1") == CONNECTOR
+    assert "SupportsHMA" not in _bases(root / CONNECTOR, "MooncakeConnector")
+    assert "MooncakeLayerwiseConnector" in _string_calls(root / REGISTRY, "register_connector")
+    assert '"engine_id": "0"' in (root / SINGLE).read_text(encoding="utf-8")  # an id per instance, unlike later ones
 
 
 def _registered_module(root: Path, name: str) -> str:
@@ -267,6 +301,14 @@ def test_plan_writes_each_releases_own_pd_launch(tmp_path, version):
         assert all(f"- {what}: {where}" in readme for what, where in release.sources.items())
     proxy = (tmp_path / "b" / "proxy.sh").read_text()
     assert release.proxy_script in proxy and release.sources["proxy"].split(";")[0] in proxy
+
+
+@pytest.mark.parametrize("version", sorted(NO_PD))
+def test_plan_refuses_a_release_without_pd_with_its_reason(tmp_path, version):
+    result = CliRunner().invoke(cli, [*PLAN, "--vllm-ascend-version", version, "-o", str(tmp_path / "b")])
+    assert result.exit_code == 1 and not (tmp_path / "b").exists()
+    assert f"--pd on vllm-ascend {version}: {NO_PD[version]}; optkit writes PD bundles for 0.21.0rc1, " in result.output
+    assert "(--vllm-ascend-version)" in result.output
 
 
 def test_the_same_request_writes_the_same_bytes():

@@ -7,12 +7,16 @@ pd_disaggregation_mooncake_single_node.md, ``SINGLE``, and pd_disaggregation_moo
 ``tests/test_pd.py`` proves each name on the release's real tree (the connector registered by
 ``vllm_ascend/distributed/kv_transfer/__init__.py``, the proxy script and its options, the cited lines).
 
-The 13 releases from 0.21.0rc1 to 0.30.0rc2 have the same paths and launch 1P1D alike (connector,
-roles, ports, env, proxy options); the lines differ. 0.21.0rc1 and 0.22.1rc1's tutorials state no rule
-for speculative tokens across the roles: their ``speculative`` source is the connector's Mamba state
-transfer (a hybrid model's tokens equal on both roles) and the tutorial's prefiller (1),
-``UNSTATED_RULE``. From 0.28.0rc1 the multi-node tutorial adds an optional ``qos_priority`` (default 1,
-which optkit leaves at its default).
+Every release optkit knows is in ``PD_RELEASES`` or ``NO_PD``. The 13 from 0.21.0rc1 to 0.30.0rc2
+have the same paths and launch 1P1D alike (connector, roles, ports, env, proxy options); the lines
+differ. 0.21.0rc1 and 0.22.1rc1's tutorials state no rule for speculative tokens across the roles:
+their ``speculative`` source is the connector's Mamba state transfer (a hybrid model's tokens equal on
+both roles) and the tutorial's prefiller (1), ``UNSTATED_RULE``. From 0.28.0rc1 the multi-node
+tutorial adds an optional ``qos_priority`` (default 1, which optkit leaves at its default). 0.18.0,
+0.19.1rc1 and 0.20.2rc1 are ``NO_PD``: their ``MooncakeConnectorV1`` lacks vLLM's ``SupportsHMA``,
+which the hybrid (Gated DeltaNet) models optkit ships need, and their Qwen3.5 tutorial runs PD with
+``MooncakeLayerwiseConnector``, a launch optkit does not write (their PD tutorial also sets an
+``engine_id`` per instance).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ MULTI = "docs/source/tutorials/features/pd_disaggregation_mooncake_multi_node.md
 PROXY = "examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py"
 REGISTRY = "vllm_ascend/distributed/kv_transfer/__init__.py"
 CONNECTOR = "vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_connector.py"
+QWEN35 = "docs/source/tutorials/models/Qwen3.5-397B-A17B.md"
 UNSTATED_RULE = ("self.num_speculative_tokens - 1", '"num_speculative_tokens": 1')
 """What the speculative lines of a release whose tutorials state no rule say: the connector line that
 takes the prefiller's Mamba state block by the decoder's own speculative tokens, the tutorial's prefiller."""
@@ -252,14 +257,31 @@ PD_RELEASES = {
 """The releases whose PD tutorials optkit has read, by version, oldest first."""
 
 
+def _no_hybrid(connector_line: int, tutorial_line: int) -> str:
+    return (f"its MooncakeConnectorV1 has no hybrid KV cache support ({CONNECTOR}:{connector_line}: class "
+            "MooncakeConnector(KVConnectorBase_V1), without vLLM's SupportsHMA), which a model with Gated DeltaNet "
+            "layers (every model optkit ships) needs; its Qwen3.5 tutorial runs PD with MooncakeLayerwiseConnector "
+            f"instead ({QWEN35}:{tutorial_line}), a launch optkit does not write")
+
+
+NO_PD = {
+    "0.18.0": _no_hybrid(810, 334),
+    "0.19.1rc1": _no_hybrid(814, 336),
+    "0.20.2rc1": _no_hybrid(861, 333),
+}
+"""The releases that cannot get a PD bundle the way optkit writes it, and why (citing their tree)."""
+
+
 def pd_release(version: str) -> PDRelease:
-    """The PD launch of vllm-ascend ``version``, or a RequestError naming the releases optkit has."""
+    """The PD launch of vllm-ascend ``version``, or a RequestError saying why there is none and naming
+    the releases that have one."""
     found = PD_RELEASES.get(version)
     if found is None:
-        raise RequestError(f"--pd on vllm-ascend {version}: optkit writes PD bundles as the releases' own tutorials "
-                           f"launch them, and has read those of {', '.join(PD_RELEASES)}; plan for one of them "
-                           "(--vllm-ascend-version)")
+        why = NO_PD.get(version, "optkit writes PD bundles as the releases' own tutorials launch them, and has not "
+                                 "read this release's")
+        raise RequestError(f"--pd on vllm-ascend {version}: {why}; optkit writes PD bundles for "
+                           f"{', '.join(PD_RELEASES)}: plan for one of them (--vllm-ascend-version)")
     return found
 
 
-__all__ = ["PDRelease", "PD_RELEASES", "pd_release"]
+__all__ = ["PDRelease", "PD_RELEASES", "NO_PD", "pd_release"]

@@ -256,9 +256,14 @@ def test_each_instance_has_its_devices_ports_and_kv_transfer_config(bundle):
         assert [e["name"] for e in roles[role]["env"][:2]] == ["OMP_PROC_BIND", "OMP_NUM_THREADS"]
 
 
-def test_a_hybrid_model_keeps_its_speculative_tokens_on_the_prefiller(tmp_path):
-    roles = read_lock(write(tmp_path / "b", k8s=False, mtp=True))["launch"]["roles"]
+@pytest.mark.parametrize("version", RELEASES)
+def test_a_hybrid_model_keeps_its_speculative_tokens_on_the_prefiller(tmp_path, version):
+    bundle = write(tmp_path / "b", k8s=False, mtp=True, vllm_ascend_version=version)
+    roles = read_lock(bundle)["launch"]["roles"]
     assert [roles[r]["effective_speculative_config"]["num_speculative_tokens"] for r in ("prefill", "decode")] == [4, 4]
+    readme = (bundle / "prefill" / "README.md").read_text()  # the rule, and the release's lines it comes from
+    assert "1 on the prefiller otherwise: the `speculative` source above" in readme
+    assert f"- speculative: {PD_RELEASES[version].sources['speculative']}" in readme
 
 
 def test_a_model_without_linear_attention_drafts_one_token_on_the_prefiller(tmp_path):

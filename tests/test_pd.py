@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from packaging.version import Version
 
 from k8s_support import validate_file
 from optkit.bundle.check import _string_calls, check_bundle, check_launch, check_pd, check_vllm, read_lock
@@ -24,7 +25,8 @@ from optkit.errors import RequestError
 from optkit.resolve.pd import pd_layout
 from optkit.resolve.plan import load_workspace, plan
 from optkit.resolve.request import Request
-from optkit.versions.pd import PD_RELEASES, REGISTRY, pd_release
+from optkit.versions.pd import CONNECTOR, MULTI, NO_PD, PD_RELEASES, QWEN35, REGISTRY, SINGLE, pd_release
+from optkit.versions.releases import MOVES_FILE, versions_dir
 
 WORKSPACE = load_workspace()
 DONE = {"model": "qwen3.5-35b", "target": "910c", "concurrency": [64], "pd": "1:1"}
@@ -68,9 +70,9 @@ def test_instances_are_packed_onto_nodes_prefill_first(fields, nodes, placed):
      "PD instance runs on one node (instances spanning nodes are not planned); lower --tp or --dp so that TP × DP ≤ 16"),
     (dict(nodes=2), "--nodes 2 with --pd 1:1: --nodes places the ranks of one server; a PD plan's nodes follow from its "
      "instances (each on one node, packed in order): drop --nodes"),
-    (dict(vllm_ascend_version="0.25.1rc1"), "--pd on vllm-ascend 0.25.1rc1: optkit writes PD bundles as the releases' own "
-     "tutorials launch them, and has read those of 0.23.0, 0.30.0rc2; plan for one of them (--vllm-ascend-version)"),
-], ids=["instance-larger-than-a-node", "nodes-given", "release-without-pd-data"])
+    (dict(vllm_ascend_version="0.18.0"), f"--pd on vllm-ascend 0.18.0: {NO_PD['0.18.0']}; optkit writes PD bundles for "
+     f"{', '.join(PD_RELEASES)}: plan for one of them (--vllm-ascend-version)"),
+], ids=["instance-larger-than-a-node", "nodes-given", "release-without-pd"])
 def test_impossible_shapes_are_refused_naming_the_flag(fields, message):
     with pytest.raises(RequestError) as exc:
         plan(Request(**{**DONE, **fields}), WORKSPACE)
@@ -112,6 +114,19 @@ def test_pd_is_canonical_in_the_request():
 
 # --------------------------------------------------------------------------- the release data, on the real trees
 
+CITE = r"([\w./-]+\.(?:md|py):\d+(?:-\d+)?)"
+
+
+def test_every_release_has_pd_data_or_a_reason_it_has_none():
+    known = sorted(p.stem for p in versions_dir().glob("*.yaml") if p.name != MOVES_FILE)
+    assert sorted([*PD_RELEASES, *NO_PD]) == known and not set(PD_RELEASES) & set(NO_PD)  # each in one, once
+    assert list(PD_RELEASES) == sorted(PD_RELEASES, key=Version)  # oldest first, as the refusal lists them
+
+
+def test_every_model_optkit_ships_is_hybrid():
+    """The reason NO_PD gives (a connector without hybrid KV cache support) holds for every shipped model."""
+    assert WORKSPACE.models and all(m.gdn_layers > 0 for m in WORKSPACE.models.values())
+
 
 def _lines(root: Path, cited: str) -> list[str]:
     """The lines ``file:12`` or ``file:12-14`` cites."""
@@ -128,7 +143,7 @@ def test_every_cited_line_says_what_the_data_says(version):
     from optkit.tree.fetch import fetch
 
     root, release = fetch(version).path, pd_release(version)
-    cites = {what: re.findall(r"([\w./-]+\.(?:md|py):\d+(?:-\d+)?)", text) for what, text in release.sources.items()}
+    cites = {what: re.findall(CITE, text) for what, text in release.sources.items()}
     for what, cited in cites.items():
         assert cited, what
         for one in cited:
@@ -143,9 +158,20 @@ def test_every_cited_line_says_what_the_data_says(version):
     assert f"--port {release.api_port}" in api[0] and f"--port {release.api_port + 1}" in api[1]
     env = "\n".join(_lines(root, cites["env"][0]))
     assert all(f"export {name}={value}" in env for name, value in release.env)
+    proxy = "\n".join(_lines(root, cites["proxy"][0]))
+    assert f"python {Path(release.proxy_script).name}" in proxy and f"--port {release.proxy_port}" in proxy
     assert '"max_tokens"] = 1' in _lines(root, f"{release.proxy_script}:{release.max_tokens_line}")[0]
-    assert "Hybrid Mamba" in "\n".join(_lines(root, cites["speculative"][0]))
+    assert len(cites["speculative"]) == len(release.speculative_words)
+    for cited, words in zip(cites["speculative"], release.speculative_words):
+        assert words in "\n".join(_lines(root, cited)), (cited, words)
     assert f"from {release.mooncake_module} import TransferEngine" in _lines(root, cites["mooncake"][0])[0]
+    (hybrid,) = cites["hybrid_kv_cache"]
+    assert _lines(root, hybrid)[0].startswith("class MooncakeConnector(") and "SupportsHMA" in _lines(root, hybrid)[0]
+    assert '"engine_id"' not in (root / SINGLE).read_text(encoding="utf-8")  # left to vLLM, as the tutorial does
+    if "qos_priority" in cites:
+        assert "The default P/D QoS is **1**" in "\n".join(_lines(root, cites["qos_priority"][0]))
+    else:
+        assert "qos_priority" not in (root / MULTI).read_text(encoding="utf-8")
 
 
 @pytest.mark.tree
@@ -157,6 +183,50 @@ def test_the_connector_and_the_proxy_options_exist_in_the_tree(version):
     assert release.connector in _string_calls(root / REGISTRY, "register_connector")
     assert set(release.proxy_options) <= _string_calls(root / release.proxy_script, "add_argument")
     assert "MooncakeConnectorV0" not in _string_calls(root / REGISTRY, "register_connector")  # the probe can say no
+    assert _registered_module(root, release.connector) == CONNECTOR  # the module the connector lines cite
+    assert "SupportsHMA" in _bases(root / CONNECTOR, "MooncakeConnector")
+
+
+@pytest.mark.tree
+@pytest.mark.parametrize("version", sorted(NO_PD))
+def test_a_release_without_pd_lacks_what_its_reason_says(version):
+    """Each NO_PD reason's citations, read on the release's tree: the registered MooncakeConnectorV1's class
+    without SupportsHMA, and the release's Qwen3.5 tutorial on MooncakeLayerwiseConnector."""
+    from optkit.tree.fetch import fetch
+
+    root = fetch(version).path
+    cited = re.findall(CITE, NO_PD[version])
+    assert sorted(c.rpartition(":")[0] for c in cited) == sorted([CONNECTOR, QWEN35])
+    for one in cited:
+        (line,) = _lines(root, one)
+        if one.startswith(CONNECTOR):
+            assert line.startswith("class MooncakeConnector(KVConnectorBase_V1)"), line
+        else:
+            assert '"kv_connector": "MooncakeLayerwiseConnector"' in line, line
+    assert _registered_module(root, "MooncakeConnectorV1") == CONNECTOR
+    assert "SupportsHMA" not in _bases(root / CONNECTOR, "MooncakeConnector")
+    assert "MooncakeLayerwiseConnector" in _string_calls(root / REGISTRY, "register_connector")
+    assert '"engine_id": "0"' in (root / SINGLE).read_text(encoding="utf-8")  # an id per instance, unlike later ones
+
+
+def _registered_module(root: Path, name: str) -> str:
+    """The file of the module ``register_connector(name, module, class)`` names in the tree's registry."""
+    import ast
+
+    for node in ast.walk(ast.parse((root / REGISTRY).read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "register_connector" and \
+                [getattr(a, "value", None) for a in node.args[:1]] == [name]:
+            return node.args[1].value.replace(".", "/") + ".py"
+    raise AssertionError(f"{name} is not registered in {REGISTRY}")
+
+
+def _bases(path: Path, name: str) -> list[str]:
+    """The base class names of class ``name`` in the Python file ``path``."""
+    import ast
+
+    (found,) = [n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(n, ast.ClassDef) and n.name == name]
+    return [b.id if isinstance(b, ast.Name) else ast.unparse(b) for b in found.bases]
 
 
 # --------------------------------------------------------------------------- the bundle
@@ -164,7 +234,8 @@ def test_the_connector_and_the_proxy_options_exist_in_the_tree(version):
 
 def test_a_role_per_directory_with_the_shared_tree_files_once(bundle):
     files = sorted(str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_file() and "patches" not in p.parts)
-    assert files == ["README.md", "apply.sh", "bench.sh", "build-kernels.sh", "decode/README.md", "decode/env.sh",
+    kernels = ["build-kernels.sh"] if read_lock(bundle)["kernels"] else []  # the release's plan builds kernels
+    assert files == ["README.md", "apply.sh", "bench.sh", *kernels, "decode/README.md", "decode/env.sh",
                      "decode/preflight.sh", "decode/serve.sh", "expected.json", "k8s/configmap.yaml", "k8s/decode.yaml",
                      "k8s/prefill.yaml", "k8s/proxy.yaml", "optkit.lock.json", "prefill/README.md", "prefill/env.sh",
                      "prefill/preflight.sh", "prefill/serve.sh", "proxy.sh"]
@@ -185,9 +256,14 @@ def test_each_instance_has_its_devices_ports_and_kv_transfer_config(bundle):
         assert [e["name"] for e in roles[role]["env"][:2]] == ["OMP_PROC_BIND", "OMP_NUM_THREADS"]
 
 
-def test_a_hybrid_model_keeps_its_speculative_tokens_on_the_prefiller(tmp_path):
-    roles = read_lock(write(tmp_path / "b", k8s=False, mtp=True))["launch"]["roles"]
+@pytest.mark.parametrize("version", RELEASES)
+def test_a_hybrid_model_keeps_its_speculative_tokens_on_the_prefiller(tmp_path, version):
+    bundle = write(tmp_path / "b", k8s=False, mtp=True, vllm_ascend_version=version)
+    roles = read_lock(bundle)["launch"]["roles"]
     assert [roles[r]["effective_speculative_config"]["num_speculative_tokens"] for r in ("prefill", "decode")] == [4, 4]
+    readme = (bundle / "prefill" / "README.md").read_text()  # the rule, and the release's lines it comes from
+    assert "1 on the prefiller otherwise: the `speculative` source above" in readme
+    assert f"- speculative: {PD_RELEASES[version].sources['speculative']}" in readme
 
 
 def test_a_model_without_linear_attention_drafts_one_token_on_the_prefiller(tmp_path):
@@ -207,6 +283,37 @@ def test_from_lock_reproduces_a_pd_bundle_byte_for_byte(bundle, tmp_path):
     assert result.exit_code == 0, result.output
     assert {p.relative_to(again): p.read_bytes() for p in again.rglob("*") if p.is_file()} == \
         {p.relative_to(bundle): p.read_bytes() for p in bundle.rglob("*") if p.is_file()}
+
+
+PLAN = ["plan", "qwen3.6-35b", "--target", "910c", "--concurrency", "64", "--goal", "throughput", "--pd", "1:1"]
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_plan_writes_each_releases_own_pd_launch(tmp_path, version):
+    result = CliRunner().invoke(cli, [*PLAN, "--vllm-ascend-version", version, "-o", str(tmp_path / "b")])
+    assert result.exit_code == 0, result.output
+    lock, release = read_lock(tmp_path / "b"), PD_RELEASES[version]
+    assert lock["versions"]["vllm_ascend"] == version
+    assert (lock["launch"]["pd"]["prefill"], lock["launch"]["pd"]["decode"]) == (1, 1)
+    assert {k: lock["launch"]["pd"][k] for k in ("connector", "proxy", "sources")} == {
+        "connector": release.connector, "proxy": {"script": release.proxy_script, "port": release.proxy_port},
+        "sources": dict(sorted(release.sources.items()))}
+    for role in ("prefill", "decode"):
+        (instance,) = lock["launch"]["roles"][role]["instances"]
+        config = json.loads(instance["kv_transfer_config"])
+        assert (config["kv_connector"], config["kv_role"]) == (release.connector, release.kv_roles[role])
+        readme = (tmp_path / "b" / role / "README.md").read_text()
+        assert all(f"- {what}: {where}" in readme for what, where in release.sources.items())
+    proxy = (tmp_path / "b" / "proxy.sh").read_text()
+    assert release.proxy_script in proxy and release.sources["proxy"].split(";")[0] in proxy
+
+
+@pytest.mark.parametrize("version", sorted(NO_PD))
+def test_plan_refuses_a_release_without_pd_with_its_reason(tmp_path, version):
+    result = CliRunner().invoke(cli, [*PLAN, "--vllm-ascend-version", version, "-o", str(tmp_path / "b")])
+    assert result.exit_code == 1 and not (tmp_path / "b").exists()
+    assert f"--pd on vllm-ascend {version}: {NO_PD[version]}; optkit writes PD bundles for 0.21.0rc1, " in result.output
+    assert "(--vllm-ascend-version)" in result.output
 
 
 def test_the_same_request_writes_the_same_bytes():

@@ -5,11 +5,11 @@ The plan is resolved once, for the request's instance: both roles run the same v
 plan's recipes. What differs per role is what the release's tutorial makes differ
 (``optkit.versions.pd``): the ``--kv-transfer-config`` (the Mooncake connector, ``kv_role``, a
 ``kv_port`` per instance, both roles' TP and DP), the instance's devices and API port, the
-speculative tokens of a prefiller of a model without linear-attention layers (the tutorial: 1 on P,
-≥ 1 on D; equal on both for hybrid models such as Qwen3.5), and the prefiller's eager mode without the
-plan's graph settings (``optkit.versions.pd_roles``). The role READMEs say which of the
-article's gains describe the role's work (TPOT is the decoder's: a prefiller answers each request with
-one token, the proxy's ``max_tokens`` 1).
+speculative tokens of a prefiller of a model without linear-attention layers (the release's
+``speculative`` source: 1 on P, ≥ 1 on D; equal on both for hybrid models such as Qwen3.5), and the
+prefiller's eager mode without the plan's graph settings (``optkit.versions.pd_roles``). The role
+READMEs say which of the article's gains describe the role's work (TPOT is the decoder's: a prefiller
+answers each request with one token, the proxy's ``max_tokens`` 1).
 
 Files (beside the lock, patches/, apply.sh, build-kernels.sh, expected.json, bench.sh, README.md)::
 

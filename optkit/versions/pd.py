@@ -6,8 +6,17 @@ pd_disaggregation_mooncake_single_node.md, ``SINGLE``, and pd_disaggregation_moo
 ``MULTI``) and its examples; every value cites the file and line it comes from, and
 ``tests/test_pd.py`` proves each name on the release's real tree (the connector registered by
 ``vllm_ascend/distributed/kv_transfer/__init__.py``, the proxy script and its options, the cited lines).
-0.23.0 and 0.30.0rc2 write the same launch (the 0.30.0rc2 tutorial adds an optional ``qos_priority``,
-default 1, which optkit leaves at its default); the lines differ.
+
+Every release optkit knows is in ``PD_RELEASES`` or ``NO_PD``. The 13 from 0.21.0rc1 to 0.30.0rc2
+have the same paths and launch 1P1D alike (connector, roles, ports, env, proxy options); the lines
+differ. 0.21.0rc1 and 0.22.1rc1's tutorials state no rule for speculative tokens across the roles:
+their ``speculative`` source is the connector's Mamba state transfer (a hybrid model's tokens equal on
+both roles) and the tutorial's prefiller (1), ``UNSTATED_RULE``. From 0.28.0rc1 the multi-node
+tutorial adds an optional ``qos_priority`` (default 1, which optkit leaves at its default). 0.18.0,
+0.19.1rc1 and 0.20.2rc1 are ``NO_PD``: their ``MooncakeConnectorV1`` lacks vLLM's ``SupportsHMA``,
+which the hybrid (Gated DeltaNet) models optkit ships need, and their Qwen3.5 tutorial runs PD with
+``MooncakeLayerwiseConnector``, a launch optkit does not write (their PD tutorial also sets an
+``engine_id`` per instance).
 """
 
 from __future__ import annotations
@@ -20,6 +29,10 @@ MULTI = "docs/source/tutorials/features/pd_disaggregation_mooncake_multi_node.md
 PROXY = "examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py"
 REGISTRY = "vllm_ascend/distributed/kv_transfer/__init__.py"
 CONNECTOR = "vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_connector.py"
+QWEN35 = "docs/source/tutorials/models/Qwen3.5-397B-A17B.md"
+UNSTATED_RULE = ("self.num_speculative_tokens - 1", '"num_speculative_tokens": 1')
+"""What the speculative lines of a release whose tutorials state no rule say: the connector line that
+takes the prefiller's Mamba state block by the decoder's own speculative tokens, the tutorial's prefiller."""
 
 
 @valueclass(frozen=True)
@@ -40,6 +53,7 @@ class PDRelease:
                                       "--decoder-hosts", "--decoder-ports")
     mooncake_module: str = "mooncake.engine"  # what the connector imports its TransferEngine from
     max_tokens_line: int = 0  # the proxy line that sends each request to the prefiller with max_tokens 1
+    speculative_words: tuple[str, ...] = ("Hybrid Mamba",)  # what each of sources["speculative"]'s cites says
     sources: dict[str, str] = field(default_factory=dict)  # what → file:line(s) in the release's tree
 
     def kv_port_base(self, devices_per_node: int) -> int:
@@ -49,6 +63,52 @@ class PDRelease:
 
 
 PD_RELEASES = {
+    "0.21.0rc1": PDRelease("0.21.0rc1", max_tokens_line=801, speculative_words=UNSTATED_RULE, sources={
+        "connector": f"{SINGLE}:173, {MULTI}:534; registered in {REGISTRY}:29-31",
+        "kv_roles": f"{SINGLE}:174 (kv_producer), {SINGLE}:215 (kv_consumer)",
+        "kv_port": f"{SINGLE}:175 (30000), {SINGLE}:216 (30100); reserved range: {MULTI}:229-234",
+        "kv_connector_extra_config": f"{SINGLE}:176-185 (prefill and decode dp_size, tp_size), "
+                                     f"read by {CONNECTOR}:1650-1669",
+        "api_port": f"{SINGLE}:163 (13700), {SINGLE}:204 (13701)",
+        "devices": f"{SINGLE}:153 (ASCEND_RT_VISIBLE_DEVICES=0), {SINGLE}:194 (=1), {SINGLE}:234",
+        "env": f"{SINGLE}:154-159, {SINGLE}:195-200",
+        "proxy": f"{SINGLE}:238-248; its options: {PROXY}:644-649",
+        "speculative": f"{CONNECTOR}:703 (hybrid models: the decoder takes the prefiller's Mamba state "
+                       f"block by its own num_speculative_tokens, so both roles draft alike; the tutorials state no "
+                       f"rule), {MULTI}:531 (other models: the tutorial's prefiller drafts 1)",
+        "mooncake": f"{CONNECTOR}:25",
+        "hybrid_kv_cache": f"{CONNECTOR}:1264 (MooncakeConnector implements SupportsHMA)",
+    }),
+    "0.22.1rc1": PDRelease("0.22.1rc1", max_tokens_line=801, speculative_words=UNSTATED_RULE, sources={
+        "connector": f"{SINGLE}:173, {MULTI}:534; registered in {REGISTRY}:29-31",
+        "kv_roles": f"{SINGLE}:174 (kv_producer), {SINGLE}:215 (kv_consumer)",
+        "kv_port": f"{SINGLE}:175 (30000), {SINGLE}:216 (30100); reserved range: {MULTI}:229-234",
+        "kv_connector_extra_config": f"{SINGLE}:176-185 (prefill and decode dp_size, tp_size), "
+                                     f"read by {CONNECTOR}:1807-1826",
+        "api_port": f"{SINGLE}:163 (13700), {SINGLE}:204 (13701)",
+        "devices": f"{SINGLE}:153 (ASCEND_RT_VISIBLE_DEVICES=0), {SINGLE}:194 (=1), {SINGLE}:234",
+        "env": f"{SINGLE}:154-159, {SINGLE}:195-200",
+        "proxy": f"{SINGLE}:238-248; its options: {PROXY}:644-649",
+        "speculative": f"{CONNECTOR}:728 (hybrid models: the decoder takes the prefiller's Mamba state "
+                       f"block by its own num_speculative_tokens, so both roles draft alike; the tutorials state no "
+                       f"rule), {MULTI}:531 (other models: the tutorial's prefiller drafts 1)",
+        "mooncake": f"{CONNECTOR}:25",
+        "hybrid_kv_cache": f"{CONNECTOR}:1305 (MooncakeConnector implements SupportsHMA)",
+    }),
+    "0.23.0rc1": PDRelease("0.23.0rc1", max_tokens_line=801, sources={
+        "connector": f"{SINGLE}:173, {MULTI}:539; registered in {REGISTRY}:29-31",
+        "kv_roles": f"{SINGLE}:174 (kv_producer), {SINGLE}:215 (kv_consumer)",
+        "kv_port": f"{SINGLE}:175 (30000), {SINGLE}:216 (30100); reserved range: {MULTI}:229-234",
+        "kv_connector_extra_config": f"{SINGLE}:176-185 (prefill and decode dp_size, tp_size), "
+                                     f"read by {CONNECTOR}:2007-2026",
+        "api_port": f"{SINGLE}:163 (13700), {SINGLE}:204 (13701)",
+        "devices": f"{SINGLE}:153 (ASCEND_RT_VISIBLE_DEVICES=0), {SINGLE}:194 (=1), {SINGLE}:234",
+        "env": f"{SINGLE}:154-159, {SINGLE}:195-200",
+        "proxy": f"{SINGLE}:238-248; its options: {PROXY}:644-649",
+        "speculative": f"{MULTI}:250-253",
+        "mooncake": f"{CONNECTOR}:25",
+        "hybrid_kv_cache": f"{CONNECTOR}:1449 (MooncakeConnector implements SupportsHMA)",
+    }),
     "0.23.0": PDRelease("0.23.0", max_tokens_line=801, sources={
         "connector": f"{SINGLE}:173, {MULTI}:558; registered in {REGISTRY}:29-31",
         "kv_roles": f"{SINGLE}:174 (kv_producer), {SINGLE}:215 (kv_consumer)",
@@ -61,6 +121,122 @@ PD_RELEASES = {
         "proxy": f"{SINGLE}:238-248; its options: {PROXY}:644-649",
         "speculative": f"{MULTI}:270-272",
         "mooncake": f"{CONNECTOR}:25",
+        "hybrid_kv_cache": f"{CONNECTOR}:1508 (MooncakeConnector implements SupportsHMA)",
+    }),
+    "0.23.0.post1": PDRelease("0.23.0.post1", max_tokens_line=801, sources={
+        "connector": f"{SINGLE}:173, {MULTI}:558; registered in {REGISTRY}:29-31",
+        "kv_roles": f"{SINGLE}:174 (kv_producer), {SINGLE}:215 (kv_consumer)",
+        "kv_port": f"{SINGLE}:175 (30000), {SINGLE}:216 (30100); reserved range: {MULTI}:233-238",
+        "kv_connector_extra_config": f"{SINGLE}:176-185 (prefill and decode dp_size, tp_size), "
+                                     f"read by {CONNECTOR}:2066-2085",
+        "api_port": f"{SINGLE}:163 (13700), {SINGLE}:204 (13701)",
+        "devices": f"{SINGLE}:153 (ASCEND_RT_VISIBLE_DEVICES=0), {SINGLE}:194 (=1), {SINGLE}:234",
+        "env": f"{SINGLE}:154-159, {SINGLE}:195-200",
+        "proxy": f"{SINGLE}:238-248; its options: {PROXY}:644-649",
+        "speculative": f"{MULTI}:270-272",
+        "mooncake": f"{CONNECTOR}:25",
+        "hybrid_kv_cache": f"{CONNECTOR}:1508 (MooncakeConnector implements SupportsHMA)",
+    }),
+    "0.24.0rc1": PDRelease("0.24.0rc1", max_tokens_line=801, sources={
+        "connector": f"{SINGLE}:170, {MULTI}:525; registered in {REGISTRY}:29-31",
+        "kv_roles": f"{SINGLE}:171 (kv_producer), {SINGLE}:210 (kv_consumer)",
+        "kv_port": f"{SINGLE}:172 (30000), {SINGLE}:211 (30100); reserved range: {MULTI}:221-226",
+        "kv_connector_extra_config": f"{SINGLE}:173-182 (prefill and decode dp_size, tp_size), "
+                                     f"read by {CONNECTOR}:2059-2078",
+        "api_port": f"{SINGLE}:160 (13700), {SINGLE}:199 (13701)",
+        "devices": f"{SINGLE}:150 (ASCEND_RT_VISIBLE_DEVICES=0), {SINGLE}:189 (=1), {SINGLE}:225",
+        "env": f"{SINGLE}:151-156, {SINGLE}:190-195",
+        "proxy": f"{SINGLE}:229-239; its options: {PROXY}:644-649",
+        "speculative": f"{MULTI}:258-260",
+        "mooncake": f"{CONNECTOR}:25",
+        "hybrid_kv_cache": f"{CONNECTOR}:1499 (MooncakeConnector implements SupportsHMA)",
+    }),
+    "0.25.1rc1": PDRelease("0.25.1rc1", max_tokens_line=829, sources={
+        "connector": f"{SINGLE}:170, {MULTI}:511; registered in {REGISTRY}:29-31",
+        "kv_roles": f"{SINGLE}:171 (kv_producer), {SINGLE}:210 (kv_consumer)",
+        "kv_port": f"{SINGLE}:172 (30000), {SINGLE}:211 (30100); reserved range: {MULTI}:221-226",
+        "kv_connector_extra_config": f"{SINGLE}:173-182 (prefill and decode dp_size, tp_size), "
+                                     f"read by {CONNECTOR}:2010-2029",
+        "api_port": f"{SINGLE}:160 (13700), {SINGLE}:199 (13701)",
+        "devices": f"{SINGLE}:150 (ASCEND_RT_VISIBLE_DEVICES=0), {SINGLE}:189 (=1), {SINGLE}:225",
+        "env": f"{SINGLE}:151-156, {SINGLE}:190-195",
+        "proxy": f"{SINGLE}:229-239; its options: {PROXY}:672-677",
+        "speculative": f"{MULTI}:242-245",
+        "mooncake": f"{CONNECTOR}:25",
+        "hybrid_kv_cache": f"{CONNECTOR}:1452 (MooncakeConnector implements SupportsHMA)",
+    }),
+    "0.26.0rc1": PDRelease("0.26.0rc1", max_tokens_line=834, sources={
+        "connector": f"{SINGLE}:170, {MULTI}:511; registered in {REGISTRY}:29-31",
+        "kv_roles": f"{SINGLE}:171 (kv_producer), {SINGLE}:210 (kv_consumer)",
+        "kv_port": f"{SINGLE}:172 (30000), {SINGLE}:211 (30100); reserved range: {MULTI}:221-226",
+        "kv_connector_extra_config": f"{SINGLE}:173-182 (prefill and decode dp_size, tp_size), "
+                                     f"read by {CONNECTOR}:2153-2172",
+        "api_port": f"{SINGLE}:160 (13700), {SINGLE}:199 (13701)",
+        "devices": f"{SINGLE}:150 (ASCEND_RT_VISIBLE_DEVICES=0), {SINGLE}:189 (=1), {SINGLE}:225",
+        "env": f"{SINGLE}:151-156, {SINGLE}:190-195",
+        "proxy": f"{SINGLE}:229-239; its options: {PROXY}:673-678",
+        "speculative": f"{MULTI}:242-245",
+        "mooncake": f"{CONNECTOR}:25",
+        "hybrid_kv_cache": f"{CONNECTOR}:1556 (MooncakeConnector implements SupportsHMA)",
+    }),
+    "0.27.1rc1": PDRelease("0.27.1rc1", max_tokens_line=829, sources={
+        "connector": f"{SINGLE}:170, {MULTI}:526; registered in {REGISTRY}:29-31",
+        "kv_roles": f"{SINGLE}:171 (kv_producer), {SINGLE}:210 (kv_consumer)",
+        "kv_port": f"{SINGLE}:172 (30000), {SINGLE}:211 (30100); reserved range: {MULTI}:221-226",
+        "kv_connector_extra_config": f"{SINGLE}:173-182 (prefill and decode dp_size, tp_size), "
+                                     f"read by {CONNECTOR}:2203-2222",
+        "api_port": f"{SINGLE}:160 (13700), {SINGLE}:199 (13701)",
+        "devices": f"{SINGLE}:150 (ASCEND_RT_VISIBLE_DEVICES=0), {SINGLE}:189 (=1), {SINGLE}:225",
+        "env": f"{SINGLE}:151-156, {SINGLE}:190-195",
+        "proxy": f"{SINGLE}:229-239; its options: {PROXY}:672-677",
+        "speculative": f"{MULTI}:258-260",
+        "mooncake": f"{CONNECTOR}:25",
+        "hybrid_kv_cache": f"{CONNECTOR}:1605 (MooncakeConnector implements SupportsHMA)",
+    }),
+    "0.28.0rc1": PDRelease("0.28.0rc1", max_tokens_line=829, sources={
+        "connector": f"{SINGLE}:172, {MULTI}:584; registered in {REGISTRY}:45-47",
+        "kv_roles": f"{SINGLE}:173 (kv_producer), {SINGLE}:212 (kv_consumer)",
+        "kv_port": f"{SINGLE}:174 (30000), {SINGLE}:213 (30100); reserved range: {MULTI}:279-284",
+        "kv_connector_extra_config": f"{SINGLE}:175-184 (prefill and decode dp_size, tp_size), "
+                                     f"read by {CONNECTOR}:2214-2233",
+        "api_port": f"{SINGLE}:162 (13700), {SINGLE}:201 (13701)",
+        "devices": f"{SINGLE}:152 (ASCEND_RT_VISIBLE_DEVICES=0), {SINGLE}:191 (=1), {SINGLE}:227",
+        "env": f"{SINGLE}:153-158, {SINGLE}:192-197",
+        "proxy": f"{SINGLE}:231-241; its options: {PROXY}:672-677",
+        "speculative": f"{MULTI}:316-318",
+        "mooncake": f"{CONNECTOR}:25",
+        "hybrid_kv_cache": f"{CONNECTOR}:1608 (MooncakeConnector implements SupportsHMA)",
+        "qos_priority": f"{MULTI}:221-224 (optional, default 1: left at its default)",
+    }),
+    "0.29.0rc1": PDRelease("0.29.0rc1", max_tokens_line=830, sources={
+        "connector": f"{SINGLE}:172, {MULTI}:584; registered in {REGISTRY}:45-47",
+        "kv_roles": f"{SINGLE}:173 (kv_producer), {SINGLE}:212 (kv_consumer)",
+        "kv_port": f"{SINGLE}:174 (30000), {SINGLE}:213 (30100); reserved range: {MULTI}:279-284",
+        "kv_connector_extra_config": f"{SINGLE}:175-184 (prefill and decode dp_size, tp_size), "
+                                     f"read by {CONNECTOR}:2214-2233",
+        "api_port": f"{SINGLE}:162 (13700), {SINGLE}:201 (13701)",
+        "devices": f"{SINGLE}:152 (ASCEND_RT_VISIBLE_DEVICES=0), {SINGLE}:191 (=1), {SINGLE}:227",
+        "env": f"{SINGLE}:153-158, {SINGLE}:192-197",
+        "proxy": f"{SINGLE}:231-241; its options: {PROXY}:673-678",
+        "speculative": f"{MULTI}:316-318",
+        "mooncake": f"{CONNECTOR}:25",
+        "hybrid_kv_cache": f"{CONNECTOR}:1608 (MooncakeConnector implements SupportsHMA)",
+        "qos_priority": f"{MULTI}:221-224 (optional, default 1: left at its default)",
+    }),
+    "0.30.0rc1": PDRelease("0.30.0rc1", max_tokens_line=830, sources={
+        "connector": f"{SINGLE}:172, {MULTI}:584; registered in {REGISTRY}:45-47",
+        "kv_roles": f"{SINGLE}:173 (kv_producer), {SINGLE}:212 (kv_consumer)",
+        "kv_port": f"{SINGLE}:174 (30000), {SINGLE}:213 (30100); reserved range: {MULTI}:279-284",
+        "kv_connector_extra_config": f"{SINGLE}:175-184 (prefill and decode dp_size, tp_size), "
+                                     f"read by {CONNECTOR}:2222-2241",
+        "api_port": f"{SINGLE}:162 (13700), {SINGLE}:201 (13701)",
+        "devices": f"{SINGLE}:152 (ASCEND_RT_VISIBLE_DEVICES=0), {SINGLE}:191 (=1), {SINGLE}:227",
+        "env": f"{SINGLE}:153-158, {SINGLE}:192-197",
+        "proxy": f"{SINGLE}:231-241; its options: {PROXY}:673-678",
+        "speculative": f"{MULTI}:316-318",
+        "mooncake": f"{CONNECTOR}:25",
+        "hybrid_kv_cache": f"{CONNECTOR}:1608 (MooncakeConnector implements SupportsHMA)",
+        "qos_priority": f"{MULTI}:221-224 (optional, default 1: left at its default)",
     }),
     "0.30.0rc2": PDRelease("0.30.0rc2", max_tokens_line=830, sources={
         "connector": f"{SINGLE}:172, {MULTI}:584; registered in {REGISTRY}:45-47",
@@ -74,19 +250,38 @@ PD_RELEASES = {
         "proxy": f"{SINGLE}:231-241; its options: {PROXY}:673-678",
         "speculative": f"{MULTI}:316-318",
         "mooncake": f"{CONNECTOR}:25",
+        "hybrid_kv_cache": f"{CONNECTOR}:1608 (MooncakeConnector implements SupportsHMA)",
+        "qos_priority": f"{MULTI}:221-224 (optional, default 1: left at its default)",
     }),
 }
-"""The releases whose PD tutorials optkit has read, by version."""
+"""The releases whose PD tutorials optkit has read, by version, oldest first."""
+
+
+def _no_hybrid(connector_line: int, tutorial_line: int) -> str:
+    return (f"its MooncakeConnectorV1 has no hybrid KV cache support ({CONNECTOR}:{connector_line}: class "
+            "MooncakeConnector(KVConnectorBase_V1), without vLLM's SupportsHMA), which a model with Gated DeltaNet "
+            "layers (every model optkit ships) needs; its Qwen3.5 tutorial runs PD with MooncakeLayerwiseConnector "
+            f"instead ({QWEN35}:{tutorial_line}), a launch optkit does not write")
+
+
+NO_PD = {
+    "0.18.0": _no_hybrid(810, 334),
+    "0.19.1rc1": _no_hybrid(814, 336),
+    "0.20.2rc1": _no_hybrid(861, 333),
+}
+"""The releases that cannot get a PD bundle the way optkit writes it, and why (citing their tree)."""
 
 
 def pd_release(version: str) -> PDRelease:
-    """The PD launch of vllm-ascend ``version``, or a RequestError naming the releases optkit has."""
+    """The PD launch of vllm-ascend ``version``, or a RequestError saying why there is none and naming
+    the releases that have one."""
     found = PD_RELEASES.get(version)
     if found is None:
-        raise RequestError(f"--pd on vllm-ascend {version}: optkit writes PD bundles as the releases' own tutorials "
-                           f"launch them, and has read those of {', '.join(PD_RELEASES)}; plan for one of them "
-                           "(--vllm-ascend-version)")
+        why = NO_PD.get(version, "optkit writes PD bundles as the releases' own tutorials launch them, and has not "
+                                 "read this release's")
+        raise RequestError(f"--pd on vllm-ascend {version}: {why}; optkit writes PD bundles for "
+                           f"{', '.join(PD_RELEASES)}: plan for one of them (--vllm-ascend-version)")
     return found
 
 
-__all__ = ["PDRelease", "PD_RELEASES", "pd_release"]
+__all__ = ["PDRelease", "PD_RELEASES", "NO_PD", "pd_release"]

@@ -433,10 +433,11 @@ def _commands_rows(results: list[Compared]) -> list[str]:
     rows = ["| release | tutorial command | optkit request (besides model, target, TP, DP) | recipes selected | "
             "entries agreeing | differences |", "| --- | --- | --- | --- | --- | --- |"]
     shown = ("concurrency", "mtp", "num_speculative_tokens", "prefix_caching", "quantized", "flashcomm1", "nodes",
-             "input_len", "output_len")
+             "pd", "input_len", "output_len")
     for r in results:
         asked = ", ".join(f"{k} {json.dumps(r.request[k])}" for k in shown if k in r.request)
-        what = f"{r.request['model']} on {r.request['target']}, TP{r.request['tp']} DP{r.request['dp']}"
+        what = f"{r.request['model']} on {r.request['target']}, TP{r.request['tp']} DP{r.request['dp']}" + \
+            (f", its {r.entry['role']} role" if r.entry.get("role") else "")
         rows.append(f"| {r.release} | {r.tutorial}:{r.command.line} {r.command.where} — {r.entry['scenario']} "
                     f"({what}) | {asked} | {len(r.selected)} | {r.agree} | {len(r.differences)} |")
     return rows

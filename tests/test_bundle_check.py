@@ -8,7 +8,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,13 +21,9 @@ from optkit.bundle.writer import write_bundle
 from optkit.cli.main import cli
 from optkit.resolve.plan import load_workspace, plan
 from optkit.resolve.request import Request
+from vllm_support import paired_python
 
 ROOT = Path(__file__).resolve().parent.parent
-CI = os.environ.get("CI") == "true"
-
-
-def unavailable(message: str) -> None:
-    pytest.fail(message) if CI else pytest.skip(message)
 
 
 def hide_this_pythons_vllm(monkeypatch) -> None:
@@ -118,13 +113,6 @@ def counting_python(tmp_path: Path, real: str) -> tuple[Path, Path]:
     return wrapper, log
 
 
-def paired_python(vllm: str) -> str:
-    python, why = find_vllm_python(vllm)
-    if python is None:
-        unavailable(why)
-    return python
-
-
 @pytest.mark.tree
 @pytest.mark.parametrize("release, vllm, probes", [
     pytest.param("0.23.0", None, 0, id="without-vllm"),
@@ -156,8 +144,7 @@ def test_docs_show_what_bundle_check_prints_for_the_example_bundle(monkeypatch):
     text = (ROOT / "docs" / "bundle.md").read_text(encoding="utf-8")
     section = text.split("\n## optkit bundle check\n", 1)[1]
     shown = [line[4:] for line in re.search(r"(?m)(^    (PASS|FAIL|SKIP)  .*\n)+", section).group(0).splitlines()]
-    if find_vllm_python("0.23.0")[0] is None:
-        unavailable(find_vllm_python("0.23.0")[1])
+    paired_python("0.23.0")
     monkeypatch.chdir(ROOT)
     result = CliRunner().invoke(cli, ["bundle", "check", "docs/example-bundle"])
     assert result.exit_code == 0, result.output

@@ -5,7 +5,6 @@ carried up under the throughput goal, and the paired vLLM parsers taking the bun
 from __future__ import annotations
 
 import json
-import os
 import shlex
 from math import ceil, lcm
 from pathlib import Path
@@ -18,8 +17,8 @@ from optkit.bundle.writer import bundle_files
 from optkit.cli.main import cli
 from optkit.resolve.plan import load_workspace, plan
 from optkit.resolve.request_record import parse_request
+from vllm_support import paired_python
 
-CI = bool(os.environ.get("CI"))
 THROUGHPUT = ("sched-capacity-for-load", "cudagraph-capture-sizes-for-load")
 TUTORIAL_HIGH_THROUGHPUT_TOKENS = 8192  # Qwen3.6-35B-A3B.md, High throughput row (0.23.0:366, 0.30.0rc2:349)
 TUTORIAL_LOW_LATENCY_TOKENS = (1024, 4096)  # the Low latency row: "1024 to 4096"
@@ -230,11 +229,7 @@ def test_a_plan_stays_deterministic(workspace):
 @pytest.mark.parametrize("dp", [1, 4])
 def test_the_paired_vllm_parses_every_throughput_argv(workspace, version, vllm, dp):
     from optkit.bundle.check import check_vllm
-    from optkit.bundle.probe import find_vllm_python
-
-    python, why = find_vllm_python(vllm)
-    if python is None:
-        pytest.fail(why) if CI else pytest.skip(why)
+    python = paired_python(vllm)
     lock = _lock(workspace, concurrency=64, slo="tpot_p99<=25ms", goal="throughput", dp=dp, mtp=True,
                  vllm_ascend_version=version)
     check = check_vllm(lock, python=python)

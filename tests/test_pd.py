@@ -6,7 +6,6 @@ serve.sh per role with its instance tables, proxy.sh, k8s manifests validated ag
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -19,7 +18,7 @@ from packaging.version import Version
 
 from k8s_support import validate_file
 from optkit.bundle.check import _string_calls, check_bundle, check_launch, check_pd, check_vllm, read_lock
-from optkit.bundle.probe import find_vllm_python, probe_requests, run_probe
+from optkit.bundle.probe import probe_requests, run_probe
 from optkit.bundle.writer import bundle_files, write_bundle
 from optkit.cli.main import cli
 from optkit.errors import RequestError
@@ -28,6 +27,7 @@ from optkit.resolve.plan import load_workspace, plan
 from optkit.resolve.request import Request
 from optkit.versions.pd import CONNECTOR, MULTI, NO_PD, PD_RELEASES, QWEN35, REGISTRY, SINGLE, pd_release
 from optkit.versions.releases import MOVES_FILE, versions_dir
+from vllm_support import paired_python
 
 WORKSPACE = load_workspace()
 DONE = {"model": "qwen3.5-35b", "target": "910c", "concurrency": [64], "pd": "1:1"}
@@ -440,27 +440,12 @@ def test_the_pd_check_names_a_connector_the_tree_does_not_register(bundle):
     assert problems[0].startswith("the request (--pd): kv_connector 'MooncakeConnectorV3' is not registered by vllm-ascend")
 
 
-SUITE_VLLMS = ("0.23.0", "0.30.0")
-"""The vLLMs the README's test command provides (scripts/test: vLLM 0.23.0 in its environment, the 0.30.0
-virtualenv): under CI a release paired with one of them must not skip."""
-
-
-def _paired_vllm(lock: dict) -> str:
-    """The python of the lock's paired vLLM; a skip when it is not here (another release's vLLM), a failure
-    under CI when it is one the test command installs."""
-    vllm = lock["versions"]["vllm"]
-    python, why = find_vllm_python(vllm)
-    if python is None:
-        pytest.fail(why) if os.environ.get("CI") and vllm in SUITE_VLLMS else pytest.skip(why)
-    return python
-
-
 @pytest.mark.vllm
 @pytest.mark.tree
 def test_bundle_check_passes_every_instance_with_the_paired_vllm(bundle):
     """The issue's done-means: every role's argv, --kv-transfer-config included, through the paired vLLM's parser."""
     lock = read_lock(bundle)
-    _paired_vllm(lock)
+    paired_python(lock["versions"]["vllm"])
     report = check_bundle(bundle)
     assert [(c.name, c.status) for c in report.checks if c.status == "fail"] == [], report.problems
     vllm = next(c for c in report.checks if c.name == "vllm")
@@ -470,7 +455,7 @@ def test_bundle_check_passes_every_instance_with_the_paired_vllm(bundle):
 @pytest.mark.vllm
 def test_the_parser_rejects_a_kv_role_vllm_does_not_know(bundle):
     lock = read_lock(bundle)
-    python = _paired_vllm(lock)
+    python = paired_python(lock["versions"]["vllm"])
     requests = probe_requests(lock)
     argv = requests[0]["argv"]
     at = argv.index("--kv-transfer-config") + 1
@@ -489,7 +474,7 @@ def test_the_parser_rejects_a_kv_role_vllm_does_not_know(bundle):
 def test_other_shapes_pass_the_parser_on_every_instance(tmp_path, fields, names):
     bundle = write(tmp_path / "b", k8s=False, **fields)
     lock = read_lock(bundle)
-    _paired_vllm(lock)
+    paired_python(lock["versions"]["vllm"])
     report = check_bundle(bundle)
     assert [c.name for c in report.checks if c.status == "fail"] == [], report.problems
     assert f"({names}), --kv-transfer-config included" in next(c.note for c in report.checks if c.name == "vllm")

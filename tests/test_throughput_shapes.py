@@ -8,7 +8,6 @@ the decode batch)."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
 
 import pytest
@@ -16,6 +15,7 @@ from click.testing import CliRunner
 
 from argv_support import flag_value
 from optkit.cli.main import cli
+from vllm_support import paired_python
 
 CONCURRENCY = 64
 SHAPES = {"one-server": [], "dp4": ["--dp", "4"], "dp-auto": ["--dp", "auto"], "pd1:1": ["--pd", "1:1"]}
@@ -31,8 +31,6 @@ def _argvs(lock: dict) -> dict[str, list[str]]:
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("release", ["0.23.0", "0.30.0rc2"])
 def test_a_throughput_plan_under_an_slo_passes_the_paired_parser_and_the_tutorial_rules(tmp_path, release, shape):
-    from optkit.bundle.probe import find_vllm_python
-
     out = tmp_path / "b"
     args = ["plan", "qwen3.6-35b", "--target", "910c", "--concurrency", str(CONCURRENCY), "--slo", "tpot_p99<=25ms",
             "--goal", "throughput", "--vllm-ascend-version", release, *SHAPES[shape], "-o", str(out)]
@@ -54,9 +52,7 @@ def test_a_throughput_plan_under_an_slo_passes_the_paired_parser_and_the_tutoria
         compilation = json.loads(flag_value(argv, "--compilation-config") or "{}")
         sizes = compilation.get("cudagraph_capture_sizes")
         assert sizes and max(sizes) >= seqs and sizes == sorted(set(sizes)), (role, sizes)
-    python, why = find_vllm_python(lock["versions"]["vllm"])
-    if python is None:
-        pytest.fail(why) if os.environ.get("CI") else pytest.skip(why)
+    paired_python(lock["versions"]["vllm"])
     check = CliRunner().invoke(cli, ["bundle", "check", str(out)])
     assert check.exit_code == 0, check.output
     vllm_line = next(line for line in check.output.splitlines() if line.split()[1:2] == ["vllm"])

@@ -115,10 +115,12 @@ def speculative_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
     return config, sources
 
 
-def _sources(plan: Plan, prefix: str, skip: tuple[str, ...] = ()) -> list[str]:
-    """Recipes that set anything under ``prefix`` (selected order), but under its ``skip`` keys."""
+def _sources(plan: Plan, prefix: str, eager: bool = False) -> list[str]:
+    """Recipes that set anything under ``prefix`` (selected order); with ``eager``, but for graph settings."""
+    from optkit.versions.pd_roles import graph_setting
+
     owners = {r for key, r in plan.config_sources.items()
-              if key.startswith(prefix + ".") and key.split(".")[1] not in skip}
+              if key.startswith(prefix + ".") and not (eager and graph_setting(key))}
     return [rid for rid in plan.selected if rid in owners]
 
 
@@ -130,7 +132,7 @@ def serve_argv(plan: Plan, speculative: dict, speculative_sources: list[str], *,
     ``eager``: the argv of a PD prefiller (``optkit.versions.pd_roles``): ``--enforce-eager`` (optkit's,
     unless the request asked for it), without the plan's graph settings (``--compilation-config`` and the
     graph keys of ``--additional-config``)."""
-    from optkit.versions.pd_roles import GRAPH_ADDITIONAL_KEYS
+    from optkit.versions.pd_roles import graph_setting
 
     request, facts = plan.request, plan.facts
     parts: list[tuple[list[str], str]] = [
@@ -149,16 +151,13 @@ def serve_argv(plan: Plan, speculative: dict, speculative_sources: list[str], *,
     parts.append((["--enable-prefix-caching" if request.prefix_caching else "--no-enable-prefix-caching"], "request"))
     if request.enforce_eager or eager:
         parts.append((["--enforce-eager"], "request" if request.enforce_eager else "optkit"))
-    compilation, additional = plan.compilation_config, plan.additional_config
-    compilation_owners, additional_owners = _sources(plan, "compilation_config"), _sources(plan, "additional_config")
-    if eager:
-        compilation, compilation_owners = {}, []
-        additional = {k: v for k, v in additional.items() if k not in GRAPH_ADDITIONAL_KEYS}
-        additional_owners = _sources(plan, "additional_config", skip=GRAPH_ADDITIONAL_KEYS)
+    compilation = {} if eager else plan.compilation_config
+    additional = {k: v for k, v in plan.additional_config.items()
+                  if not (eager and graph_setting(f"additional_config.{k}"))}
     for flag, value, owners in [
-        ("--compilation-config", compilation, compilation_owners),
+        ("--compilation-config", compilation, _sources(plan, "compilation_config", eager)),
         ("--speculative-config", speculative, speculative_sources),
-        ("--additional-config", additional, additional_owners),
+        ("--additional-config", additional, _sources(plan, "additional_config", eager)),
     ]:
         if value:
             parts.append(([flag, compact_json(value)], ",".join(owners)))

@@ -29,7 +29,7 @@ from optkit.bundle.launch import NODE_ENV, Launch, compact_json, serve_argv
 from optkit.resolve.pd import ROLES, Instance
 from optkit.resolve.plan import Plan, Workspace
 from optkit.versions.pd import PDRelease, pd_release
-from optkit.versions.pd_roles import GRAPH_ADDITIONAL_KEYS, prefill_eager_source
+from optkit.versions.pd_roles import graph_setting, prefill_eager_source
 
 KV_PLACEHOLDER = "$KV_TRANSFER_CONFIG"
 """The --kv-transfer-config value in a role's argv: serve.sh sets it to its instance's JSON."""
@@ -169,13 +169,8 @@ def role_readme_data(launch: RoleLaunch, lock: dict) -> dict[str, Any]:
 
 def left_out(plan: Plan, rid: str) -> list[str]:
     """The settings of recipe ``rid`` an eager role leaves out (its graph settings), as config keys."""
-    keys = [key for key, owner in plan.config_sources.items() if owner == rid and _graph_key(key)]
+    keys = [key for key, owner in plan.config_sources.items() if owner == rid and graph_setting(key)]
     return sorted(key for key in keys if not any(other.startswith(key + ".") for other in keys))  # the leaves
-
-
-def _graph_key(key: str) -> bool:
-    prefix, _, rest = key.partition(".")
-    return prefix == "compilation_config" or (prefix == "additional_config" and rest.split(".")[0] in GRAPH_ADDITIONAL_KEYS)
 
 
 def proxy_data(launches: dict[str, RoleLaunch], lock: dict) -> dict[str, Any]:

@@ -37,10 +37,17 @@ GRAPH_ADDITIONAL_KEYS = ("ascend_compilation_config",)
 left out of an eager role's argv as ``--compilation-config`` is."""
 
 
+def graph_setting(key: str) -> bool:
+    """Whether a plan's config key (``compilation_config.…``, ``additional_config.…``: the keys of
+    ``Plan.config_sources``) is a graph setting an eager role leaves out."""
+    prefix, _, rest = key.partition(".")
+    return prefix == "compilation_config" or (prefix == "additional_config" and rest.split(".")[0] in GRAPH_ADDITIONAL_KEYS)
+
+
 def prefill_eager_source(version: str) -> str:
     """Where release ``version``'s tutorial runs its prefillers eager ('' when optkit has not read it)."""
     lines = PREFILL_EAGER.get(version)
     return f"{MULTI}:{', '.join(map(str, lines))}" if lines else ""
 
 
-__all__ = ["PREFILL_EAGER", "GRAPH_ADDITIONAL_KEYS", "prefill_eager_source"]
+__all__ = ["PREFILL_EAGER", "GRAPH_ADDITIONAL_KEYS", "graph_setting", "prefill_eager_source"]

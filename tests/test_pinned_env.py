@@ -66,6 +66,42 @@ def test_a_lock_names_no_machine_of_ours(lock):
         "every requirement of a lock is pinned with =="
 
 
+@pytest.mark.parametrize("lock", sorted(path.name for path in LOCKS.glob("*.lock")))
+def test_a_lock_pins_versions_pypi_serves(lock):
+    """PyPI serves no local builds (`torch==2.13.0+cpu`): a lock naming one fails on a machine whose pip
+    sees PyPI alone. scripts/lock writes the version only; pip takes a CPU build where it sees one."""
+    text = (LOCKS / lock).read_text(encoding="utf-8")
+    labelled = re.findall(r"^\S+==\S+\+\S+$", text, flags=re.M)
+    assert labelled == [], f"requirements/{lock} pins a local build PyPI does not serve: {labelled}"
+    assert re.search(r"^torch==[0-9.]+$", text, flags=re.M) or "torch" not in _pins(LOCKS / lock)
+
+
+def test_lock_diff_takes_a_local_build_for_the_locked_version(tmp_path):
+    (tmp_path / "a.lock").write_text("torch==2.13.0\nclick==8.1.8\n")
+    assert _lock_diff(tmp_path, "torch==2.13.0+cpu\nclick==8.1.8\n", "a.lock").splitlines() == [
+        "--latest: 0 package(s) differ from a.lock"]
+    assert _lock_diff(tmp_path, "torch==2.14.0+cpu\nclick==8.1.8\n", "a.lock").splitlines()[1:] == [
+        "  torch 2.14.0+cpu (locked 2.13.0)"]
+
+
+def test_the_scripts_run_python3_as_a_stock_debian_has_it():
+    """A Debian/Ubuntu system has python3, not python: the scripts call $PYTHON (default python3)."""
+    for script in ("scripts/test", "scripts/vllm-venv", "scripts/fresh-run"):
+        code = [line for line in (ROOT / script).read_text(encoding="utf-8").splitlines()
+                if not line.lstrip().startswith("#")]
+        assert not [line for line in code if re.search(r"(^|[\s(])python(\s|$)", line)], script
+
+
+def test_the_virtualenv_the_readme_makes_is_ignored():
+    assert ".venv/" in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+
+
+def test_the_readme_makes_the_virtualenv_before_it_installs():
+    """A Debian/Ubuntu system Python refuses `pip install` (externally managed): the virtualenv comes first."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert readme.index("python3 -m venv") < readme.index("pip install .")
+
+
 def test_the_test_command_installs_the_lock():
     script = (ROOT / "scripts/test").read_text(encoding="utf-8")
     assert "-r requirements/test.lock" in script and "--no-deps -e ." in script
@@ -113,9 +149,10 @@ def test_a_failed_install_stops_the_vllm_venv_build_and_what_it_started(tmp_path
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "shellcheck").write_text("#!/bin/sh\nexit 0\n")  # present: scripts/test installs none
-    # `python -m pip install …` fails, once the build has started
-    (bin_dir / "python").write_text(f"#!/bin/sh\nwhile [ ! -s {pidfile} ]; do sleep 0.1; done\n"
-                                    "echo 'pip: no such package' >&2\nexit 1\n")
+    # `python3 -m pip install …` fails, once the build has started; other calls (the virtualenv check) pass
+    (bin_dir / "python3").write_text(f"#!/bin/sh\ncase \"$*\" in *'-m pip'*) ;; *) exit 0;; esac\n"
+                                     f"while [ ! -s {pidfile} ]; do sleep 0.1; done\n"
+                                     "echo 'pip: no such package' >&2\nexit 1\n")
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}

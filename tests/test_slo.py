@@ -40,6 +40,10 @@ def test_violations_name_the_bound_and_the_measurement():
     ("tpot_p100<=20ms", "not between 0 and 100"),
     ("tpot_p99<=0ms", "above zero"),
     ("tpot_p99<=20ms,tpot_p99<=25ms", "bounded twice"),
+    ("tpot_p50<=20ms,tpot_median<=25ms", "tpot_p50 is bounded twice (the median is p50)"),
+    ("tpot_median<=20ms,tpot_p50<=25ms", "tpot_p50 is bounded twice (the median is p50)"),
+    ("tpot_avg<=20ms", "write mean for the average (e.g. 'tpot_mean<=20ms')"),
+    ("ttft_average<=1s", "write mean for the average (e.g. 'ttft_mean<=20ms')"),
     (",".join(f"tpot_p{n}<=1ms" for n in range(1, 18)), "at most 16"),
 ])
 def test_bad_slo_names_the_flag_and_the_fix(text, words):

@@ -192,3 +192,18 @@ def test_the_records_of_ones_own_catalog_are_read(recorded, tmp_path, monkeypatc
         assert row["verification"] == "hardware-verified" and row["measured"][0].startswith(MEASURED)
     else:
         assert (MEASURED in result.output) is measured, result.output
+
+
+def test_a_catalog_root_is_named_as_such_by_lint_and_plan(tmp_path, monkeypatch):
+    """`optkit lint ROOT` checks a catalog root (it holds recipes/) on its own; `plan --catalog ROOT` takes recipe
+    folders, so it refuses the root naming the folder to give instead, and lint says the same."""
+    monkeypatch.chdir(tmp_path)
+    _team_recipe(Path("root/recipes"))
+    lint_out = run("lint", "root")
+    assert lint_out.exit_code == 0 and lint_out.output.strip() == (
+        "catalog ok: root checked as a catalog root on its own (plan --catalog takes a folder of recipe folders, "
+        "layered over the shipped catalog: root/recipes)")
+    refused = run(*PLAN, "--catalog", "root")
+    assert refused.exit_code == 1 and "root: a catalog root (it holds recipes/), not a folder of recipe folders " \
+        "(--catalog takes the recipe folders: give root/recipes" in refused.output
+    assert run(*PLAN, "--catalog", "root/recipes").exit_code == 0

@@ -222,6 +222,10 @@ def _layer(catalog: Catalog, folder: Path, shipped: dict) -> list[Problem]:
     """Add the recipes of one ``--catalog`` folder to ``catalog``; the problems that stop it."""
     if not folder.is_dir():
         return [Problem(Location(str(folder)), "catalog folder not found (--catalog / OPTKIT_CATALOG_PATH)")]
+    if (folder / "recipes").is_dir() and not (folder / RECIPE_FILE).exists():
+        return [Problem(Location(str(folder)), "a catalog root (it holds recipes/), not a folder of recipe folders",
+                        f"--catalog takes the recipe folders: give {folder / 'recipes'}; `optkit lint {folder}` "
+                        "checks the root on its own")]
     try:
         # its verified/ holds the user's measurement records (optkit.catalog.records), not a recipe
         entries, names, lines = _validate_entries(folder, str(folder), RECIPE_FILE, load_recipe, skip=(RECORDS_DIR,))

@@ -22,7 +22,8 @@ def bundle():
 @click.option("--no-vllm", is_flag=True, help="Do not run vLLM's parser (then a missing vLLM is no failure).")
 @click.option("--vllm-python", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Python with the vLLM the bundle's release pairs with (default: this one if it matches, "
-                   "else the cached venv of `scripts/vllm-venv VERSION`).")
+                   "else a virtualenv of that vLLM under the optkit cache dir, venvs/vllm-VERSION, which a source "
+                   "checkout's scripts/vllm-venv VERSION builds; without one the vLLM checks say SKIP).")
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 def check_command(bundle_dir, tree_dir, no_vllm, vllm_python, as_json):
     """Check BUNDLE_DIR against the parser of the vLLM its release pairs with, the tree's config keys

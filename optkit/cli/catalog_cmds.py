@@ -1,4 +1,4 @@
-"""``optkit recipes``, ``show``, ``lint``, ``schema``, ``docs``."""
+"""``optkit models``, ``recipes``, ``show``, ``lint``, ``schema``, ``docs``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,41 @@ import click
 
 from optkit.cli.options import catalog_dirs, catalog_option
 from optkit.errors import UnknownName
+
+
+@click.command("models")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def models_command(as_json):
+    """The model profiles a plan accepts: id, the other names MODEL may be (aliases, the Hugging Face id),
+    the architecture the recipes' preconditions read. A model not listed: --model-config its config.json."""
+    from optkit.catalog.paths import project_root
+    from optkit.resolve.profile_catalog import load_models
+
+    models = load_models(project_root() / "models")
+    rows = [_model_row(models[mid]) for mid in sorted(models)]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    from optkit.cli.render import show
+    from optkit.cli.table import Table
+
+    table = Table(f"{len(rows)} models (MODEL may be any of its names)",
+                  ["id", "Hugging Face id", "aliases", "layers", "MoE", "MTP layers", "vision"])
+    for row in rows:
+        table.add_row(row["id"], row["hf_id"] or "—", ", ".join(row["aliases"]) or "—", row["layers"], row["moe"],
+                      str(row["mtp_layers"]), "yes" if row["vision"] else "no")
+    show([table, "a model not listed: optkit plan --model-config path/to/config.json (its Hugging Face config)"])
+
+
+def _model_row(model) -> dict:
+    layers = f"{model.num_layers}"
+    if model.gdn_layers:
+        layers += f" ({model.gdn_layers} GDN + {model.full_attention_layers} attention)"
+    experts = (f"{model.num_experts} experts, top-{model.experts_per_token}"
+               + (", shared" if model.shared_experts else "")) if model.is_moe else "dense"
+    return {"id": model.id, "hf_id": model.hf_id, "aliases": list(model.aliases), "family": model.family,
+            "layers": layers, "moe": experts, "mtp_layers": model.mtp_layers, "vision": model.is_vl,
+            "dtype": model.dtype}
 
 
 @click.command("recipes")
@@ -77,6 +112,10 @@ def lint_command(root, trees):
         click.echo(str(finding))
     if findings:
         raise SystemExit(1)
+    if root is not None and (root / "recipes").is_dir():  # what plan --catalog takes differs: say which
+        click.echo(f"catalog ok: {root} checked as a catalog root on its own (plan --catalog takes a folder of "
+                   f"recipe folders, layered over the shipped catalog: {root / 'recipes'})")
+        return
     click.echo("catalog ok")
 
 
@@ -114,4 +153,4 @@ def docs_command(check):
         click.echo(f"wrote {path}")
 
 
-COMMANDS = [recipes_command, show_command, lint_command, schema_command, docs_command]
+COMMANDS = [models_command, recipes_command, show_command, lint_command, schema_command, docs_command]

@@ -20,7 +20,7 @@ from optkit.errors import OptkitError
 # imports only plan_cmds. tests/test_cli.py keeps this in step with each module's COMMANDS.
 COMMAND_MODULES = {
     "plan": "plan_cmds", "explain": "plan_cmds", "facts": "plan_cmds",
-    "recipes": "catalog_cmds", "show": "catalog_cmds", "lint": "catalog_cmds", "schema": "catalog_cmds",
+    "models": "catalog_cmds", "recipes": "catalog_cmds", "show": "catalog_cmds", "lint": "catalog_cmds", "schema": "catalog_cmds",
     "docs": "catalog_cmds",
     "apply": "tree_cmds", "revert": "tree_cmds", "status": "tree_cmds", "tree": "tree_cmds",
     "bundle": "bundle_cmds",
@@ -34,7 +34,14 @@ class Group(click.Group):
     """Loads a command's module when the command is used; maps exceptions to exit codes."""
 
     def list_commands(self, ctx):
-        return list(COMMAND_MODULES)
+        return [name for name in COMMAND_MODULES if name not in self._not_here()]
+
+    @staticmethod
+    def _not_here() -> tuple[str, ...]:
+        """Commands this install cannot run, left out of --help: `docs` regenerates a source checkout's docs/."""
+        from optkit.catalog.paths import checkout_root
+
+        return () if checkout_root() is not None else ("docs",)
 
     def get_command(self, ctx, name):
         if name not in COMMAND_MODULES:

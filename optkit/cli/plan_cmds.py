@@ -43,7 +43,9 @@ def _plan_from_lock(lock: Path, model, request_file, params):
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("--verbose", "-v", is_flag=True, help="Also list recipes for other versions.")
 @click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), help="Write a launch bundle here.")
-@click.option("--k8s", is_flag=True, help="With -o: also write k8s/deployment.yaml and k8s/service.yaml.")
+@click.option("--k8s", is_flag=True, help="With -o: also write the bundle's Kubernetes manifests under k8s/: a Deployment and its "
+              "Service on one node; a LeaderWorkerSet, its ConfigMap and Service across nodes; with --pd a "
+              "manifest per role, the proxy's and a ConfigMap (docs/bundle.md).")
 @click.option("--replicas", type=click.IntRange(1, 1000), help="With --k8s: replicas of the Deployment (default 1).")
 @click.option("--k8s-device-plugin", type=click.Choice(["mindcluster", "cce"]),
               help="With --k8s: the device plugin naming the NPUs: mindcluster (Ascend Device Plugin, "
@@ -128,6 +130,10 @@ def split_explain_words(words: list[str], catalog, model_config: bool) -> tuple[
     does not name the model already (then every word is a recipe id, and a typo gets a did-you-mean)."""
     if len(words) > 1 and not model_config and words[-1] not in catalog:
         return words[:-1], words[-1]
+    if len(words) == 1 and words[0] not in catalog and not model_config:
+        raise click.UsageError(f"{words[0]!r} is no recipe id: explain takes RECIPE_ID... then MODEL "
+                               f"(e.g. `optkit explain mtp-enable-k4 {words[0]}`); `optkit recipes` lists the "
+                               f"recipe ids, `optkit models` the models")
     return words, None
 
 

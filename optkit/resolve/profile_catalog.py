@@ -30,8 +30,17 @@ def load_targets(directory: Path) -> dict[str, TargetRecord]:
 
 
 def find_model(models: dict[str, ModelProfileRecord], name: str) -> ModelProfileRecord:
-    """The model whose id or alias is ``name`` (case-insensitive); ``UnknownName`` otherwise."""
-    return _find(models, name, "model")
+    """The model whose id, alias or Hugging Face id (``Qwen/Qwen3.5-35B-A3B``, the MODEL a bundle's serve.sh
+    defaults to) is ``name`` (case-insensitive); ``UnknownName`` otherwise."""
+    wanted = name.lower()
+    for entry in models.values():
+        if entry.hf_id and entry.hf_id.lower() == wanted:
+            return entry
+    try:
+        return _find(models, name, "model")
+    except UnknownName as exc:
+        hub_ids = sorted(entry.hf_id for entry in models.values() if entry.hf_id)
+        raise UnknownName("model", name, exc.known + hub_ids) from None
 
 
 def find_target(targets: dict[str, TargetRecord], name: str) -> TargetRecord:

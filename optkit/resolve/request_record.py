@@ -169,9 +169,11 @@ def pd_shape(value: Any) -> Any:
 
 def parse_levels(text: str) -> list[int]:
     """Concurrency levels written ``1,4,8`` (the flag and a request file take the same form)."""
-    parts = [part.strip() for part in text.split(",") if part.strip()]
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) > 1 and "" in parts:  # '1,,4' or '1,4,': a level left out, not a separator to skip
+        raise ValueError(f"{text!r}: level {parts.index('') + 1} is empty (a stray comma?); e.g. 1,4,8")
     # ASCII digits only (int() would take '١'), and no more than int() converts
-    if not parts or not all(part.isascii() and part.isdigit() and len(part) <= 20 for part in parts):
+    if not parts[0] or not all(part.isascii() and part.isdigit() and len(part) <= 20 for part in parts):
         raise ValueError(f"{text!r}: give comma-separated integers, e.g. 1,4,8")
     return [int(part) for part in parts]
 

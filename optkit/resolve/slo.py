@@ -128,9 +128,10 @@ def parse_slo(text: str, where: str = "--slo") -> Slo:
         if not term:
             raise SloError(f"{where}: term {n} is empty (a stray comma?)")
         bound = _parse_term(term.lower(), n, where)
-        key = (bound.metric, bound.stat)
+        key = (bound.metric, "p50" if bound.stat == "median" else bound.stat)  # median is p50: one bound
         if key in bounds:
-            raise SloError(f"{where}: {bound.metric}_{bound.stat} is bounded twice "
+            same = "" if bounds[key].stat == bound.stat else " (the median is p50)"
+            raise SloError(f"{where}: {bound.metric}_{key[1]} is bounded twice{same} "
                            f"({bounds[key].text()} and {bound.text()}); keep one")
         bounds[key] = bound
     return Slo(tuple(sorted(bounds.values(), key=lambda b: (METRICS.index(b.metric), _stat_order(b.stat)))))
@@ -162,6 +163,9 @@ def _parse_term(term: str, n: int, where: str) -> Bound:
 
 
 def _term_hint(term: str) -> str:
+    stat = re.match(r"^[a-z0-9]+_([a-z]+)", term)
+    if stat and stat[1] in ("avg", "average"):
+        return f"write mean for the average (e.g. '{term.split('_')[0]}_mean<=20ms')"
     if ">" in term:
         return "an SLO bounds latencies from above: use <= (e.g. 'tpot_p99<=20ms')"
     if re.search(r"\d$", term):

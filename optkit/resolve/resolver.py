@@ -152,8 +152,15 @@ def describe_benefit(gain: Benefit) -> str:
             parts.append(f"c{c} {gain.basis.get(c, 'unquantified')}")
         else:
             note = "" if gain.basis[c] == "reported" else f" ({gain.basis[c]})"
-            parts.append(f"c{c} −{ms:.3g} ms{note}" if ms >= 0 else f"c{c} +{-ms:.3g} ms{note}")
+            parts.append(f"c{c} {_signed_ms(ms)}{note}")
     return ", ".join(parts)
+
+
+def _signed_ms(ms: float) -> str:
+    """A TPOT change as saved (−) or added (+) milliseconds; one that rounds to nothing is said so, not '−0 ms'."""
+    if f"{abs(ms):.3g}" == "0":
+        return "no change"
+    return f"−{ms:.3g} ms" if ms > 0 else f"+{-ms:.3g} ms"
 
 
 def _explain_unselected(catalog, decisions, problem: _Problem, chosen: set[int]) -> None:

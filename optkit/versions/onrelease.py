@@ -56,8 +56,9 @@ class ReleaseView:
         return f"the tree {shown} (vllm-ascend {self.version})" if self.tree else f"vllm-ascend {self.version}"
 
 
-def release_view(version: str | Version, tree: Path | None = None, catalog=None) -> ReleaseView:
-    """The release of a plan: the data of ``version``, or the tree ``tree`` read and probed."""
+def release_view(version: str | Version, tree: Path | None = None, catalog=None, shown: str | None = None) -> ReleaseView:
+    """The release of a plan: the data of ``version``, or the tree ``tree`` read and probed (``shown``: the
+    tree as the request names it, where it differs from where it is now)."""
     if tree is None:
         return ReleaseView(load_release(version))
     from optkit.catalog.frozen import freeze
@@ -69,7 +70,7 @@ def release_view(version: str | Version, tree: Path | None = None, catalog=None)
     root = inspect_tree(Path(tree)).root
     with pristine_base(root) as base:  # optkit's own patches on the tree are judged as its recipes, not upstream
         data = freeze(ReleaseData.model_validate(scan_tree(base)), RECORDS)
-        view = ReleaseView(data, root, shown=str(tree), applied=applied_recipes(root))
+        view = ReleaseView(data, root, shown=shown or str(tree), applied=applied_recipes(root))
         if catalog is not None:
             from optkit.versions.probes import recipe_on_tree
 

@@ -33,6 +33,150 @@ def files_of(bundle: Path) -> dict[str, bytes]:
     return {p.relative_to(bundle).as_posix(): p.read_bytes() for p in sorted(bundle.rglob("*")) if p.is_file()}
 
 
+# --------------------------------------------------------------------------- 2(b): a lock replays from any directory
+
+HF = REPO / "tests" / "fixtures" / "hf" / "qwen3.6-35b-a3b" / "config.json"
+CAPTURE = REPO / "tests" / "profile" / "fixtures" / "one-rank"
+SHIPPED = REPO / "recipes"
+
+
+def run(*args):
+    from click.testing import CliRunner
+
+    from optkit.cli.main import cli
+
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def _inputs(work: Path) -> None:
+    """The inputs a request may name, under ``work``: a config.json, a capture, a catalog of one's own."""
+    (work / "ckpt").mkdir()
+    shutil.copy(HF, work / "ckpt" / "config.json")
+    shutil.copytree(CAPTURE, work / "cap")
+    recipe = work / "mine" / "team-hccl-tweak"
+    shutil.copytree(SHIPPED / "waterfall-hccl-aiv", recipe)
+    text = (recipe / "recipe.yaml").read_text(encoding="utf-8")
+    (recipe / "recipe.yaml").write_text(text.replace("id: waterfall-hccl-aiv", "id: team-hccl-tweak", 1)
+                                        .replace("HCCL_OP_EXPANSION_MODE", "HCCL_TEAM_KNOB"), encoding="utf-8")
+
+
+KINDS = {"plain": [], "profile": ["--profile", "cap"], "model-config": ["--model-config", "ckpt/config.json", "--model-id", "Qwen/Qwen3.6-35B-A3B"],
+         "catalog": ["--catalog", "mine"]}
+LOCK_REQUESTS = st.fixed_dictionaries({
+    "model": st.sampled_from(["qwen3.5-35b", "qwen3.6-35b", "qwen3.5-27b"]),
+    "target": st.sampled_from(["910c", "910b"]),
+    "release": st.sampled_from(["0.23.0", "0.30.0rc2"]),
+    "tp": st.sampled_from([1, 2, 4]),
+    "dp": st.sampled_from(["1", "2", "auto"]),
+    "goal": st.sampled_from([None, "latency", "throughput"]),
+    "slo": st.sampled_from([None, "tpot_p99<=40ms"]),
+    "concurrency": st.sampled_from(["1", "1,4,8", "64"]),
+    "mtp": st.sampled_from([None, "4", "2"]),
+    "kind": st.sampled_from(sorted(KINDS)),
+})
+
+
+def _plan_args(fields: dict) -> list[str]:
+    args = [] if fields["kind"] == "model-config" else [fields["model"]]
+    args += ["--target", fields["target"], "--vllm-ascend-version", fields["release"], "--tp", str(fields["tp"]),
+             "--dp", fields["dp"], "--concurrency", fields["concurrency"], *KINDS[fields["kind"]]]
+    args += ["--goal", fields["goal"]] if fields["goal"] else []
+    args += ["--slo", fields["slo"]] if fields["slo"] else []
+    args += ["--mtp", "--num-speculative-tokens", fields["mtp"]] if fields["mtp"] else []
+    return args
+
+
+@settings(FEW, max_examples=16)
+@given(fields=LOCK_REQUESTS)
+def test_a_lock_replays_its_bundle_byte_for_byte_from_another_directory(tmp_path_factory, fields):
+    from hypothesis import assume
+
+    work = tmp_path_factory.mktemp("lock")
+    _inputs(work)
+    cwd = os.getcwd()
+    try:
+        os.chdir(work)
+        made = run("plan", *_plan_args(fields), "-o", "B")
+        assume(made.exit_code == 0)  # a request the catalog refuses has no lock to replay
+        (work / "elsewhere").mkdir()
+        os.chdir(work / "elsewhere")
+        again = run("plan", "--from-lock", "../B/optkit.lock.json", *(["--catalog", "../mine"] if fields["kind"] == "catalog" else []),
+                    "-o", "B2")
+    finally:
+        os.chdir(cwd)
+    assert again.exit_code == 0, again.output
+    assert files_of(work / "elsewhere" / "B2") == files_of(work / "B")
+
+
+def _edit_config(work: Path) -> None:
+    path = work / "ckpt" / "config.json"
+    path.write_text(path.read_text().replace('"hidden_size": 2048', '"hidden_size": 4096', 1))
+
+
+def _edit_capture(work: Path) -> None:
+    path = next((work / "cap").rglob("op_statistic.csv"))
+    path.write_text(path.read_text() + "\n")
+
+
+def _edit_catalog(work: Path) -> None:
+    path = work / "mine" / "team-hccl-tweak" / "recipe.yaml"
+    path.write_text(path.read_text() + "# edited\n")
+
+
+CHANGED = [
+    pytest.param("model-config", _edit_config, "--model-config ckpt/config.json changed since the lock was written: "
+                 "text_config.hidden_size 2048 → 4096", id="model-config-edited"),
+    pytest.param("profile", _edit_capture, "--profile cap changed since the lock was written: "
+                 "dp0_pp0_tp0_dcp0_ep0_rank0_20251202000000000_ascend_pt/ASCEND_PROFILER_OUTPUT/op_statistic.csv changed",
+                 id="profile-file-edited"),
+    pytest.param("catalog", _edit_catalog, "the catalog mine changed since", id="catalog-recipe-edited"),
+]
+
+
+@pytest.mark.parametrize("kind, change, message", CHANGED)
+def test_a_replay_whose_input_changed_is_refused_naming_it(tmp_path, monkeypatch, kind, change, message):
+    _inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    fields = {"model": "qwen3.6-35b", "target": "910c", "release": "0.23.0", "tp": 2, "dp": "1", "goal": None,
+              "slo": None, "concurrency": "1,4,8", "mtp": "4", "kind": kind}
+    made = run("plan", *_plan_args(fields), "-o", "B")
+    assert made.exit_code == 0, made.output
+    change(tmp_path)
+    refused = run("plan", "--from-lock", "B/optkit.lock.json", "-o", "B2")
+    assert refused.exit_code == 1
+    assert message in refused.output
+    assert not (tmp_path / "B2").exists()
+
+
+def test_a_profile_replays_its_numbers_without_the_capture(tmp_path, monkeypatch):
+    _inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert run("plan", "qwen3.5-35b", "--mtp", "--profile", "cap", "-o", "B").exit_code == 0
+    shutil.rmtree("cap")  # not here any more: the lock holds what the plan read of it
+    again = run("plan", "--from-lock", "B/optkit.lock.json", "-o", "B2")
+    assert again.exit_code == 0, again.output
+    assert files_of(tmp_path / "B2") == files_of(tmp_path / "B")
+    assert "from your profile of" in (tmp_path / "B2" / "README.md").read_text()
+
+
+def test_a_lock_planned_on_a_tree_refuses_another_tree(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    make_tree(tmp_path / "T")
+    make_tree(tmp_path / "U")
+    (tmp_path / "U" / "vllm_ascend" / "moe.py").write_text("changed = 1\n")
+    from optkit.resolve.inputs import InputChanged, replay_inputs, tree_record
+    from optkit.resolve.request_record import parse_request
+
+    request = parse_request({"model": "qwen3.5-35b", "tree": "T"})
+    inputs = {"tree": tree_record("T", tmp_path / "T")}
+    assert replay_inputs(inputs, request).tree_at == Path("T")
+    with pytest.raises(InputChanged, match=r"^--tree T \(given as U\) is another tree than the lock's"):
+        replay_inputs(inputs, request, Path("U"))
+    shutil.rmtree("T")
+    with pytest.raises(InputChanged, match=r"^--tree T is not found from here"):
+        replay_inputs(inputs, request)
+
+
 # --------------------------------------------------------------------------- the pristine base of a patched tree
 
 

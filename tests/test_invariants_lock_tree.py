@@ -242,6 +242,17 @@ def test_plan_on_a_patched_tree_selects_and_launches_what_the_bundle_does(tmp_pa
     skip = {"README.md", "optkit.lock.json"}  # they name the tree, as the request does
     assert {k: v for k, v in files_of(again).items() if k not in skip} == \
         {k: v for k, v in files_of(bundle).items() if k not in skip}
+    # 2(b) for a tree: the lock planned on it replays byte for byte from elsewhere, told where the tree is
+    elsewhere = bundle.parent / "elsewhere"
+    elsewhere.mkdir()
+    cwd = os.getcwd()
+    try:
+        os.chdir(elsewhere)
+        replayed = run("plan", "--from-lock", again / "optkit.lock.json", "--tree", tree, "-o", "B3")
+    finally:
+        os.chdir(cwd)
+    assert replayed.exit_code == 0, replayed.output
+    assert files_of(elsewhere / "B3") == files_of(again)
     shutil.rmtree(tree)
 
 

@@ -61,6 +61,7 @@ def _inputs(work: Path) -> None:
 
 
 KINDS = {"plain": [], "profile": ["--profile", "cap"], "model-config": ["--model-config", "ckpt/config.json", "--model-id", "Qwen/Qwen3.6-35B-A3B"],
+         "model-config-folder": ["--model-config", "ckpt", "--model-id", "Qwen/Qwen3.6-35B-A3B"],
          "catalog": ["--catalog", "mine"]}
 LOCK_REQUESTS = st.fixed_dictionaries({
     "model": st.sampled_from(["qwen3.5-35b", "qwen3.6-35b", "qwen3.5-27b"]),
@@ -78,7 +79,7 @@ LOCK_REQUESTS = st.fixed_dictionaries({
 
 
 def _plan_args(fields: dict) -> list[str]:
-    args = [] if fields["kind"] == "model-config" else [fields["model"]]
+    args = [] if fields["kind"].startswith("model-config") else [fields["model"]]
     args += ["--target", fields["target"], "--vllm-ascend-version", fields["release"], "--tp", str(fields["tp"]),
              "--dp", fields["dp"], "--concurrency", fields["concurrency"], *KINDS[fields["kind"]]]
     args += ["--nodes", fields["nodes"]] if fields.get("nodes") else []

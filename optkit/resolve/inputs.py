@@ -55,8 +55,10 @@ def config_file(given: str) -> Path:
 def model_config_record(given: str) -> dict[str, Any]:
     """The lock's record of a --model-config: as given, the file read (a folder's config.json), its text
     and sha256."""
+    from optkit.catalog.textfile import read_text
+
     path = config_file(given)
-    text = path.read_bytes().decode("utf-8")
+    text = read_text(path)  # as the plan read it (optkit.resolve.hf_config)
     return {"path": given, "file": path.as_posix(), "sha256": sha256_text(text), "text": text}
 
 
@@ -145,7 +147,9 @@ def _model_config(record: dict | None, request) -> dict | None:
     path = Path(record["file"])
     if not path.is_file():
         return record  # not here: the lock holds it
-    now = path.read_bytes().decode("utf-8", "replace")
+    from optkit.catalog.textfile import read_text
+
+    now = read_text(path)
     if sha256_text(now) != record["sha256"]:
         raise InputChanged("--model-config", given, f"changed since the lock was written: {_json_changes(record['text'], now)} "
                            f"(sha256 {record['sha256'][:12]}… in the lock, {sha256_text(now)[:12]}… now)", FIX)

@@ -276,3 +276,40 @@ def test_tree_inspect_names_optkits_applied_recipes_not_upstream(tmp_path):
     rows = {row["recipe"]: row for row in json.loads(result.output)["recipes"]}
     assert sorted(rid for rid, row in rows.items() if "applied_by_optkit" in row) == applied
     assert [rid for rid in applied if rows[rid]["status"] == "upstream"] == []
+
+
+def _set(path: tuple, value):
+    def change(lock: dict) -> None:
+        node = lock
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+    return change
+
+
+DAMAGED = [
+    pytest.param("profile", _set(("inputs", "profile", "concurrency"), "1"), "inputs.profile.concurrency:",
+                 id="profile-concurrency-not-a-number"),
+    pytest.param("profile", _set(("inputs", "profile", "savings", "gdn-rearrange-qkv-view"), {"saving_us": 1}),
+                 "inputs.profile.savings.gdn-rearrange-qkv-view.basis:", id="profile-saving-without-basis"),
+    pytest.param("model-config", _set(("inputs", "elsewhere"), {}), "inputs.elsewhere:", id="unknown-input"),
+    pytest.param("model-config", _set(("inputs", "model_config", "text"), "{}"),
+                 "--model-config ckpt/config.json is held in the lock with a text whose sha256 is not the lock's",
+                 id="model-config-text-edited"),
+]
+
+
+@pytest.mark.parametrize("kind, change, message", DAMAGED)
+def test_a_lock_whose_inputs_were_edited_is_refused_where(tmp_path, monkeypatch, kind, change, message):
+    _inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    fields = {"model": "qwen3.5-35b", "target": "910c", "release": "0.23.0", "tp": 2, "dp": "1", "goal": None,
+              "slo": None, "concurrency": "1,4,8", "mtp": "4", "kind": kind}
+    assert run("plan", *_plan_args(fields), "-o", "B").exit_code == 0
+    path = tmp_path / "B" / "optkit.lock.json"
+    lock = json.loads(path.read_text())
+    change(lock)
+    path.write_text(json.dumps(lock, indent=2))
+    refused = run("plan", "--from-lock", "B/optkit.lock.json", "-o", "B2")
+    assert refused.exit_code == 1
+    assert message in refused.output

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -180,13 +180,48 @@ class LockOrigin(BaseModel):
     catalogs: list[LockCatalog] = Field(default_factory=list, description="The --catalog folders planned with.")
 
 
+class _Held(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class LockModelConfig(_Held):
+    path: str = Field(description="--model-config as it was given.")
+    file: str = Field(description="The config.json read (the folder's, for a checkpoint folder).")
+    sha256: str = Field(description="sha256 of its text.")
+    text: str = Field(description="Its text: what a replay plans from.")
+
+
+class LockSaving(_Held):
+    saving_us: float = Field(description="The saving per decode step the plan counted, in µs.")
+    basis: str = Field(description="How it was read from the capture (the plan's words).")
+
+
+class LockProfile(_Held):
+    path: str = Field(description="--profile as it was given.")
+    concurrency: int = Field(description="The concurrency the capture counts at (--profile-at).")
+    files: dict[str, str] = Field(description="sha256 of each file of the capture, by path inside it.")
+    savings: dict[str, LockSaving] = Field(description="Per recipe with a signature: what the plan counted.")
+
+
+class LockTree(_Held):
+    path: str = Field(description="--tree as it was given.")
+    version: str = Field(description="The tree's vllm-ascend version.")
+    pristine_sha256: str = Field(description="Its pristine digest (``optkit.tree.digest``).")
+
+
+class LockInputs(_Held):
+    model_config_: Optional[LockModelConfig] = Field(None, alias="model_config", description="The --model-config.")
+    profile: Optional[LockProfile] = Field(None, description="The --profile capture.")
+    tree: Optional[LockTree] = Field(None, description="The --tree.")
+
+
 class PlanLock(Lock):
     """What ``plan --from-lock`` reads of a lock, beyond what ``optkit apply`` reads: the request
     (its fields are checked as a request's, see ``request_from_lock``) and where it came from."""
 
     request: dict[str, Any] = Field(description="The request, every field of it (``Request``, by alias).")
     optkit: LockOrigin = Field(description="The optkit and the catalogs the lock was written with.")
-    inputs: dict[str, Any] = Field(default_factory=dict, description=(
+    inputs: LockInputs = Field(default_factory=LockInputs, description=(
         "The request's model config, profile and tree by content digest (``optkit.resolve.inputs``)."))
 
 

@@ -234,7 +234,7 @@ def _tree_plan_case(tmp: Path, fields: dict):
 
 
 @pytest.mark.tree
-@settings(FEW, max_examples=5)
+@settings(FEW, max_examples=4)
 @given(fields=REQUESTS)
 def test_plan_on_a_patched_tree_selects_and_launches_what_the_bundle_does(tmp_path_factory, fields):
     bundle, again, tree = _tree_plan_case(tmp_path_factory.mktemp("tree-plan"), fields)

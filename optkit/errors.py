@@ -142,6 +142,15 @@ class PatchError(OptkitError):
     """A patch that does not apply, touches paths outside the tree, or is malformed."""
 
 
+class InputChanged(OptkitError):
+    """A lock's input (a model config, a profile, a tree) that is not what the lock holds: replaying it
+    would give another bundle. Carries the input, what changed, and the fix; the words are made here."""
+
+    def __init__(self, kind: str, given: str, change: str, fix: str):
+        self.kind, self.given, self.change, self.fix = kind, given, change, fix
+        super().__init__(f"{kind} {given} {change}; {fix}")
+
+
 class BundleError(OptkitError):
     """A launch bundle that fails its checks; each problem names the recipe responsible."""
 

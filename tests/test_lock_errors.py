@@ -106,7 +106,7 @@ def test_a_bad_lock_is_located(tmp_path, edit, key, message):
 
 def test_a_good_lock_gives_its_request_back(tmp_path):
     path, _ = _write(tmp_path, lambda lock: lock)
-    request, options = request_from_lock(path, WORKSPACE)
+    request, options, _ = request_from_lock(path, WORKSPACE)
     assert request.dump(mode="json", by_alias=True) == REQUEST and options == {}
 
 

@@ -63,7 +63,7 @@ def test_from_lock_refuses_a_changed_catalog(tmp_path, monkeypatch):
     assert "the catalog mine changed since bundle/optkit.lock.json was written" in result.output
     shutil.rmtree("mine")
     gone = run("plan", "--from-lock", "bundle/optkit.lock.json", "-o", "again")
-    assert gone.exit_code == 1 and "mine: catalog folder not found" in gone.output
+    assert gone.exit_code == 1 and "--catalog mine is not found from here" in gone.output
     assert not Path("again").exists()
 
 

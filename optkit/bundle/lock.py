@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -38,9 +38,16 @@ def layered_sha256(folder: Path) -> str:
     return _files_sha256(folder, ["*/recipe.yaml", "*/*.patch", "verified/*.yaml"])
 
 
-def catalogs_data(catalog) -> list[dict[str, str]]:
-    """The ``--catalog`` folders a plan was made with: each as given (no absolute path is added) and its hash."""
-    return [{"path": str(folder), "sha256": layered_sha256(folder)} for folder in catalog.extra]
+def catalogs_data(catalog, names: dict[str, str] | None = None) -> list[dict[str, str]]:
+    """The ``--catalog`` folders a plan was made with: each as given (no absolute path is added; ``names``:
+    where a replay found a lock's folder → as the lock names it) and its hash."""
+    names = names or {}
+    return [{"path": names.get(str(folder), str(folder)), "sha256": layered_sha256(folder)} for folder in catalog.extra]
+
+
+def _catalog_names(workspace: Workspace) -> dict[str, str]:
+    replay = workspace.replay
+    return (replay.catalogs or {}) if replay is not None else {}
 
 
 def profiles_sha256(root: Path) -> str:
@@ -78,8 +85,9 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s=None) -> 
     return {
         "lock_version": LOCK_VERSION,
         "optkit": {"version": __version__, "catalog_sha256": catalog_sha256(root), "profiles_sha256": profiles_sha256(root),
-                   "catalogs": catalogs_data(workspace.catalog)},
+                   "catalogs": catalogs_data(workspace.catalog, _catalog_names(workspace))},
         "request": (plan.given or plan.request).dump(mode="json", by_alias=True),
+        **_inputs(plan, workspace),
         **({"choices": data["choices"]} if "choices" in data else {}),
         "facts": facts_data(plan),
         "selected": list(plan.selected),
@@ -96,6 +104,15 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s=None) -> 
     }
 
 
+def _inputs(plan: Plan, workspace: Workspace) -> dict[str, Any]:
+    """The ``inputs`` section: the request's model config, profile and tree by content digest
+    (``optkit.resolve.inputs``); left out when the request has none, as before."""
+    from optkit.resolve.inputs import input_records
+
+    inputs = input_records(plan.given or plan.request, workspace.replay, plan.profile_input)
+    return {"inputs": inputs} if inputs else {}
+
+
 def _bundle_options(plan: Plan, k8s) -> dict[str, Any]:
     """How the bundle was written, beyond the request: ``--k8s`` (and its options), and a ladder
     step's selection."""
@@ -110,6 +127,7 @@ def _recipe_entry(recipe: RecipeRecord, workspace: Workspace, verdict) -> dict[s
     range its patch set was written for (what ``optkit apply`` checks the tree against), its
     effective verification level and the records that measured it."""
     origin = workspace.catalog.origins.get(recipe.id)
+    origin = _catalog_names(workspace).get(str(origin), origin) if origin is not None else None
     ascend = verdict.patch_versions if verdict is not None and verdict.patches else recipe.versions.vllm_ascend
     entry = {"catalog": "shipped" if origin is None else str(origin), "kind": recipe.kind.value, "title": recipe.title,
              "versions": {"vllm_ascend": ascend, "vllm": recipe.versions.vllm},
@@ -162,12 +180,49 @@ class LockOrigin(BaseModel):
     catalogs: list[LockCatalog] = Field(default_factory=list, description="The --catalog folders planned with.")
 
 
+class _Held(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class LockModelConfig(_Held):
+    path: str = Field(description="--model-config as it was given.")
+    file: str = Field(description="The config.json read (the folder's, for a checkpoint folder).")
+    sha256: str = Field(description="sha256 of its text.")
+    text: str = Field(description="Its text: what a replay plans from.")
+
+
+class LockSaving(_Held):
+    saving_us: float = Field(description="The saving per decode step the plan counted, in µs.")
+    basis: str = Field(description="How it was read from the capture (the plan's words).")
+
+
+class LockProfile(_Held):
+    path: str = Field(description="--profile as it was given.")
+    concurrency: int = Field(description="The concurrency the capture counts at (--profile-at).")
+    files: dict[str, str] = Field(description="sha256 of each file of the capture, by path inside it.")
+    savings: dict[str, LockSaving] = Field(description="Per recipe with a signature: what the plan counted.")
+
+
+class LockTree(_Held):
+    path: str = Field(description="--tree as it was given.")
+    version: str = Field(description="The tree's vllm-ascend version.")
+    pristine_sha256: str = Field(description="Its pristine digest (``optkit.tree.digest``).")
+
+
+class LockInputs(_Held):
+    model_config_: Optional[LockModelConfig] = Field(None, alias="model_config", description="The --model-config.")
+    profile: Optional[LockProfile] = Field(None, description="The --profile capture.")
+    tree: Optional[LockTree] = Field(None, description="The --tree.")
+
+
 class PlanLock(Lock):
     """What ``plan --from-lock`` reads of a lock, beyond what ``optkit apply`` reads: the request
     (its fields are checked as a request's, see ``request_from_lock``) and where it came from."""
 
     request: dict[str, Any] = Field(description="The request, every field of it (``Request``, by alias).")
     optkit: LockOrigin = Field(description="The optkit and the catalogs the lock was written with.")
+    inputs: LockInputs = Field(default_factory=LockInputs, description=(
+        "The request's model config, profile and tree by content digest (``optkit.resolve.inputs``)."))
 
 
 class _Within:
@@ -186,19 +241,29 @@ def _read_plan_lock(lock_path: Path) -> tuple[dict, LineMap]:
     return lock, lines
 
 
-def lock_catalogs(lock_path: Path) -> list[Path]:
-    """The ``--catalog`` folders the lock was planned with (load the workspace with these)."""
+def lock_catalogs(lock_path: Path, now: list[Path] = ()) -> dict[str, str]:
+    """The ``--catalog`` folders the lock was planned with, where they are now (``now``: given with
+    ``--from-lock``) → as the lock names them; load the workspace with the keys."""
+    from optkit.resolve.inputs import locate_catalogs
+
     lock, _ = _read_plan_lock(lock_path)
-    return [Path(entry["path"]) for entry in lock["optkit"].get("catalogs", [])]
+    return locate_catalogs([entry["path"] for entry in lock["optkit"].get("catalogs", [])], list(now))
 
 
-def request_from_lock(lock_path: Path, workspace: Workspace) -> tuple[RequestRecord, dict]:
+def request_from_lock(lock_path: Path, workspace: Workspace, tree_at: Path | None = None,
+                      catalogs: dict[str, str] | None = None) -> tuple[RequestRecord, dict, Any]:
     """The Request a lock was written for, refused if the catalog (shipped, or a ``--catalog``
-    folder it names) changed since, else the bundle would differ; also the lock's ``bundle`` options.
+    folder it names) or an input it holds (model config, profile, tree: ``optkit.resolve.inputs``)
+    changed since, else the bundle would differ; also the lock's ``bundle`` options and the inputs it
+    holds, for ``Workspace.replay`` (``tree_at``: where the request's tree is now, when not at its path;
+    ``catalogs``: where the lock's ``--catalog`` folders are now, ``lock_catalogs``).
     Its problems are located (``file:line: request.tp: …``) as every reader's are."""
+    from optkit.resolve.inputs import replay_inputs
+
     lock, lines = _read_plan_lock(lock_path)
     request = _lock_request(lock, lines)
-    _check_layered(lock_path, lock, workspace)
+    replay = replay_inputs(lock.get("inputs", {}), request, tree_at, catalogs)
+    _check_layered(lock_path, lock, workspace, catalogs or {})
     root = workspace.catalog.root
     for key, now in (("catalog_sha256", catalog_sha256(root)), ("profiles_sha256", profiles_sha256(root))):
         then = lock["optkit"][key]
@@ -208,7 +273,7 @@ def request_from_lock(lock_path: Path, workspace: Workspace) -> tuple[RequestRec
                 f"the {what} changed since the lock was written ({key} {then} in the lock, {now} now); "
                 "the same bundle cannot be reproduced: check out the catalog the lock was made with, "
                 "or plan again without --from-lock")
-    return request, lock.get("bundle", {})
+    return request, lock.get("bundle", {}), replay
 
 
 def _lock_request(lock: dict, lines: LineMap) -> RequestRecord:
@@ -241,9 +306,9 @@ def _rewrite(written: str) -> str:
     return REWRITE
 
 
-def _check_layered(lock_path: Path, lock: dict, workspace: Workspace) -> None:
+def _check_layered(lock_path: Path, lock: dict, workspace: Workspace, names: dict[str, str]) -> None:
     then = {entry["path"]: entry["sha256"] for entry in lock["optkit"].get("catalogs", [])}
-    now = {entry["path"]: entry["sha256"] for entry in catalogs_data(workspace.catalog)}
+    now = {entry["path"]: entry["sha256"] for entry in catalogs_data(workspace.catalog, names)}
     for path in sorted(set(then) | set(now)):
         if then.get(path) != now.get(path):
             raise BundleWriteError(

@@ -19,16 +19,22 @@ def _plan(model, request_file, params, profile=None, profile_at=1):
 
 
 def _plan_from_lock(lock: Path, model, request_file, params):
-    """The plan a lock was written for (same request, same catalog) and the lock's bundle options."""
+    """The plan a lock was written for (same request, same catalog, same inputs) and the lock's bundle options.
+    ``--tree`` and ``--catalog`` say where the lock's tree and catalog folders are now (a lock holds them by digest)."""
+    tree_at, catalogs_at = params.pop("tree", None), params.pop("catalogs", ())
     given = [name for name, value in params.items() if value not in (None, (), [])]
     if model or request_file or given:
         raise click.UsageError("--from-lock takes the request and the --catalog folders from the lock; give no MODEL, "
-                               "--request, --catalog or request flags")
+                               "--request or request flags (--tree and --catalog only to say where the lock's tree "
+                               "and catalog folders are now)")
     from optkit.bundle.lock import lock_catalogs, request_from_lock
     from optkit.resolve.plan import load_workspace, plan
 
-    workspace = load_workspace(catalogs=lock_catalogs(lock))  # the lock's --catalog folders, not the environment's
-    request, options = request_from_lock(lock, workspace)
+    catalogs = lock_catalogs(lock, [Path(c) for c in catalogs_at])  # the lock's folders, not the environment's
+    workspace = load_workspace(catalogs=[Path(c) for c in catalogs])
+    request, options, workspace.replay = request_from_lock(lock, workspace, Path(tree_at) if tree_at else None, catalogs)
+    if tree_at and not request.tree:
+        raise click.UsageError("--tree with --from-lock says where the lock's tree is now; this lock has no tree")
     result = plan(request, workspace)
     if options.get("selection") is not None:  # a ladder step: the same subset of the plan again
         from optkit.resolve.plan import restrict

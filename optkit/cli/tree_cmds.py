@@ -153,7 +153,8 @@ def inspect_command(tree_dir, as_json):
     report = inspect_tree_recipes(tree_dir, load_catalog())
     rows = [{"recipe": r.recipe, "status": r.status, "range": r.entry.versions if r.entry else "",
              "declared": r.declared.status if r.declared else "", "agrees": r.agrees,
-             "why": "" if r.agrees else "; ".join(p.why for p in r.declared_results if not p.holds)}
+             "why": "" if r.agrees else "; ".join(p.why for p in r.declared_results if not p.holds),
+             **({"applied_by_optkit": report.applied[r.recipe]} if r.recipe in report.applied else {})}
             for r in report.recipes]
     if as_json:
         from optkit.resolve.report import dump_json
@@ -162,8 +163,13 @@ def inspect_command(tree_dir, as_json):
                               "version_source": report.version_source, "recipes": rows}), nl=False)
         return
     click.echo(f"tree      {report.root} (vllm-ascend {report.version}, from {report.version_source})")
+    if report.applied:
+        click.echo(f"applied   by optkit: {len(report.applied)} recipe(s) (.optkit/state.json); every status below "
+                   "is the tree's without them")
     for row in rows:
         mark = "" if row["agrees"] else f"  (declared {row['declared'] or 'nothing'} for {report.version}: {row['why']})"
+        if "applied_by_optkit" in row:
+            mark += f"  [applied by optkit: {len(row['applied_by_optkit'])} patch(es)]"
         click.echo(f"{row['status']:<16} {row['recipe']}{mark}")
     counts = {}
     for row in rows:

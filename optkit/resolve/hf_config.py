@@ -53,15 +53,15 @@ _RANGES = {
 }
 
 
-def profile_from_hf_config(path: Path, model_id: str | None = None) -> ModelProfileRecord:
+def profile_from_hf_config(path: Path, model_id: str | None = None, text: str | None = None) -> ModelProfileRecord:
     """Derive a ModelProfile (family 'custom') from a Hugging Face ``config.json``.
 
-    ``path`` is the file or the checkpoint directory holding it. The model's name comes from
+    ``path`` is the file or the checkpoint directory holding it (``text``: the file's text, as a lock holds it). The model's name comes from
     ``model_id`` (``--model-id``) or the config's own name field; a config without one and no
     ``model_id`` is an error (a folder name says nothing about the model).
     """
-    path = path / "config.json" if path.is_dir() else path
-    text, config = _read_json(path)
+    path = path / "config.json" if text is None and path.is_dir() else path
+    text, config = _read_json(path, text)
     reader = _ConfigReader(str(path), text, config)
     fields = reader.profile_fields()
     name = model_id or reader.name()
@@ -74,10 +74,10 @@ def profile_from_hf_config(path: Path, model_id: str | None = None) -> ModelProf
         raise ValidationFailed([reader.field_problem(err) for err in exc.errors()]) from None
 
 
-def _read_json(path: Path) -> tuple[str, dict]:
+def _read_json(path: Path, text: str | None = None) -> tuple[str, dict]:
     """The text and object of a config.json, through optkit's one JSON reader (encodings, depth,
     duplicate keys with both lines, over-long numbers: ``optkit.catalog.jsonio``)."""
-    text = read_text(path)
+    text = read_text(path) if text is None else text  # text: a lock's copy of the file (--from-lock)
     config, _ = load_json_text(text, str(path))
     if not isinstance(config, dict):
         raise ValidationFailed([Problem(Location(str(path), 1), "config.json must hold a JSON object")])

@@ -38,6 +38,8 @@ class Workspace:
     baselines: list[Baseline]
     unavailable: dict[str, str] = field(default_factory=dict)
     records: Records = field(default_factory=Records)
+    replay: Any = None
+    """With ``--from-lock``: the inputs the lock holds (``optkit.resolve.inputs.Replay``)."""
 
 
 def load_workspace(root: Path | None = None, catalogs=()) -> Workspace:
@@ -136,6 +138,8 @@ class Plan:
     """With ``--profile``: the capture analysed (``optkit.profile.analysis.ProfileAnalysis``)."""
     profile_savings: dict[str, Any] = field(default_factory=dict)
     """With ``--profile``: recipe → ``optkit.resolve.profiled.ProfileSaving``."""
+    profile_input: dict | None = None
+    """With ``--profile`` (or a lock's): the capture as the lock holds it (``optkit.resolve.inputs.profile_record``)."""
     given: RequestRecord | None = None
     """The request as given, its open fields open (what the lock keeps, so ``--from-lock`` chooses again
     from the same catalog); ``request`` is the request as filled in."""
@@ -194,6 +198,9 @@ def resolve_model(workspace: Workspace, request: RequestRecord) -> ModelProfileR
     if request.model_config_path:
         from optkit.resolve.hf_config import profile_from_hf_config
 
+        held = workspace.replay.model_config if workspace.replay is not None else None
+        if held is not None:  # the config.json the lock holds, read as it was
+            return profile_from_hf_config(Path(held["file"]), request.model_id, held["text"])
         return profile_from_hf_config(Path(request.model_config_path), request.model_id)
     if request.model_id:
         raise RequestError("--model-id names a checkpoint given with --model-config; a catalog model "
@@ -211,7 +218,9 @@ def filled_request(request: RequestRecord, ws: Workspace):
 
     model = resolve_model(ws, request)
     target = find_target(ws.targets, request.target)
-    release = release_view(ascend_version(request), Path(request.tree) if request.tree else None, ws.catalog)
+    located = ws.replay.tree_at if ws.replay is not None and ws.replay.tree_at is not None else request.tree
+    release = release_view(ascend_version(request), Path(located) if request.tree else None, ws.catalog,
+                           shown=request.tree)
     filled, choices = choose(request, model, target, release, ws.catalog)
     return filled, choices, model, target, release
 
@@ -242,18 +251,27 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
     # a ladder sweeps one server: its capacity says nothing of a prefill/decode pair
     capacity = (capacity_lookup(ws.records, model.id, target.id, facts)
                 if layout.nodes == 1 and request.pd is None else None)
-    analysis, table = None, {}
+    analysis, table, held = None, {}, None
     if profile is not None:  # only then: the profile stage is not imported on the plain plan path
+        from optkit.resolve.inputs import profile_record
         from optkit.resolve.profiled import analyse_for, profile_lookup, savings
 
         analysis = analyse_for(ws.catalog, profile, model, facts, profile_display)
         table = savings(analysis, ws.catalog, facts)
         measured = profile_lookup(measured, table, profile_concurrency)
+        held = profile_record(Path(profile), profile_display or str(profile), profile_concurrency, table)
+    elif ws.replay is not None and ws.replay.profile is not None:  # --from-lock: the numbers the lock holds
+        from optkit.resolve.inputs import profile_table
+        from optkit.resolve.profiled import profile_lookup
+
+        held = ws.replay.profile
+        table = profile_table(held)
+        measured = profile_lookup(measured, table, held["concurrency"])
     resolution = resolve(ws.catalog, facts, request.with_recipes, request.without_recipes, baseline_for,
                          ws.unavailable, verdicts, measured, capacity)
     result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts, layout=layout,
                   choices=choices, given=given,
-                  pd=pd_layout(request, target), profile=analysis, profile_savings=table,
+                  pd=pd_layout(request, target), profile=analysis, profile_savings=table, profile_input=held,
                   capacity=capacity.selection(resolution.selected) if capacity else None)
     return _assemble(result, ws, baseline_for)
 

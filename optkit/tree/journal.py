@@ -29,6 +29,8 @@ import json
 import os
 import shutil
 import signal
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -250,6 +252,53 @@ def read_journal(root: Path) -> schema.Journal | None:
     """``.optkit/journal.json`` (an apply that has not finished), or None if there is none."""
     path = root / HOME / "journal.json"
     return _read(path, lambda schema: schema.Journal) if path.exists() or path.is_symlink() else None
+
+
+def applied_recipes(root: Path) -> dict[str, list[str]]:
+    """Recipe → the names of its patches a finished optkit apply left on the tree (``state.json``,
+    outcome ``applied``), in apply order; empty for a tree optkit never patched."""
+    state = read_state(root)
+    applied: dict[str, list[str]] = {}
+    for patch in state.patches if state else []:
+        if patch.outcome == "applied":
+            applied.setdefault(patch.recipe, []).append(patch.name)
+    return applied
+
+
+@contextmanager
+def pristine_base(root: Path):
+    """The tree at ``root`` as it was before optkit's apply: ``root`` itself when optkit never patched it,
+    else a scratch copy (hard links where the file system allows) in which every file the apply recorded
+    has its pristine bytes again (``pristine/``) and every file a patch created is gone. What probes and
+    knob scans judge on a patched tree: optkit's own patches are never taken for upstream's code.
+    Refused while an apply is unfinished; the copy is deleted on exit."""
+    refuse_unfinished(root)
+    state = read_state(root)
+    if state is None:
+        yield root
+        return
+    with tempfile.TemporaryDirectory(prefix="optkit-base-") as scratch:
+        base = Path(scratch) / root.name
+        shutil.copytree(root, base, symlinks=True, copy_function=_link_or_copy,
+                        ignore=lambda folder, names: [n for n in names if Path(folder) == root and n in (HOME, ".git")])
+        if (root / ".git").exists():  # the version may come from git describe: read the tree's own history
+            (base / ".git").symlink_to(root / ".git")
+        for rel, record in sorted(state.files.items()):
+            (base / rel).unlink(missing_ok=True)  # a link to the patched file: never written through
+            if record.before is not None:
+                (base / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(_saved_copy([root / HOME / "pristine"], rel, record.before), base / rel)
+        for rel in sorted(state.new_dirs, key=lambda d: d.count("/"), reverse=True):
+            if (base / rel).is_dir() and not any((base / rel).iterdir()):
+                (base / rel).rmdir()
+        yield base
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def _read(path: Path, model):

@@ -40,6 +40,11 @@ class ReleaseView:
     data: ReleaseData
     tree: Path | None = None
     probes: dict[str, RecipeOnTree] = field(default_factory=dict)
+    shown: str | None = None
+    """The tree as the request gives it (what the plan's words name: no machine path the user did not write)."""
+    applied: dict[str, list[str]] = field(default_factory=dict)
+    """For a tree optkit patched: recipe → its patches applied there (``.optkit/state.json``); the probes
+    and knobs above are read on the tree without them (``optkit.tree.journal.pristine_base``)."""
 
     @property
     def version(self) -> Version:
@@ -47,25 +52,30 @@ class ReleaseView:
 
     @property
     def label(self) -> str:
-        return f"the tree {self.tree} (vllm-ascend {self.version})" if self.tree else f"vllm-ascend {self.version}"
+        shown = self.shown or self.tree
+        return f"the tree {shown} (vllm-ascend {self.version})" if self.tree else f"vllm-ascend {self.version}"
 
 
-def release_view(version: str | Version, tree: Path | None = None, catalog=None) -> ReleaseView:
-    """The release of a plan: the data of ``version``, or the tree ``tree`` read and probed."""
+def release_view(version: str | Version, tree: Path | None = None, catalog=None, shown: str | None = None) -> ReleaseView:
+    """The release of a plan: the data of ``version``, or the tree ``tree`` read and probed (``shown``: the
+    tree as the request names it, where it differs from where it is now)."""
     if tree is None:
         return ReleaseView(load_release(version))
-    from optkit.versions.scan import scan_tree
-
     from optkit.catalog.frozen import freeze
+    from optkit.tree.inspect import inspect_tree
+    from optkit.tree.journal import applied_recipes, pristine_base
+    from optkit.versions.scan import scan_tree
     from optkit.versions.schema import RECORDS, ReleaseData
 
-    data = freeze(ReleaseData.model_validate(scan_tree(Path(tree))), RECORDS)
-    view = ReleaseView(data, Path(tree).resolve())
-    if catalog is not None:
-        from optkit.versions.probes import recipe_on_tree
+    root = inspect_tree(Path(tree)).root
+    with pristine_base(root) as base:  # optkit's own patches on the tree are judged as its recipes, not upstream
+        data = freeze(ReleaseData.model_validate(scan_tree(base)), RECORDS)
+        view = ReleaseView(data, root, shown=shown or str(tree), applied=applied_recipes(root))
+        if catalog is not None:
+            from optkit.versions.probes import recipe_on_tree
 
-        view.probes = {r.id: recipe_on_tree(r, view.tree, view.version, patch_dir=catalog.folders.get(r.id))
-                       for r in catalog if r.releases}
+            view.probes = {r.id: recipe_on_tree(r, base, view.version, patch_dir=catalog.folders.get(r.id))
+                           for r in catalog if r.releases}
     return view
 
 
@@ -234,7 +244,7 @@ def _entry(recipe: Recipe, view: ReleaseView) -> tuple[ReleaseRange | None, list
     if probed is None:
         return recipe.release_entry(view.version), []
     if probed.entry is None:
-        return probed.declared, [f"no probe of this recipe holds on {view.tree}; using the entry for {view.version}"]
+        return probed.declared, [f"no probe of this recipe holds on {view.shown or view.tree}; using the entry for {view.version}"]
     if probed.declared is not None and probed.entry is not probed.declared:
         return probed.entry, [f"probes on {view.tree} show '{probed.entry.status}' ({probed.entry.versions}), "
                               f"not '{probed.declared.status}' as declared for {view.version}"]

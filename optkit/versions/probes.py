@@ -155,12 +155,19 @@ class TreeReport:
     version: Version
     version_source: str
     recipes: list[RecipeOnTree]
+    applied: dict[str, list[str]] = field(default_factory=dict)
+    """Recipe → its patches optkit applied to the tree (``.optkit/state.json``): the probes ran on the tree
+    without them, so an applied recipe shows its status on the pristine base (``new``), never ``upstream``."""
 
 
 def inspect_tree_recipes(path: Path, catalog: Catalog) -> TreeReport:
     """Run every probe of every recipe on the vllm-ascend tree at ``path`` (any tree: a release, a
-    user's own branch); the version comes from the tree, as ``optkit apply`` reads it."""
+    user's own branch); the version comes from the tree, as ``optkit apply`` reads it. On a tree optkit
+    patched, the probes judge its pristine base (``optkit.tree.journal.pristine_base``)."""
     from optkit.tree.inspect import inspect_tree
+    from optkit.tree.journal import applied_recipes, pristine_base
 
     info = inspect_tree(path)
-    return TreeReport(info.root, info.version, info.version_source, inspect_recipes(catalog, info.root, info.version))
+    with pristine_base(info.root) as base:
+        recipes = inspect_recipes(catalog, base, info.version)
+    return TreeReport(info.root, info.version, info.version_source, recipes, applied_recipes(info.root))

@@ -99,7 +99,7 @@ def _rank(trace, recipes, dims, release) -> RankResult:
     rep = sorted(decode, key=lambda s: (s.wall, s.start))[len(decode) // 2]
     return RankResult(trace.rank, trace.folder, trace.started, trace.form, dict(sorted(trace.versions.items())), how,
                       len(steps), len(decode), len(steps) - len(decode), _decode_summary(decode),
-                      _op_rows(decode, dims), findings, gaps, ops, _cross_check(trace), rep)
+                      _op_rows(decode, dims), findings, gaps, ops, [], rep)
 
 
 def _median(values) -> float:
@@ -152,16 +152,6 @@ def _layers(count: int, dims) -> str:
             which = "" if key == "num_layers" else _LAYER_LABELS[key].replace("_", "-") + " "
             return f"{count // layers} per {which}layer (x{layers})"
     return ""
-
-
-def _cross_check(trace) -> list[str]:
-    if not trace.op_statistic:
-        return []
-    read: dict[str, int] = {}
-    for op in trace.ops:
-        read[op.type] = read.get(op.type, 0) + 1
-    return [f"op_statistic.csv counts {n} {t} ops, kernel_details.csv has {read.get(t, 0)}"
-            for t, n in sorted(trace.op_statistic.items()) if read.get(t, 0) != n]
 
 
 def _combine(per_rank: list[list[Finding]]) -> list[Finding]:

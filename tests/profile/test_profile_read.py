@@ -149,6 +149,21 @@ def _bad_duration(root: Path) -> None:
     path.write_text(out.getvalue())
 
 
+def _cut_kernel_details(root: Path, lines: int | None = None, chars: int | None = None) -> None:
+    """kernel_details.csv cut as a partial copy leaves it: after ``lines`` whole lines, or mid-line at ``chars``."""
+    path = _output(root) / "kernel_details.csv"
+    text = path.read_text()
+    path.write_text("".join(text.splitlines(keepends=True)[:lines]) if lines else text[:chars])
+
+
+def _cut_mid_row(root: Path) -> None:
+    """Line 501 of kernel_details.csv cut after its fourth field (then the file goes on: a corrupt copy)."""
+    path = _output(root) / "kernel_details.csv"
+    lines = path.read_text().splitlines(keepends=True)
+    lines[500] = ",".join(lines[500].split(",")[:4]) + "\n"
+    path.write_text("".join(lines))
+
+
 def _elsewhere(root: Path) -> Path:
     (root / "other").mkdir()
     (root / "other" / "notes.txt").write_text("hi")
@@ -170,6 +185,15 @@ BROKEN = [
     ("kernel-column-missing", lambda r: _replace(_output(r) / "kernel_details.csv", "Duration(us)", "Dur"),
      "kernel_details.csv:1: no column 'Duration(us)' in the header"),
     ("kernel-bad-number", _bad_duration, "kernel_details.csv:6: column 'Duration(us)' is 'fast', not a number"),
+    ("kernel-cut-at-a-line-boundary", lambda r: _cut_kernel_details(r, lines=500),
+     "kernel_details.csv: 499 ops, but op_statistic.csv counts 1065; the files disagree on 13 op types"),
+    ("kernel-cut-mid-line", lambda r: _cut_kernel_details(r, chars=40000),
+     "the last line has no line end: the file is cut mid-line"),
+    ("kernel-row-cut-short", _cut_mid_row,
+     "kernel_details.csv:501: this row has 4 fields where the header has 12: the file is cut (or corrupt) here"),
+    ("op-statistic-from-another-capture", lambda r: _replace(_output(r) / "op_statistic.csv", "AddRmsNorm,AI_VECTOR_CORE,120",
+                                                           "AddRmsNorm,AI_VECTOR_CORE,121"),
+     "the files disagree on 1 op type (AddRmsNorm 120 vs 121)"),
     ("only-kernel-details", lambda r: (_output(r) / "trace_view.json").unlink(),
      "kernel_details.csv without trace_view.json"),
     ("broken-profiler-info", lambda r: next(r.glob("*_ascend_pt/profiler_info_0.json")).write_text("{") and None,

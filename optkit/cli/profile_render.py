@@ -24,7 +24,8 @@ def profile_blocks(report) -> list:
     streams = ", ".join(f"stream {k} {_us(v)}" for k, v in d["streams_us"].items())
     blocks.append(f"Decode step (median): wall {_us(d['wall_us'])}, device busy {_us(d['busy_us'])}, device free "
                   f"{_us(d['free_us'])}; {d['launches']} launches; syncs: {syncs}; blocking copies (pageable): "
-                  f"{d['blocking_copies']['count']} ({_us(d['blocking_copies']['us'])}); {streams}; two or more "
+                  f"{d['blocking_copies']['count']} ({_us(d['blocking_copies']['us'])} on the host, device idle caused "
+                  f"{_us(d['blocking_copies']['device_idle_us'])}); {streams}; two or more "
                   f"streams at once {_us(d['overlap_us'])}")
     blocks += [f"Note: {n}" for n in r.notes]
     if report.plan is not None:

@@ -121,7 +121,8 @@ def _decode_summary(decode: list[Step]) -> dict:
         "syncs": {k: {"count": int(_median([c for c, _ in v] + [0] * (n - len(v)))),
                       "us": _median([u for _, u in v] + [0.0] * (n - len(v)))} for k, v in sorted(syncs.items())},
         "blocking_copies": {"count": int(_median(s.blocking_copies()[0] for s in decode)),
-                            "us": _median(s.blocking_copies()[1] for s in decode)},
+                            "us": _median(s.blocking_copies()[1] for s in decode),
+                            "device_idle_us": _median(s.blocking_copies()[2] for s in decode)},
         "streams_us": {k: _median(busy.get(k, 0.0) for busy, _ in streams) for k in names},
         "overlap_us": _median(o for _, o in streams),
     }

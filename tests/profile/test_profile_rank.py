@@ -58,7 +58,7 @@ def test_the_table_names_the_recipes_and_the_unexplained_gap():
     text = run("profile", FIXTURE, *FLAGSHIP)
     assert "Recipes by your profile" in text
     first = next(line for line in text.splitlines() if line.startswith("│ 1 "))
-    assert "sampler-min-tokens-spec-mask-cache" in first and "1,600.0 µs" in first
+    assert "sampler-min-tokens-spec-mask-cache" in first and "1,601.0 µs" in first
     gaps = text[text.index("Host gaps no recipe explains"):]
     assert "AddRmsNorm" in gaps and "21 of 40" in gaps and "250.0 µs" in gaps
 
@@ -93,8 +93,8 @@ def test_plan_with_the_profile_uses_its_numbers_over_the_articles():
 
     rid = "sampler-min-tokens-spec-mask-cache"
     assert not basis(plain, rid).startswith("from your profile")
-    assert basis(profiled, rid).startswith("from your profile of 2025-12-02 00:00: 1600 µs per decode step")
-    assert profiled["decisions"][rid]["expected_tpot_saving_ms"]["c1"] == pytest.approx(1.6)
+    assert basis(profiled, rid).startswith("from your profile of 2025-12-02 00:00: 1601 µs per decode step")
+    assert profiled["decisions"][rid]["expected_tpot_saving_ms"]["c1"] == pytest.approx(1.601)
 
 
 def test_plan_profile_counts_only_at_the_concurrency_it_was_captured_at():

@@ -28,15 +28,16 @@ def savings(result) -> dict[str, float]:
     return {f.recipe: f.saving_us for f in result.findings if f.present}
 
 
-def test_the_committed_fixture_is_what_the_script_writes(tmp_path):
-    make_fixture.write(tmp_path / "one-rank")
-    compared = filecmp.dircmp(FIXTURE, tmp_path / "one-rank")
+@pytest.mark.parametrize("name", ["one-rank", *make_fixture.VARIANTS])
+def test_the_committed_fixture_is_what_the_script_writes(tmp_path, name):
+    make_fixture.write(tmp_path / name, **make_fixture.VARIANTS.get(name, {}))
+    compared = filecmp.dircmp(HERE / "fixtures" / name, tmp_path / name)
     stack, diffs = [compared], []
     while stack:
         node = stack.pop()
         diffs += node.left_only + node.right_only + node.diff_files
         stack += node.subdirs.values()
-    assert diffs == [], "run python tests/profile/make_fixture.py and commit the fixture"
+    assert diffs == [], "run make_fixture.write_all() (tests/profile/make_fixture.py) and commit the fixtures"
 
 
 @pytest.mark.parametrize("form", [
@@ -58,6 +59,27 @@ def test_every_form_gives_the_injected_costs(tmp_path, form):
     assert gap.gap_us == pytest.approx(make_fixture.UNEXPLAINED_GAP[2], rel=0.02)
 
 
+BLOCKING = [  # fixture → MinTokens saving (None: no instance), blocking copies per decode step
+    pytest.param("one-rank", 1601.0, {"count": 2, "us": 1600.0, "device_idle_us": 1601.0}, id="pageable-copies-idle"),
+    pytest.param("stalling-copies", make_fixture.STALLING, {"count": 2, "us": 27.0, "device_idle_us": 187.0},
+                 id="small-copies-and-nonzero-syncs-stall-the-device"),
+    pytest.param("result-copy", None, {"count": 1, "us": make_fixture.RESULT_COPY, "device_idle_us": 0.0},
+                 id="step-end-result-copy-waits-for-the-device"),
+]
+
+
+@pytest.mark.parametrize("name, saving, copies", BLOCKING)
+def test_a_blocking_copy_costs_the_device_idle_it_causes(name, saving, copies):
+    result = analyze(HERE / "fixtures" / name, CATALOG, DIMS, "0.23.0")
+    assert savings(result).get("sampler-min-tokens-spec-mask-cache") == (pytest.approx(saving) if saving else None)
+    assert result.ranks[0].decode["blocking_copies"] == pytest.approx(copies)
+
+
+def test_the_cut_fixture_is_refused_naming_both_files():
+    with pytest.raises(ProfileError, match=r"kernel_details.csv: 499 ops, but op_statistic.csv counts 1065"):
+        analyze(HERE / "fixtures" / "cut-kernel-details", CATALOG, DIMS, "0.23.0")
+
+
 def test_step_marks_are_used_when_the_capture_has_them(tmp_path):
     make_fixture.write(tmp_path, marks=True)
     assert analyze(tmp_path, CATALOG, DIMS, "0.23.0").ranks[0].steps_found == "the profiler's step marks"
@@ -68,7 +90,7 @@ def test_step_marks_are_used_when_the_capture_has_them(tmp_path):
 def test_the_decode_step_decomposition(tmp_path):
     make_fixture.write(tmp_path, marks=True)
     d = analyze(tmp_path, CATALOG, DIMS, "0.23.0").ranks[0].decode
-    assert d["blocking_copies"] == {"count": 2, "us": 1600.0}
+    assert d["blocking_copies"] == {"count": 2, "us": 1600.0, "device_idle_us": 1601.0}  # the relaunch after: 1 µs
     assert d["syncs"] == {"AscendCL@aclrtSynchronizeStream": {"count": 1, "us": 6.0}}
     assert d["streams_us"]["3"] == pytest.approx(40 * 6.0)  # the shared expert's side stream
     assert d["overlap_us"] == pytest.approx(40 * 6.0)  # entirely under the routed experts

@@ -88,7 +88,8 @@ def plan_command(model, request_file, as_json, verbose, output, k8s, replicas, k
     if result.profile is not None:
         counted = sorted(rid for rid, s in result.profile_savings.items() if s.present)
         click.echo(f"profile: {result.profile.directory} (captured {result.profile.started}) counts at c{profile_at} "
-                   f"for {', '.join(counted) or 'no recipe: none of their signatures is in it'}")
+                   f"for {', '.join(counted) or 'no recipe: none of their signatures is in it'}; "
+                   f"{result.profile.release_check}")
     if output is not None:
         click.echo(f"bundle written to {output}")
 

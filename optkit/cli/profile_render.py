@@ -15,7 +15,8 @@ def profile_blocks(report) -> list:
     versions = ", ".join(f"{k.removesuffix('_version')} {v}" for k, v in r.versions.items())
     blocks: list = [
         f"optkit profile: {a.directory}: {len(a.ranks)} rank{'s' if len(a.ranks) > 1 else ''}, captured {a.started} "
-        f"({r.form} form{'; ' + versions if versions else ''}); vllm-ascend {a.release or 'any (no --model)'}",
+        f"({r.form} form{'; ' + versions if versions else ''}); vllm-ascend {a.release or 'any (no --model)'}"
+        + (f"; {a.release_check}" if a.release_check else ""),
         f"Steps ({r.steps_found}): {r.steps}, {r.decode_steps} decode, {r.prefill_steps} prefill"
         + (f"; figures of rank {r.rank}, the slowest" if len(a.ranks) > 1 else ""),
     ]

@@ -63,6 +63,7 @@ class ProfileAnalysis:
     slowest_rank: int
     dims: dict[str, int] | None = None
     signatures: dict[str, list] = field(default_factory=dict)  # recipe → its signatures (for the chart)
+    release_check: str | None = None  # the capture's release against the plan's, in words (optkit.resolve.profiled)
 
     def signature_of(self, finding: Finding):
         return self.signatures[finding.recipe][finding.index]
@@ -178,5 +179,6 @@ def as_dict(result: ProfileAnalysis) -> dict:
         return d
 
     return {"directory": result.directory, "started": result.started, "release": result.release,
+            "release_check": result.release_check,
             "slowest_rank": result.slowest_rank, "ranks": [rank(r) for r in result.ranks],
             "findings": [asdict(f) for f in result.findings if f.present]}

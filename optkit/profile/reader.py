@@ -11,7 +11,7 @@ from optkit.profile.locate import RankFolder
 from optkit.profile.text_reader import read_kernel_details, read_op_statistic, read_step_trace, read_trace_view
 from optkit.profile.trace import RankTrace
 
-VERSION_KEYS = ("torch_npu_version", "cann_version")
+VERSION_KEYS = ("torch_npu_version", "cann_version", "vllm_ascend_version")
 
 
 def read_rank(entry: RankFolder) -> RankTrace:
@@ -63,7 +63,8 @@ def _same_counts(out: Path, trace: RankTrace) -> None:
 
 
 def _versions(folder: Path) -> dict[str, str]:
-    """torch_npu and CANN versions, from the profiler_info*.json / profiler_metadata.json that record them."""
+    """torch_npu, CANN and (when the capture records it: torch_npu's ``add_metadata``) vllm-ascend versions,
+    from the profiler_info*.json / profiler_metadata.json that record them."""
     found: dict[str, str] = {}
     for path in sorted(folder.glob("profiler_info*.json")) + [folder / "profiler_metadata.json"]:
         if not path.is_file():

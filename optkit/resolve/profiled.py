@@ -132,10 +132,46 @@ def profile_report(request, directory: Path, workspace=None, concurrency: int = 
 
 
 def analyse_for(catalog, directory: Path, model, facts, display: str | None = None):
-    """The capture analysed with the model's dimensions on the request's release."""
+    """The capture analysed with the model's dimensions on the request's release, and its own release
+    checked against that one (``release_check``)."""
     from optkit.profile.analysis import analyze
 
-    return analyze(directory, catalog, dims_of(model), str(facts["versions.vllm_ascend"]), display)
+    release = str(facts["versions.vllm_ascend"])
+    analysis = analyze(directory, catalog, dims_of(model), release, display)
+    analysis.release_check = release_check(analysis, release)
+    return analysis
+
+
+def release_check(analysis, release: str) -> str:
+    """The capture's vllm-ascend release against ``release`` (the plan's), in words: the release the
+    capture records (profiler_metadata.json's ``vllm_ascend_version``), else the releases whose
+    torch_npu pin is the capture's torch_npu, else unknown."""
+    from packaging.version import InvalidVersion, Version
+
+    from optkit.versions.releases import known_versions, load_release
+
+    versions = analysis.slowest.versions
+    recorded = versions.get("vllm_ascend_version")
+    if recorded:
+        try:
+            same = Version(recorded) == Version(release)
+        except InvalidVersion:
+            same = False
+        if same:
+            return f"captured on vllm-ascend {recorded}, the plan's release"
+        return (f"MISMATCH: captured on vllm-ascend {recorded}, but the plan is for {release}: the capture's costs are "
+                f"another release's (signatures and code paths differ); capture on {release}, or plan with "
+                f"--vllm-ascend-version {recorded}")
+    torch_npu = versions.get("torch_npu_version")
+    if not torch_npu:
+        return f"the capture does not record its vllm-ascend release (unknown): its savings are assumed to hold on {release}"
+    pins = {str(v): str(load_release(v).pins["torch_npu"].value) for v in known_versions()}
+    pinned = [v for v, pin in pins.items() if pin == torch_npu]
+    head = f"the capture does not record its vllm-ascend release (unknown); its torch_npu {torch_npu} is the pin of "
+    if release in pinned:
+        return head + f"{', '.join(pinned)}, {release} among them"
+    return (f"MISMATCH: {head}{', '.join(pinned) or 'no release optkit knows'}, not of {release} "
+            f"(torch_npu {pins.get(release, '?')}): the capture is most likely another release's")
 
 
 def report_data(report: ProfileReport) -> dict:

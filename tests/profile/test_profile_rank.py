@@ -188,3 +188,25 @@ def test_a_good_signature_lints_clean(tmp_path):
 def test_the_fixture_injects_every_shipped_signature():
     shipped = {r.id for r in load_catalog() if r.signatures}
     assert shipped == set(make_fixture.INJECTED)
+
+
+RELEASES = [  # what the capture records → the plan's release → the check's words
+    pytest.param("0.23.0", "0.23.0", "captured on vllm-ascend 0.23.0, the plan's release", id="recorded-same"),
+    pytest.param("0.23.0", "0.30.0rc2", "MISMATCH: captured on vllm-ascend 0.23.0, but the plan is for 0.30.0rc2",
+                 id="recorded-other"),
+    pytest.param(None, "0.30.0rc2", "the capture does not record its vllm-ascend release (unknown); its torch_npu "
+                 "2.10.0.post4 is the pin of", id="unrecorded-pin-fits"),
+    pytest.param(None, "0.20.2rc1", "MISMATCH: the capture does not record its vllm-ascend release (unknown); its "
+                 "torch_npu 2.10.0.post4 is the pin of", id="unrecorded-pin-differs"),
+]
+
+
+@pytest.mark.parametrize("recorded, release, words", RELEASES)
+def test_the_captures_release_is_checked_against_the_plans(tmp_path, recorded, release, words):
+    make_fixture.write(tmp_path, release=recorded)
+    text = run("plan", "qwen3.5-35b", "--target", "910c", "--mtp", "--profile", tmp_path,
+               "--vllm-ascend-version", release)
+    line = next(x for x in text.splitlines() if x.startswith("profile: "))
+    assert words in line
+    profiled = json.loads(run("profile", tmp_path, *FLAGSHIP, "--vllm-ascend-version", release, "--json"))
+    assert words in profiled["profile"]["release_check"]

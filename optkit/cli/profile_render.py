@@ -30,8 +30,8 @@ def profile_blocks(report) -> list:
                   f"streams at once {_us(d['overlap_us'])}")
     blocks += [f"Note: {n}" for n in r.notes]
     if report.plan is not None:
-        table = Table(f"Recipes by your profile (savings per decode step at c{report.concurrency}; valid for the "
-                      "request first)", ["#", "recipe", "saving", "status", "what the capture shows / why"])
+        table = Table(f"Recipes by your profile (savings per decode step at c{report.concurrency}; the plan's selection "
+                      "first)", ["#", "recipe", "saving", "status", "what the capture shows / why"])
         for i, x in enumerate(report.ranked, 1):
             table.add_row(str(i), x.recipe, _us(x.saving_us) if x.findings else "—", x.status,
                           x.basis + ("" if x.valid or not x.findings else f" — {x.reason}"))

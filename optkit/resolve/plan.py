@@ -248,7 +248,8 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
 
         analysis = analyse_for(ws.catalog, profile, model, facts, profile_display)
         table = savings(analysis, ws.catalog, facts)
-        measured = profile_lookup(measured, table, profile_concurrency)
+        measured = profile_lookup(measured, table, profile_concurrency, ws.catalog, bool(request.mtp),
+                                  facts["objective.goal"] == "latency")
     resolution = resolve(ws.catalog, facts, request.with_recipes, request.without_recipes, baseline_for,
                          ws.unavailable, verdicts, measured, capacity)
     result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts, layout=layout,

@@ -11,7 +11,8 @@ release and hold for the request (their ``when``) add up their saving per decode
 microseconds count as TPOT at the profile's concurrency (one decode step per token; with MTP a step
 yields more than one token, so it is an upper bound), labelled "from your profile of <date>". A
 recipe whose signatures are all absent from the capture gets 0 there: what it removes is not in
-this deployment. Other concurrencies keep the article's numbers (a capture is one load).
+this deployment. Higher concurrencies where the article would only extrapolate take the capture's
+number, extrapolated (``profile_lookup``); the others keep the article's (a capture is one load).
 """
 
 from __future__ import annotations
@@ -72,17 +73,40 @@ def _basis(analysis, counted, findings) -> str:
     return f"{head}: {round(sum(f.saving_us for f in counted), 3):g} µs per decode step ({'; '.join(parts)})"
 
 
-def profile_lookup(measured, table: dict[str, ProfileSaving], concurrency: int):
+def profile_lookup(measured, table: dict[str, ProfileSaving], concurrency: int, catalog=(), mtp: bool = False,
+                   carry_up: bool = True):
     """``measured(recipe_id, c)`` with the profile's savings under it: records first, then the capture
-    (at ``concurrency``, the load it was taken at), then nothing (the article's numbers)."""
+    (at ``concurrency``, the load it was taken at), then nothing (the article's numbers). Above that load,
+    where the article has no number of its own at ``c`` (it would extrapolate from a load no higher than
+    the capture's, or has none), the capture's saving is what is extrapolated, labelled so: one source
+    per recipe, never the capture at c1 beside the article's c1 carried to c4. ``carry_up`` false (the
+    throughput goal): nothing is carried up (``optkit.resolve.objective.benefit``)."""
+    gains = {r.id: r.gains for r in catalog}
+
     def lookup(recipe_id: str, c: int):
         found = measured(recipe_id, c) if measured else None
-        if found is not None or c != concurrency or recipe_id not in table:
+        if found is not None or recipe_id not in table:
             return found
         entry = table[recipe_id]
-        return Measured(entry.saving_us * MS_PER_US, entry.basis)
+        if c == concurrency:
+            return Measured(entry.saving_us * MS_PER_US, entry.basis)
+        if c > concurrency and carry_up and _article_extrapolates(gains.get(recipe_id, ()), c, concurrency, mtp):
+            return Measured(entry.saving_us * MS_PER_US, f"extrapolated from c{concurrency}, {entry.basis}")
+        return None
 
     return lookup
+
+
+def _article_extrapolates(gains, c: int, concurrency: int, mtp: bool) -> bool:
+    """The article has no number at ``c`` itself: it would carry one up from a load ≤ ``concurrency``, or has none."""
+    from optkit.resolve.objective import _matching
+
+    for metrics in ({"tpot"}, {"host_time"}):
+        found, basis = _matching(list(gains), metrics, c, mtp)
+        if found:
+            lower = [g.concurrency for g in found if g.concurrency is not None]
+            return basis.startswith("extrapolated from") and all(x <= concurrency for x in lower)
+    return True
 
 
 @dataclass
@@ -108,7 +132,8 @@ class ProfileReport:
 
 
 def rank(plan, table: dict[str, ProfileSaving]) -> list[Ranked]:
-    """The recipes whose signatures are present: valid for the request first, then by saving."""
+    """The recipes whose signatures are present: the ones the plan takes (selected, objective) first,
+    those with a saving before those without, then by saving."""
     out = []
     for rid, entry in table.items():
         if not entry.present and not entry.not_removed:
@@ -119,7 +144,7 @@ def rank(plan, table: dict[str, ProfileSaving]) -> list[Ranked]:
         reason = decision.reason
         out.append(Ranked(rid, entry.saving_us if entry.present else 0.0, status, reason, valid, entry.present,
                           entry.not_removed, entry.basis))
-    return sorted(out, key=lambda r: (not r.valid, -r.saving_us, r.recipe))
+    return sorted(out, key=lambda r: (r.status not in VALID, not r.valid, -r.saving_us, r.recipe))
 
 
 def profile_report(request, directory: Path, workspace=None, concurrency: int = 1, display: str | None = None):

@@ -21,9 +21,9 @@ from optkit.errors import ValidationFailed
 HERE = Path(__file__).resolve().parent
 FIXTURE = HERE / "fixtures" / "one-rank"
 FLAGSHIP = ["--model", "qwen3.5-35b", "--target", "910c", "--mtp"]
-# valid for the flagship request with MTP, and what the injected capture shows them removing
-VALID_INJECTED = ["sampler-min-tokens-spec-mask-cache", "gdn-l2norm-fused-recurrent-kernel",
-                  "gdn-conv-weight-transpose-cache"]
+# valid for the flagship request with MTP (at plan's default concurrencies 1,4,8: the L2Norm fusion
+# regresses at c8), and what the injected capture shows them removing
+VALID_INJECTED = ["sampler-min-tokens-spec-mask-cache", "gdn-conv-weight-transpose-cache"]
 
 
 def run(*args) -> str:
@@ -37,6 +37,8 @@ def test_the_injected_signatures_recipes_rank_first_with_their_injected_savings(
     ranking = data["ranking"]
     assert [r["recipe"] for r in ranking if r["valid"]] == VALID_INJECTED  # by saving, largest first
     assert ranking[:len(VALID_INJECTED)] == [r for r in ranking if r["valid"]]
+    # the plan's selection first (with a saving, then without), then the rest
+    assert [r["status"] for r in ranking] == ["selected"] * 3 + ["regresses", "excluded", "no-effect"]
     assert {r["recipe"] for r in ranking} <= set(make_fixture.INJECTED)  # nothing the capture does not show
     for r in ranking:
         if r["signatures"]:
@@ -61,6 +63,24 @@ def test_the_table_names_the_recipes_and_the_unexplained_gap():
     assert "sampler-min-tokens-spec-mask-cache" in first and "1,601.0 µs" in first
     gaps = text[text.index("Host gaps no recipe explains"):]
     assert "AddRmsNorm" in gaps and "21 of 40" in gaps and "250.0 µs" in gaps
+
+
+def test_the_plans_other_concurrencies_extrapolate_the_profiles_number_not_the_articles():
+    data = json.loads(run("plan", "qwen3.5-35b", "--target", "910c", "--mtp", "--json", "--profile", FIXTURE))
+    decision = data["decisions"]["sampler-min-tokens-spec-mask-cache"]
+    assert decision["expected_tpot_saving_ms"] == {"c1": 1.601, "c4": 1.601, "c8": 1.601}  # the article: 1.9
+    assert decision["basis"]["c4"].startswith("extrapolated from c1, from your profile of 2025-12-02 00:00")
+
+
+@pytest.mark.parametrize("flag", ["--profile-at", "--at"], ids=["profile-at", "old-name-at"])
+def test_profile_and_plan_share_the_name_of_the_captures_load(flag):
+    data = json.loads(run("profile", FIXTURE, *FLAGSHIP, "--concurrency", "1,4", flag, "4", "--json"))
+    assert data["concurrency"] == 4
+    assert data["ranking"][0]["basis"].startswith("from your profile")
+    from optkit.cli.profile_cmds import profile_command
+
+    shown = [o for p in profile_command.params if not getattr(p, "hidden", False) for o in p.opts]
+    assert "--profile-at" in shown and "--at" not in shown
 
 
 def test_without_mtp_the_single_token_recipes_count_too():

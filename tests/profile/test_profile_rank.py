@@ -230,3 +230,11 @@ def test_the_captures_release_is_checked_against_the_plans(tmp_path, recorded, r
     assert words in line
     profiled = json.loads(run("profile", tmp_path, *FLAGSHIP, "--vllm-ascend-version", release, "--json"))
     assert words in profiled["profile"]["release_check"]
+
+
+@pytest.mark.parametrize("x, align", [(50.0, "left"), (500.0, "center"), (950.0, "right")],
+                         ids=["left-edge", "middle", "right-edge"])
+def test_a_gap_label_near_an_edge_grows_inwards(x, align):
+    from optkit.profile.timeline import label_align
+
+    assert label_align(x, 1000.0) == align

@@ -121,8 +121,11 @@ def match(recipes, decode: list[Step], dims: dict[str, int] | None, release: str
             expected = expected_count(sig, dims)
             attributed = min(found, expected) if expected is not None else found
             cost = statistics.median(costs) if costs else 0.0
+            saving = attributed * cost
+            if sig.what == "host-call":  # device idle: never more than the device is idle in a step
+                saving = min(saving, statistics.median(s.free for s in decode))
             findings.append(Finding(recipe.id, index, sig.what, describe(sig), found, expected, attributed,
-                                    round(cost, 3), round(attributed * cost, 3), sig.effect, sig.when, sig.msg))
+                                    round(cost, 3), round(saving, 3), sig.effect, sig.when, sig.msg))
     return findings, explained
 
 

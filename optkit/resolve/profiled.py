@@ -220,4 +220,7 @@ def analysis_only(directory: Path, catalog, release: str | None, display: str | 
     """Without a model: the decomposition and the signatures present (no layer counts, no validity)."""
     from optkit.profile.analysis import analyze
 
-    return ProfileReport(analyze(directory, catalog, None, release, display), None, [], 1)
+    analysis = analyze(directory, catalog, None, release, display)
+    if release is not None:
+        analysis.release_check = release_check(analysis, release)
+    return ProfileReport(analysis, None, [], 1)

@@ -230,6 +230,8 @@ def test_the_captures_release_is_checked_against_the_plans(tmp_path, recorded, r
     assert words in line
     profiled = json.loads(run("profile", tmp_path, *FLAGSHIP, "--vllm-ascend-version", release, "--json"))
     assert words in profiled["profile"]["release_check"]
+    alone = json.loads(run("profile", tmp_path, "--vllm-ascend-version", release, "--json"))  # without a model
+    assert words in alone["profile"]["release_check"]
 
 
 @pytest.mark.parametrize("x, align", [(50.0, "left"), (500.0, "center"), (950.0, "right")],

@@ -68,9 +68,18 @@ def _basis(analysis, counted, findings) -> str:
             return (f"{head}: {', '.join(f'{f.per_step} × {f.pattern}' for f in present)} per decode step, "
                     f"which it does not remove for this request (only when {'; '.join(sorted({f.when for f in present if f.when}))})")
         return f"{head}: {', '.join(sorted({f.pattern for f in findings}))} not in the capture"
-    parts = [f"{f.attributed} × {f.cost_us:g} µs {f.pattern}" + (" (up to: it shrinks them)" if f.effect == "shrinks" else "")
+    parts = [f"{f.attributed} × {f.cost_us:g} µs {_of(f)}" + (" (up to: it shrinks them)" if f.effect == "shrinks" else "")
              for f in counted]
     return f"{head}: {round(sum(f.saving_us for f in counted), 3):g} µs per decode step ({'; '.join(parts)})"
+
+
+def _of(finding) -> str:
+    """What one instance's microseconds are: a blocking host call's are the device idle it causes."""
+    from optkit.profile.steps import BLOCKING_COPY, SYNC_CALL
+
+    if finding.what == "host-call" and (finding.pattern == BLOCKING_COPY or SYNC_CALL.fullmatch(finding.pattern)):
+        return f"of device idle from {finding.pattern}"
+    return finding.pattern
 
 
 def profile_lookup(measured, table: dict[str, ProfileSaving], concurrency: int, catalog=(), mtp: bool = False,

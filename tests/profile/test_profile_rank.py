@@ -240,3 +240,10 @@ def test_a_gap_label_near_an_edge_grows_inwards(x, align):
     from optkit.profile.timeline import label_align
 
     assert label_align(x, 1000.0) == align
+
+
+def test_a_blocking_copys_saving_says_it_is_device_idle():
+    data = json.loads(run("profile", HERE / "fixtures" / "stalling-copies", *FLAGSHIP, "--json"))
+    row = next(r for r in data["ranking"] if r["recipe"] == "sampler-min-tokens-spec-mask-cache")
+    assert row["saving_us_per_step"] == pytest.approx(make_fixture.STALLING)
+    assert row["basis"].endswith("187 µs per decode step (2 × 93.5 µs of device idle from AscendCL@aclrtMemcpy)")

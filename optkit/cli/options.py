@@ -36,13 +36,13 @@ def _ids(ctx, param, value):
     return [part.strip() for item in value for part in item.split(",") if part.strip()]
 
 
-# (option declarations, Request field, click kwargs); values are checked by the Request model, ranges included,
-# so a flag and the same key in a request file accept the same values
 PROFILE_AT = 1
 """The concurrency a profile capture is taken at unless told (the article profiled c1 decode)."""
-PROFILE_AT_HELP = ("the concurrency the capture was taken at: its savings count there, and the plan's other "
-                   "concurrencies are extrapolated from them.")
+PROFILE_AT_HELP = ("the concurrency the capture was taken at: its savings count there, and are extrapolated "
+                   "above it where the article has no number of its own.")
 
+# (option declarations, Request field, click kwargs); values are checked by the Request model, ranges included,
+# so a flag and the same key in a request file accept the same values
 _OPTIONS = [
     (("--target",), "target", dict(help="Target id or alias (910c, 910b).")),
     (("--variant",), "variant", dict(help="Target hardware variant (910c: 752t, 560t).")),

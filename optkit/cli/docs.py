@@ -161,7 +161,7 @@ def _profile_report(root):
     from optkit.resolve.profiled import profile_report
     from optkit.resolve.request_record import parse_request
 
-    request = parse_request({"model": "qwen3.5-35b", "target": "910c", "mtp": True, "concurrency": [1]})
+    request = parse_request({"model": "qwen3.5-35b", "target": "910c", "mtp": True})  # as the command shown makes it
     return profile_report(request, root / PROFILE_FIXTURE, load_workspace(root), 1, PROFILE_FIXTURE)
 
 

@@ -36,6 +36,11 @@ def _ids(ctx, param, value):
     return [part.strip() for item in value for part in item.split(",") if part.strip()]
 
 
+PROFILE_AT = 1
+"""The concurrency a profile capture is taken at unless told (the article profiled c1 decode)."""
+PROFILE_AT_HELP = ("the concurrency the capture was taken at: its savings count there, and are extrapolated "
+                   "above it where the article has no number of its own.")
+
 # (option declarations, Request field, click kwargs); values are checked by the Request model, ranges included,
 # so a flag and the same key in a request file accept the same values
 _OPTIONS = [

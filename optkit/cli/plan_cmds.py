@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from optkit.cli.options import build_request, catalog_dirs, catalog_option, request_options
+from optkit.cli.options import PROFILE_AT, PROFILE_AT_HELP, build_request, catalog_dirs, catalog_option, request_options
 from optkit.errors import UnknownName
 
 
@@ -61,8 +61,8 @@ def _plan_from_lock(lock: Path, model, request_file, params):
 @click.option("--profile", "profile", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="An Ascend profiler capture of this deployment (docs/profile.md): its savings per decode step "
                    "count over the article's numbers, below measured records.")
-@click.option("--profile-at", "profile_at", type=click.IntRange(1, 4096), default=1, show_default=True,
-              help="With --profile: the concurrency the capture was taken at (its savings count there).")
+@click.option("--profile-at", "profile_at", type=click.IntRange(1, 4096), default=PROFILE_AT, show_default=True,
+              help="With --profile: " + PROFILE_AT_HELP)
 def plan_command(model, request_file, as_json, verbose, output, k8s, replicas, k8s_device_plugin, from_lock,
                  profile, profile_at, **params):
     """Choose the best valid recipe set for MODEL on a target, and explain it."""
@@ -96,7 +96,8 @@ def plan_command(model, request_file, as_json, verbose, output, k8s, replicas, k
     if result.profile is not None:
         counted = sorted(rid for rid, s in result.profile_savings.items() if s.present)
         click.echo(f"profile: {result.profile.directory} (captured {result.profile.started}) counts at c{profile_at} "
-                   f"for {', '.join(counted) or 'no recipe: none of their signatures is in it'}")
+                   f"for {', '.join(counted) or 'no recipe: none of their signatures is in it'}; "
+                   f"{result.profile.release_check}")
     if output is not None:
         click.echo(f"bundle written to {output}")
 

@@ -15,7 +15,8 @@ def profile_blocks(report) -> list:
     versions = ", ".join(f"{k.removesuffix('_version')} {v}" for k, v in r.versions.items())
     blocks: list = [
         f"optkit profile: {a.directory}: {len(a.ranks)} rank{'s' if len(a.ranks) > 1 else ''}, captured {a.started} "
-        f"({r.form} form{'; ' + versions if versions else ''}); vllm-ascend {a.release or 'any (no --model)'}",
+        f"({r.form} form{'; ' + versions if versions else ''}); vllm-ascend {a.release or 'any (no --model)'}"
+        + (f"; {a.release_check}" if a.release_check else ""),
         f"Steps ({r.steps_found}): {r.steps}, {r.decode_steps} decode, {r.prefill_steps} prefill"
         + (f"; figures of rank {r.rank}, the slowest" if len(a.ranks) > 1 else ""),
     ]
@@ -24,12 +25,13 @@ def profile_blocks(report) -> list:
     streams = ", ".join(f"stream {k} {_us(v)}" for k, v in d["streams_us"].items())
     blocks.append(f"Decode step (median): wall {_us(d['wall_us'])}, device busy {_us(d['busy_us'])}, device free "
                   f"{_us(d['free_us'])}; {d['launches']} launches; syncs: {syncs}; blocking copies (pageable): "
-                  f"{d['blocking_copies']['count']} ({_us(d['blocking_copies']['us'])}); {streams}; two or more "
+                  f"{d['blocking_copies']['count']} ({_us(d['blocking_copies']['us'])} on the host, device idle caused "
+                  f"{_us(d['blocking_copies']['device_idle_us'])}); {streams}; two or more "
                   f"streams at once {_us(d['overlap_us'])}")
     blocks += [f"Note: {n}" for n in r.notes]
     if report.plan is not None:
-        table = Table(f"Recipes by your profile (savings per decode step at c{report.concurrency}; valid for the "
-                      "request first)", ["#", "recipe", "saving", "status", "what the capture shows / why"])
+        table = Table(f"Recipes by your profile (savings per decode step at c{report.concurrency}; the plan's selection "
+                      "first)", ["#", "recipe", "saving", "status", "what the capture shows / why"])
         for i, x in enumerate(report.ranked, 1):
             table.add_row(str(i), x.recipe, _us(x.saving_us) if x.findings else "—", x.status,
                           x.basis + ("" if x.valid or not x.findings else f" — {x.reason}"))

@@ -63,6 +63,7 @@ class ProfileAnalysis:
     slowest_rank: int
     dims: dict[str, int] | None = None
     signatures: dict[str, list] = field(default_factory=dict)  # recipe → its signatures (for the chart)
+    release_check: str | None = None  # the capture's release against the plan's, in words (optkit.resolve.profiled)
 
     def signature_of(self, finding: Finding):
         return self.signatures[finding.recipe][finding.index]
@@ -99,7 +100,7 @@ def _rank(trace, recipes, dims, release) -> RankResult:
     rep = sorted(decode, key=lambda s: (s.wall, s.start))[len(decode) // 2]
     return RankResult(trace.rank, trace.folder, trace.started, trace.form, dict(sorted(trace.versions.items())), how,
                       len(steps), len(decode), len(steps) - len(decode), _decode_summary(decode),
-                      _op_rows(decode, dims), findings, gaps, ops, _cross_check(trace), rep)
+                      _op_rows(decode, dims), findings, gaps, ops, [], rep)
 
 
 def _median(values) -> float:
@@ -121,7 +122,8 @@ def _decode_summary(decode: list[Step]) -> dict:
         "syncs": {k: {"count": int(_median([c for c, _ in v] + [0] * (n - len(v)))),
                       "us": _median([u for _, u in v] + [0.0] * (n - len(v)))} for k, v in sorted(syncs.items())},
         "blocking_copies": {"count": int(_median(s.blocking_copies()[0] for s in decode)),
-                            "us": _median(s.blocking_copies()[1] for s in decode)},
+                            "us": _median(s.blocking_copies()[1] for s in decode),
+                            "device_idle_us": _median(s.blocking_copies()[2] for s in decode)},
         "streams_us": {k: _median(busy.get(k, 0.0) for busy, _ in streams) for k in names},
         "overlap_us": _median(o for _, o in streams),
     }
@@ -154,16 +156,6 @@ def _layers(count: int, dims) -> str:
     return ""
 
 
-def _cross_check(trace) -> list[str]:
-    if not trace.op_statistic:
-        return []
-    read: dict[str, int] = {}
-    for op in trace.ops:
-        read[op.type] = read.get(op.type, 0) + 1
-    return [f"op_statistic.csv counts {n} {t} ops, kernel_details.csv has {read.get(t, 0)}"
-            for t, n in sorted(trace.op_statistic.items()) if read.get(t, 0) != n]
-
-
 def _combine(per_rank: list[list[Finding]]) -> list[Finding]:
     by_key: dict[tuple[str, int], list[Finding]] = {}
     for findings in per_rank:
@@ -187,5 +179,6 @@ def as_dict(result: ProfileAnalysis) -> dict:
         return d
 
     return {"directory": result.directory, "started": result.started, "release": result.release,
+            "release_check": result.release_check,
             "slowest_rank": result.slowest_rank, "ranks": [rank(r) for r in result.ranks],
             "findings": [asdict(f) for f in result.findings if f.present]}

@@ -11,7 +11,7 @@ from optkit.profile.locate import RankFolder
 from optkit.profile.text_reader import read_kernel_details, read_op_statistic, read_step_trace, read_trace_view
 from optkit.profile.trace import RankTrace
 
-VERSION_KEYS = ("torch_npu_version", "cann_version")
+VERSION_KEYS = ("torch_npu_version", "cann_version", "vllm_ascend_version")
 
 
 def read_rank(entry: RankFolder) -> RankTrace:
@@ -39,13 +39,32 @@ def read_rank(entry: RankFolder) -> RankTrace:
         raise ProfileError(f"{out}: no device ops in the {trace.form} form: the capture recorded no NPU activity "
                            "(profile with activities CPU and NPU, and send requests between /start_profile and "
                            "/stop_profile)")
+    if kernels.is_file() and trace.op_statistic:
+        _same_counts(out, trace)
     trace.ops.sort(key=lambda o: (o.start, o.end, o.name))
     trace.calls.sort(key=lambda c: (c.start, c.end, c.name))
     return trace
 
 
+def _same_counts(out: Path, trace: RankTrace) -> None:
+    """kernel_details.csv and op_statistic.csv describe the same ops: a cut or mixed copy is refused."""
+    read: dict[str, int] = {}
+    for op in trace.ops:
+        read[op.type] = read.get(op.type, 0) + 1
+    differ = [(t, read.get(t, 0), trace.op_statistic.get(t, 0))
+              for t in sorted(set(read) | set(trace.op_statistic)) if read.get(t, 0) != trace.op_statistic.get(t, 0)]
+    if differ:
+        shown = ", ".join(f"{t} {n} vs {m}" for t, n, m in differ[:5]) + (f" and {len(differ) - 5} more"
+                                                                          if len(differ) > 5 else "")
+        raise ProfileError(f"{out / 'kernel_details.csv'}: {len(trace.ops)} ops, but op_statistic.csv counts "
+                           f"{sum(trace.op_statistic.values())}; the files disagree on {len(differ)} op "
+                           f"type{'s' if len(differ) > 1 else ''} ({shown}): one of them is cut or from another "
+                           "capture; copy the capture's ASCEND_PROFILER_OUTPUT/ again")
+
+
 def _versions(folder: Path) -> dict[str, str]:
-    """torch_npu and CANN versions, from the profiler_info*.json / profiler_metadata.json that record them."""
+    """torch_npu, CANN and (when the capture records it: torch_npu's ``add_metadata``) vllm-ascend versions,
+    from the profiler_info*.json / profiler_metadata.json that record them."""
     found: dict[str, str] = {}
     for path in sorted(folder.glob("profiler_info*.json")) + [folder / "profiler_metadata.json"]:
         if not path.is_file():

@@ -3,8 +3,10 @@
 An instance of a kernel signature is a device op whose name (and type) the signature's regexes
 match in full and, with ``input_dim``, whose input shapes hold that model dimension; its cost is
 the op's device time plus the host-side gap before it (the launch the step waited for). An
-instance of a host-call signature is a host call of that name; its cost is the call's duration
-(the host blocked in it). Per decode step a signature expects ``count`` instances (times the
+instance of a host-call signature is a blocking host call of that name that the device waits for
+(an op of the step follows it); its cost is the device idle it causes (``Step.stall``), not the
+call's own duration: a copy that itself waits for the device to finish (a step-end copy of the
+results) costs the device nothing and is no instance. Per decode step a signature expects ``count`` instances (times the
 layers it names); the saving is that many instances (or as many as were found, if fewer) times
 the median instance cost, the median over decode steps and then over ranks.
 """
@@ -16,7 +18,7 @@ import statistics
 from dataclasses import dataclass
 
 from optkit.catalog.specifiers import contains
-from optkit.profile.steps import Step
+from optkit.profile.steps import Step, blocking
 
 LAYER_FIELDS = {"all": "num_layers", "gdn": "gdn_layers", "full_attention": "full_attention_layers"}
 GAP_FLOOR_US = 10.0
@@ -62,7 +64,7 @@ def expected_count(signature, dims: dict[str, int] | None) -> int | None:
 def instances(signature, step: Step, dims: dict[str, int] | None) -> list[tuple[int, float]]:
     """(index, cost) of every instance in ``step``: the op's index, or -1 - the call's index for host calls."""
     if signature.what == "host-call":
-        return [(-1 - i, c.dur) for i, c in enumerate(step.calls) if re.fullmatch(signature.name, c.name)]
+        return [(-1 - i, stall[0]) for i, c, stall in _host_calls(signature, step)]
     want = dims.get(signature.input_dim) if signature.input_dim and dims else None
     out = []
     for i, (op, gap) in enumerate(zip(step.ops, step.gaps)):
@@ -74,6 +76,28 @@ def instances(signature, step: Step, dims: dict[str, int] | None) -> list[tuple[
             continue
         out.append((i, op.dur + gap))
     return out
+
+
+def _host_calls(signature, step: Step):
+    """(index, call, (cost, ops covered)) of the calls a host-call signature names: a blocking one
+    (a copy from pageable memory, a sync) costs the device idle it causes (``Step.stall``) and is no
+    instance when no op of the step follows it; an asynchronous one costs its duration."""
+    for i, call in enumerate(step.calls):
+        if not re.fullmatch(signature.name, call.name):
+            continue
+        if not blocking(call):  # an asynchronous call costs the host its duration
+            yield i, call, (call.dur, [])
+            continue
+        stall = step.stall(call)
+        if stall is not None:
+            yield i, call, stall
+
+
+def covered(signature, step: Step) -> set[int]:
+    """The ops whose launch gaps a host-call signature's instances explain (the stall they cause)."""
+    if signature.what != "host-call":
+        return set()
+    return {i for _, _, (_, ops) in _host_calls(signature, step) for i in ops}
 
 
 def applies(signature, release: str | None) -> bool:
@@ -88,16 +112,20 @@ def match(recipes, decode: list[Step], dims: dict[str, int] | None, release: str
             if not applies(sig, release):
                 continue
             per_step = [instances(sig, step, dims) for step in decode]
-            for seen, found in zip(explained, per_step):
+            for seen, found, step in zip(explained, per_step, decode):
                 seen.update(i for i, _ in found)
+                seen.update(covered(sig, step))
             counts = [len(f) for f in per_step]
             costs = [c for f in per_step for _, c in f]
             found = int(statistics.median(counts)) if counts else 0
             expected = expected_count(sig, dims)
             attributed = min(found, expected) if expected is not None else found
             cost = statistics.median(costs) if costs else 0.0
+            saving = attributed * cost
+            if sig.what == "host-call":  # device idle: never more than the device is idle in a step
+                saving = min(saving, statistics.median(s.free for s in decode))
             findings.append(Finding(recipe.id, index, sig.what, describe(sig), found, expected, attributed,
-                                    round(cost, 3), round(attributed * cost, 3), sig.effect, sig.when, sig.msg))
+                                    round(cost, 3), round(saving, 3), sig.effect, sig.when, sig.msg))
     return findings, explained
 
 

@@ -32,6 +32,11 @@ BLOCKING_COPY = "AscendCL@aclrtMemcpy"
 PREFILL_FACTOR = 2.0
 
 
+def blocking(call: HostCall) -> bool:
+    """A host call that blocks the host until the device (or the copy) is done: a sync, a pageable copy."""
+    return call.name == BLOCKING_COPY or bool(SYNC_CALL.fullmatch(call.name))
+
+
 @dataclass
 class Step:
     """One step's window and what ran in it; ``gaps[i]`` is the host-side gap before ``ops[i]``."""
@@ -80,9 +85,27 @@ class Step:
                 out[key] = (n + 1, us + op.dur + gap)
         return out
 
-    def blocking_copies(self) -> tuple[int, float]:
+    def blocking_copies(self) -> tuple[int, float, float]:
+        """Count, host time in them, and the device idle they cause (``stall``; a copy nothing waits for: 0)."""
         copies = [c for c in self.calls if c.name == BLOCKING_COPY]
-        return len(copies), sum(c.dur for c in copies)
+        return len(copies), sum(c.dur for c in copies), sum((self.stall(c) or (0.0, []))[0] for c in copies)
+
+    def stall(self, call: HostCall) -> tuple[float, list[int]] | None:
+        """The device idle a blocking host call causes: the time no op runs from the call's start until
+        the device runs the step's next op launched after it returns (sync ops, ``NonZero``, and the host
+        syncs on them in between count as part of the stall), and the indexes of the ops whose launch
+        gaps that covers; the stall ends where the next blocking copy starts. None when no op of the step follows the call: nothing on the device waits
+        for it (a copy of the step's results back to the host, which itself waits for the device)."""
+        after = [i for i, op in enumerate(self.ops) if op.start >= call.end]
+        resume = next((i for i in after if not SYNC_OP_TYPE.fullmatch(self.ops[i].type)), None)
+        if resume is None:
+            return None
+        # the next blocking copy's stall is its own
+        end = min([self.ops[resume].start, *(c.start for c in self.calls if c.name == BLOCKING_COPY and c.start >= call.end
+                                             and c is not call)])
+        busy = _union([(max(o.start, call.start), min(o.end, end)) for o in self.ops if o.end > call.start and o.start < end])
+        covered = [i for i in after if self.ops[i].start <= end]
+        return max(0.0, end - call.start - sum(b - a for a, b in busy)), covered
 
     def streams(self) -> tuple[dict[str, float], float]:
         """Busy microseconds per stream, and the time two or more streams are busy at once."""

@@ -112,8 +112,19 @@ def _csv(path: Path, required: tuple[str, ...]):
                                    "format optkit was not checked against (docs/profile.md lists the columns)")
             reader.fieldnames = header
             rows = [(reader.line_num, row) for row in reader]
+            f.seek(0)
+            text = f.read()
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise ProfileError(f"{path}: cannot read: {exc}") from None
+    if text and not text.endswith(("\n", "\r")):
+        raise ProfileError(f"{path}:{rows[-1][0] if rows else 1}: the last line has no line end: the file is cut "
+                           f"mid-line; copy the capture's {path.parent.name}/ again")
+    for line, row in rows:
+        found = sum(v is not None for k, v in row.items() if k is not None)
+        if found != len(header) or None in row:
+            raise ProfileError(f"{path}:{line}: this row has {found + len(row.get(None) or [])} fields where the "
+                               f"header has {len(header)}: the file is cut (or corrupt) here; copy the capture's "
+                               f"{path.parent.name}/ again")
     return rows, header
 
 

@@ -46,8 +46,9 @@ def step_timeline(step, title: str, marked: dict[int, str], gaps: list[tuple[int
         if 0 <= index < len(step.ops):
             op = step.ops[index]
             axes.axvspan(op.start - t0 - us, op.start - t0, color=GAP, alpha=0.35, linewidth=0)
-            axes.annotate(f"{us:.0f} µs gap\nbefore {op.name}", (op.start - t0 - us / 2, host_row + 0.55),
-                          ha="center", va="bottom", fontsize=7)
+            x = op.start - t0 - us / 2
+            axes.annotate(f"{us:.0f} µs gap\nbefore {op.name}", (x, host_row + 0.55), ha=label_align(x, step.wall),
+                          va="bottom", fontsize=7)
     axes.set_yticks(range(len(streams) + 1), [f"stream {s}" for s in streams] + ["host calls"])
     axes.set_ylim(-0.7, host_row + 1.4)
     axes.set_xlim(0, step.wall)
@@ -59,6 +60,11 @@ def step_timeline(step, title: str, marked: dict[int, str], gaps: list[tuple[int
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
     return buffer.getvalue()
+
+
+def label_align(x: float, wall: float) -> str:
+    """A gap's label grows inwards near an edge of the step: centred there, it would run past the axes."""
+    return "right" if x > 0.8 * wall else "left" if x < 0.2 * wall else "center"
 
 
 def chart(result, rank=None) -> bytes:

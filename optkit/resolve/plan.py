@@ -258,7 +258,8 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
 
         analysis = analyse_for(ws.catalog, profile, model, facts, profile_display)
         table = savings(analysis, ws.catalog, facts)
-        measured = profile_lookup(measured, table, profile_concurrency)
+        measured = profile_lookup(measured, table, profile_concurrency, ws.catalog, bool(request.mtp),
+                                  facts["objective.goal"] == "latency")
         held = profile_record(Path(profile), profile_display or str(profile), profile_concurrency, table)
     elif ws.replay is not None and ws.replay.profile is not None:  # --from-lock: the numbers the lock holds
         from optkit.resolve.inputs import profile_table
@@ -266,7 +267,8 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
 
         held = ws.replay.profile
         table = profile_table(held)
-        measured = profile_lookup(measured, table, held["concurrency"])
+        measured = profile_lookup(measured, table, held["concurrency"], ws.catalog, bool(request.mtp),
+                                  facts["objective.goal"] == "latency")
     resolution = resolve(ws.catalog, facts, request.with_recipes, request.without_recipes, baseline_for,
                          ws.unavailable, verdicts, measured, capacity)
     result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts, layout=layout,

@@ -11,7 +11,8 @@ release and hold for the request (their ``when``) add up their saving per decode
 microseconds count as TPOT at the profile's concurrency (one decode step per token; with MTP a step
 yields more than one token, so it is an upper bound), labelled "from your profile of <date>". A
 recipe whose signatures are all absent from the capture gets 0 there: what it removes is not in
-this deployment. Other concurrencies keep the article's numbers (a capture is one load).
+this deployment. Higher concurrencies where the article would only extrapolate take the capture's
+number, extrapolated (``profile_lookup``); the others keep the article's (a capture is one load).
 """
 
 from __future__ import annotations
@@ -67,22 +68,54 @@ def _basis(analysis, counted, findings) -> str:
             return (f"{head}: {', '.join(f'{f.per_step} × {f.pattern}' for f in present)} per decode step, "
                     f"which it does not remove for this request (only when {'; '.join(sorted({f.when for f in present if f.when}))})")
         return f"{head}: {', '.join(sorted({f.pattern for f in findings}))} not in the capture"
-    parts = [f"{f.attributed} × {f.cost_us:g} µs {f.pattern}" + (" (up to: it shrinks them)" if f.effect == "shrinks" else "")
+    parts = [f"{f.attributed} × {f.cost_us:g} µs {_of(f)}" + (" (up to: it shrinks them)" if f.effect == "shrinks" else "")
              for f in counted]
     return f"{head}: {round(sum(f.saving_us for f in counted), 3):g} µs per decode step ({'; '.join(parts)})"
 
 
-def profile_lookup(measured, table: dict[str, ProfileSaving], concurrency: int):
+def _of(finding) -> str:
+    """What one instance's microseconds are: a blocking host call's are the device idle it causes."""
+    from optkit.profile.steps import BLOCKING_COPY, SYNC_CALL
+
+    if finding.what == "host-call" and (finding.pattern == BLOCKING_COPY or SYNC_CALL.fullmatch(finding.pattern)):
+        return f"of device idle from {finding.pattern}"
+    return finding.pattern
+
+
+def profile_lookup(measured, table: dict[str, ProfileSaving], concurrency: int, catalog=(), mtp: bool = False,
+                   carry_up: bool = True):
     """``measured(recipe_id, c)`` with the profile's savings under it: records first, then the capture
-    (at ``concurrency``, the load it was taken at), then nothing (the article's numbers)."""
+    (at ``concurrency``, the load it was taken at), then nothing (the article's numbers). Above that load,
+    where the article has no number of its own at ``c`` (it would extrapolate from a load no higher than
+    the capture's, or has none), the capture's saving is what is extrapolated, labelled so: one source
+    per recipe, never the capture at c1 beside the article's c1 carried to c4. ``carry_up`` false (the
+    throughput goal): nothing is carried up (``optkit.resolve.objective.benefit``)."""
+    gains = {r.id: r.gains for r in catalog}
+
     def lookup(recipe_id: str, c: int):
         found = measured(recipe_id, c) if measured else None
-        if found is not None or c != concurrency or recipe_id not in table:
+        if found is not None or recipe_id not in table:
             return found
         entry = table[recipe_id]
-        return Measured(entry.saving_us * MS_PER_US, entry.basis)
+        if c == concurrency:
+            return Measured(entry.saving_us * MS_PER_US, entry.basis)
+        if c > concurrency and carry_up and _article_extrapolates(gains.get(recipe_id, ()), c, concurrency, mtp):
+            return Measured(entry.saving_us * MS_PER_US, f"extrapolated from c{concurrency}, {entry.basis}")
+        return None
 
     return lookup
+
+
+def _article_extrapolates(gains, c: int, concurrency: int, mtp: bool) -> bool:
+    """The article has no number at ``c`` itself: it would carry one up from a load ≤ ``concurrency``, or has none."""
+    from optkit.resolve.objective import _matching
+
+    for metrics in ({"tpot"}, {"host_time"}):
+        found, basis = _matching(list(gains), metrics, c, mtp)
+        if found:
+            lower = [g.concurrency for g in found if g.concurrency is not None]
+            return basis.startswith("extrapolated from") and all(x <= concurrency for x in lower)
+    return True
 
 
 @dataclass
@@ -108,7 +141,8 @@ class ProfileReport:
 
 
 def rank(plan, table: dict[str, ProfileSaving]) -> list[Ranked]:
-    """The recipes whose signatures are present: valid for the request first, then by saving."""
+    """The recipes whose signatures are present: the ones the plan takes (selected, objective) first,
+    those with a saving before those without, then by saving."""
     out = []
     for rid, entry in table.items():
         if not entry.present and not entry.not_removed:
@@ -119,7 +153,7 @@ def rank(plan, table: dict[str, ProfileSaving]) -> list[Ranked]:
         reason = decision.reason
         out.append(Ranked(rid, entry.saving_us if entry.present else 0.0, status, reason, valid, entry.present,
                           entry.not_removed, entry.basis))
-    return sorted(out, key=lambda r: (not r.valid, -r.saving_us, r.recipe))
+    return sorted(out, key=lambda r: (r.status not in VALID, not r.valid, -r.saving_us, r.recipe))
 
 
 def profile_report(request, directory: Path, workspace=None, concurrency: int = 1, display: str | None = None):
@@ -132,10 +166,46 @@ def profile_report(request, directory: Path, workspace=None, concurrency: int = 
 
 
 def analyse_for(catalog, directory: Path, model, facts, display: str | None = None):
-    """The capture analysed with the model's dimensions on the request's release."""
+    """The capture analysed with the model's dimensions on the request's release, and its own release
+    checked against that one (``release_check``)."""
     from optkit.profile.analysis import analyze
 
-    return analyze(directory, catalog, dims_of(model), str(facts["versions.vllm_ascend"]), display)
+    release = str(facts["versions.vllm_ascend"])
+    analysis = analyze(directory, catalog, dims_of(model), release, display)
+    analysis.release_check = release_check(analysis, release)
+    return analysis
+
+
+def release_check(analysis, release: str) -> str:
+    """The capture's vllm-ascend release against ``release`` (the plan's), in words: the release the
+    capture records (profiler_metadata.json's ``vllm_ascend_version``), else the releases whose
+    torch_npu pin is the capture's torch_npu, else unknown."""
+    from packaging.version import InvalidVersion, Version
+
+    from optkit.versions.releases import known_versions, load_release
+
+    versions = analysis.slowest.versions
+    recorded = versions.get("vllm_ascend_version")
+    if recorded:
+        try:
+            same = Version(recorded) == Version(release)
+        except InvalidVersion:
+            same = False
+        if same:
+            return f"captured on vllm-ascend {recorded}, the plan's release"
+        return (f"MISMATCH: captured on vllm-ascend {recorded}, but the plan is for {release}: the capture's costs are "
+                f"another release's (signatures and code paths differ); capture on {release}, or plan with "
+                f"--vllm-ascend-version {recorded}")
+    torch_npu = versions.get("torch_npu_version")
+    if not torch_npu:
+        return f"the capture does not record its vllm-ascend release (unknown): its savings are assumed to hold on {release}"
+    pins = {str(v): str(load_release(v).pins["torch_npu"].value) for v in known_versions()}
+    pinned = [v for v, pin in pins.items() if pin == torch_npu]
+    head = f"the capture does not record its vllm-ascend release (unknown); its torch_npu {torch_npu} is the pin of "
+    if release in pinned:
+        return head + f"{', '.join(pinned)}, {release} among them"
+    return (f"MISMATCH: {head}{', '.join(pinned) or 'no release optkit knows'}, not of {release} "
+            f"(torch_npu {pins.get(release, '?')}): the capture is most likely another release's")
 
 
 def report_data(report: ProfileReport) -> dict:
@@ -159,4 +229,7 @@ def analysis_only(directory: Path, catalog, release: str | None, display: str | 
     """Without a model: the decomposition and the signatures present (no layer counts, no validity)."""
     from optkit.profile.analysis import analyze
 
-    return ProfileReport(analyze(directory, catalog, None, release, display), None, [], 1)
+    analysis = analyze(directory, catalog, None, release, display)
+    if release is not None:
+        analysis.release_check = release_check(analysis, release)
+    return ProfileReport(analysis, None, [], 1)

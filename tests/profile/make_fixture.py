@@ -10,6 +10,7 @@ signature's cost per decode step is known exactly (``INJECTED``), which is what 
 optkit's estimates against.
 
     python tests/profile/make_fixture.py            # rewrites tests/profile/fixtures/one-rank
+    python -c 'import make_fixture; make_fixture.write_all()'   # (in tests/profile) every committed fixture
     python tests/profile/make_fixture.py OUT --ranks 2 --clean --db --marks --steps 5
 
 Like vllm-ascend's own captures (its profiler never steps the torch profiler) the default has no
@@ -41,6 +42,8 @@ INJECTED = {
     "sampler-greedy-bf16-fastpath": 10.0,  # one full-vocabulary Cast
     "sampler-min-tokens-spec-mask-cache": 2 * 800.0,  # two blocking copies from pageable memory
 }
+STALLING = 2 * (13.5 + 60.0 + 20.0)  # the stalling-copies variant's MinTokens cost: device idle, not 2 × 13.5 µs
+RESULT_COPY = 9700.0  # the result-copy variant: a step-end D2H aclrtMemcpy waiting for the device
 UNEXPLAINED_GAP = ("AddRmsNorm", 21, 250.0)  # a host gap before layer 20's first op that no recipe explains
 
 
@@ -73,7 +76,11 @@ class Timeline:
         self.now += dur
 
 
-def build(inject: set[str], steps: int, scale: float, gap: bool) -> Timeline:
+def build(inject: set[str], steps: int, scale: float, gap: bool, copies: str = "pageable") -> Timeline:
+    """``copies``: how the MinTokens mask copies look (when injected): ``pageable`` two blocking 800 µs copies
+    with the device idle meanwhile; ``stalling`` two 13.5 µs copies, each followed by a NonZero and the host's
+    sync on it (93.5 µs of device idle each); ``result`` none, but every step ends in a blocking D2H copy of
+    the step's results that waits for the device (the host has launched everything: ops back to back)."""
     t = Timeline(scale)
     for number in range(1, steps + 1):
         prefill = number == 1
@@ -104,13 +111,23 @@ def build(inject: set[str], steps: int, scale: float, gap: bool) -> Timeline:
             t.op("GroupedMatmul", "GroupedMatmul", 20.0)
             t.op("MatMulV2", "MatMulV2", 6.0, stream=3, side=True)  # the shared expert, on its side stream
         t.op("MatMulV2", "MatMulV2", 30.0, shapes=f"1,2048;{VOCAB // 2},2048")  # lm_head shard
-        if "sampler-min-tokens-spec-mask-cache" in inject:
+        if "sampler-min-tokens-spec-mask-cache" in inject and copies == "pageable":
             for _ in range(2):
                 t.call("AscendCL@aclrtMemcpy", 800.0)
+        if "sampler-min-tokens-spec-mask-cache" in inject and copies == "stalling":
+            for _ in range(2):  # a small pageable copy, then a NonZero the host syncs on
+                t.call("AscendCL@aclrtMemcpy", 13.5)
+                t.op("aclnnNonzero_NonZero_NonZero", "NonZero", 4.0, gap=60.0)
+                t.call("AscendCL@aclrtSynchronizeStream", 20.0)
+            t.op("aclnnIndexPutImpl_IndexPutV2_IndexPutV2", "IndexPutV2", 3.0, gap=0.0)
         if "sampler-greedy-bf16-fastpath" in inject:
             t.op("aclnnCast_Cast_Cast", "Cast", 9.0 / t.scale, gap=1.0, shapes=f"1,{VOCAB}")
         t.op("ArgMaxV2", "ArgMaxV2", 4.0, shapes=f"1,{VOCAB}")
-        t.call("AscendCL@aclrtSynchronizeStream", 6.0)
+        if copies == "result" and not prefill:  # the host waits in the copy for the device to finish
+            t.calls.append(dict(name="AscendCL@aclrtMemcpy", start=t.now + 5.0 - RESULT_COPY, dur=RESULT_COPY))
+            t.now += 5.0
+        else:
+            t.call("AscendCL@aclrtSynchronizeStream", 6.0)
         t.now += 20.0  # the scheduler's turn
         t.marks.append((str(number), begin, t.now))
     return t
@@ -246,14 +263,19 @@ def write_db(path: Path, t: Timeline, marks: bool) -> None:
 
 
 def write(out: Path, ranks: int = 1, inject: set[str] | None = None, steps: int = 3, db: bool = False,
-          marks: bool = False, gap: bool = True) -> list[Path]:
-    """Write the capture into ``out`` (replaced); returns the rank folders."""
+          marks: bool = False, gap: bool = True, copies: str = "pageable", release: str | None = "0.23.0",
+          cut: int | None = None) -> list[Path]:
+    """Write the capture into ``out`` (replaced); returns the rank folders. ``copies``: see ``build`` (the
+    ``result`` variant runs the model 5.75 times slower, so that a decode step takes ~10.65 ms);
+    ``release``: the vllm-ascend release profiler_metadata.json records (None: no such file); ``cut``:
+    kernel_details.csv keeps only its first ``cut`` lines, as ``head -n`` leaves a partial copy."""
     inject = set(INJECTED) if inject is None else inject
+    base = 5.75 if copies == "result" else 1.0
     if out.exists():
         shutil.rmtree(out)
     folders = []
     for rank in range(ranks):
-        t = build(inject, steps, 1.0 + 0.02 * rank, gap)
+        t = build(inject, steps, base + 0.02 * rank, gap, copies)
         folder = out / f"dp0_pp0_tp{rank}_dcp0_ep{rank}_rank{rank}_{STAMP}_ascend_pt"  # vllm-ascend's worker name
         data = folder / "ASCEND_PROFILER_OUTPUT"
         data.mkdir(parents=True)
@@ -261,11 +283,14 @@ def write(out: Path, ranks: int = 1, inject: set[str] | None = None, steps: int 
                                              "schedule": {}}, "experimental_config": {"export_type": ["db" if db else "text"]}},
                 "rank_id": rank, "torch_npu_version": "2.10.0.post4", "cann_version": "9.1.0"}  # 0.23.0's pins
         (folder / f"profiler_info_{rank}.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+        if release is not None:  # what torch_npu's prof.add_metadata writes, here the release that served
+            (folder / "profiler_metadata.json").write_text(json.dumps({"vllm_ascend_version": release}) + "\n")
         if db:
             write_db(data / f"ascend_pytorch_profiler_{rank}.db", t, marks)
         else:
             (data / "trace_view.json").write_text(trace_view(t, marks))
-            (data / "kernel_details.csv").write_text(kernel_details(t, marks))
+            lines = kernel_details(t, marks).splitlines(keepends=True)
+            (data / "kernel_details.csv").write_text("".join(lines[:cut] if cut else lines))
             (data / "op_statistic.csv").write_text(op_statistic(t))
             (data / "step_trace_time.csv").write_text(step_trace_time(t, marks))
         folders.append(folder)
@@ -280,8 +305,26 @@ def main(argv=None) -> None:
     parser.add_argument("--clean", action="store_true", help="inject no signature")
     parser.add_argument("--db", action="store_true", help="the database form instead of the text form")
     parser.add_argument("--marks", action="store_true", help="ProfilerStep marks and Step Id (vllm-ascend writes none)")
+    parser.add_argument("--copies", choices=("pageable", "stalling", "result"), default="pageable",
+                        help="the MinTokens mask copies' form, or a step-end result copy instead (see build)")
+    parser.add_argument("--cut", type=int, help="keep the first N lines of kernel_details.csv (head -n N)")
     args = parser.parse_args(argv)
-    write(args.out, args.ranks, set() if args.clean else None, args.steps, args.db, args.marks)
+    write(args.out, args.ranks, set() if args.clean else None, args.steps, args.db, args.marks,
+          copies=args.copies, cut=args.cut)
+
+
+VARIANTS = {  # the committed fixtures besides one-rank: folder → write()'s arguments
+    "stalling-copies": dict(copies="stalling"),
+    "result-copy": dict(inject=set(), copies="result", gap=False),
+    "cut-kernel-details": dict(cut=500),
+}
+
+
+def write_all() -> None:
+    """Every committed fixture: one-rank and the VARIANTS."""
+    write(DEFAULT_OUT)
+    for name, kwargs in VARIANTS.items():
+        write(HERE / "fixtures" / name, **kwargs)
 
 
 if __name__ == "__main__":

@@ -21,9 +21,9 @@ from optkit.errors import ValidationFailed
 HERE = Path(__file__).resolve().parent
 FIXTURE = HERE / "fixtures" / "one-rank"
 FLAGSHIP = ["--model", "qwen3.5-35b", "--target", "910c", "--mtp"]
-# valid for the flagship request with MTP, and what the injected capture shows them removing
-VALID_INJECTED = ["sampler-min-tokens-spec-mask-cache", "gdn-l2norm-fused-recurrent-kernel",
-                  "gdn-conv-weight-transpose-cache"]
+# valid for the flagship request with MTP (at plan's default concurrencies 1,4,8: the L2Norm fusion
+# regresses at c8), and what the injected capture shows them removing
+VALID_INJECTED = ["sampler-min-tokens-spec-mask-cache", "gdn-conv-weight-transpose-cache"]
 
 
 def run(*args) -> str:
@@ -37,6 +37,8 @@ def test_the_injected_signatures_recipes_rank_first_with_their_injected_savings(
     ranking = data["ranking"]
     assert [r["recipe"] for r in ranking if r["valid"]] == VALID_INJECTED  # by saving, largest first
     assert ranking[:len(VALID_INJECTED)] == [r for r in ranking if r["valid"]]
+    # the plan's selection first (with a saving, then without), then the rest
+    assert [r["status"] for r in ranking] == ["selected"] * 3 + ["regresses", "excluded", "no-effect"]
     assert {r["recipe"] for r in ranking} <= set(make_fixture.INJECTED)  # nothing the capture does not show
     for r in ranking:
         if r["signatures"]:
@@ -58,9 +60,27 @@ def test_the_table_names_the_recipes_and_the_unexplained_gap():
     text = run("profile", FIXTURE, *FLAGSHIP)
     assert "Recipes by your profile" in text
     first = next(line for line in text.splitlines() if line.startswith("│ 1 "))
-    assert "sampler-min-tokens-spec-mask-cache" in first and "1,600.0 µs" in first
+    assert "sampler-min-tokens-spec-mask-cache" in first and "1,601.0 µs" in first
     gaps = text[text.index("Host gaps no recipe explains"):]
     assert "AddRmsNorm" in gaps and "21 of 40" in gaps and "250.0 µs" in gaps
+
+
+def test_the_plans_other_concurrencies_extrapolate_the_profiles_number_not_the_articles():
+    data = json.loads(run("plan", "qwen3.5-35b", "--target", "910c", "--mtp", "--json", "--profile", FIXTURE))
+    decision = data["decisions"]["sampler-min-tokens-spec-mask-cache"]
+    assert decision["expected_tpot_saving_ms"] == {"c1": 1.601, "c4": 1.601, "c8": 1.601}  # the article: 1.9
+    assert decision["basis"]["c4"].startswith("extrapolated from c1, from your profile of 2025-12-02 00:00")
+
+
+@pytest.mark.parametrize("flag", ["--profile-at", "--at"], ids=["profile-at", "old-name-at"])
+def test_profile_and_plan_share_the_name_of_the_captures_load(flag):
+    data = json.loads(run("profile", FIXTURE, *FLAGSHIP, "--concurrency", "1,4", flag, "4", "--json"))
+    assert data["concurrency"] == 4
+    assert data["ranking"][0]["basis"].startswith("from your profile")
+    from optkit.cli.profile_cmds import profile_command
+
+    shown = [o for p in profile_command.params if not getattr(p, "hidden", False) for o in p.opts]
+    assert "--profile-at" in shown and "--at" not in shown
 
 
 def test_without_mtp_the_single_token_recipes_count_too():
@@ -93,8 +113,8 @@ def test_plan_with_the_profile_uses_its_numbers_over_the_articles():
 
     rid = "sampler-min-tokens-spec-mask-cache"
     assert not basis(plain, rid).startswith("from your profile")
-    assert basis(profiled, rid).startswith("from your profile of 2025-12-02 00:00: 1600 µs per decode step")
-    assert profiled["decisions"][rid]["expected_tpot_saving_ms"]["c1"] == pytest.approx(1.6)
+    assert basis(profiled, rid).startswith("from your profile of 2025-12-02 00:00: 1601 µs per decode step")
+    assert profiled["decisions"][rid]["expected_tpot_saving_ms"]["c1"] == pytest.approx(1.601)
 
 
 def test_plan_profile_counts_only_at_the_concurrency_it_was_captured_at():
@@ -188,3 +208,42 @@ def test_a_good_signature_lints_clean(tmp_path):
 def test_the_fixture_injects_every_shipped_signature():
     shipped = {r.id for r in load_catalog() if r.signatures}
     assert shipped == set(make_fixture.INJECTED)
+
+
+RELEASES = [  # what the capture records → the plan's release → the check's words
+    pytest.param("0.23.0", "0.23.0", "captured on vllm-ascend 0.23.0, the plan's release", id="recorded-same"),
+    pytest.param("0.23.0", "0.30.0rc2", "MISMATCH: captured on vllm-ascend 0.23.0, but the plan is for 0.30.0rc2",
+                 id="recorded-other"),
+    pytest.param(None, "0.30.0rc2", "the capture does not record its vllm-ascend release (unknown); its torch_npu "
+                 "2.10.0.post4 is the pin of", id="unrecorded-pin-fits"),
+    pytest.param(None, "0.20.2rc1", "MISMATCH: the capture does not record its vllm-ascend release (unknown); its "
+                 "torch_npu 2.10.0.post4 is the pin of", id="unrecorded-pin-differs"),
+]
+
+
+@pytest.mark.parametrize("recorded, release, words", RELEASES)
+def test_the_captures_release_is_checked_against_the_plans(tmp_path, recorded, release, words):
+    make_fixture.write(tmp_path, release=recorded)
+    text = run("plan", "qwen3.5-35b", "--target", "910c", "--mtp", "--profile", tmp_path,
+               "--vllm-ascend-version", release)
+    line = next(x for x in text.splitlines() if x.startswith("profile: "))
+    assert words in line
+    profiled = json.loads(run("profile", tmp_path, *FLAGSHIP, "--vllm-ascend-version", release, "--json"))
+    assert words in profiled["profile"]["release_check"]
+    alone = json.loads(run("profile", tmp_path, "--vllm-ascend-version", release, "--json"))  # without a model
+    assert words in alone["profile"]["release_check"]
+
+
+@pytest.mark.parametrize("x, align", [(50.0, "left"), (500.0, "center"), (950.0, "right")],
+                         ids=["left-edge", "middle", "right-edge"])
+def test_a_gap_label_near_an_edge_grows_inwards(x, align):
+    from optkit.profile.timeline import label_align
+
+    assert label_align(x, 1000.0) == align
+
+
+def test_a_blocking_copys_saving_says_it_is_device_idle():
+    data = json.loads(run("profile", HERE / "fixtures" / "stalling-copies", *FLAGSHIP, "--json"))
+    row = next(r for r in data["ranking"] if r["recipe"] == "sampler-min-tokens-spec-mask-cache")
+    assert row["saving_us_per_step"] == pytest.approx(make_fixture.STALLING)
+    assert row["basis"].endswith("187 µs per decode step (2 × 93.5 µs of device idle from AscendCL@aclrtMemcpy)")

@@ -28,15 +28,16 @@ def savings(result) -> dict[str, float]:
     return {f.recipe: f.saving_us for f in result.findings if f.present}
 
 
-def test_the_committed_fixture_is_what_the_script_writes(tmp_path):
-    make_fixture.write(tmp_path / "one-rank")
-    compared = filecmp.dircmp(FIXTURE, tmp_path / "one-rank")
+@pytest.mark.parametrize("name", ["one-rank", *make_fixture.VARIANTS])
+def test_the_committed_fixture_is_what_the_script_writes(tmp_path, name):
+    make_fixture.write(tmp_path / name, **make_fixture.VARIANTS.get(name, {}))
+    compared = filecmp.dircmp(HERE / "fixtures" / name, tmp_path / name)
     stack, diffs = [compared], []
     while stack:
         node = stack.pop()
         diffs += node.left_only + node.right_only + node.diff_files
         stack += node.subdirs.values()
-    assert diffs == [], "run python tests/profile/make_fixture.py and commit the fixture"
+    assert diffs == [], "run make_fixture.write_all() (tests/profile/make_fixture.py) and commit the fixtures"
 
 
 @pytest.mark.parametrize("form", [
@@ -58,6 +59,27 @@ def test_every_form_gives_the_injected_costs(tmp_path, form):
     assert gap.gap_us == pytest.approx(make_fixture.UNEXPLAINED_GAP[2], rel=0.02)
 
 
+BLOCKING = [  # fixture → MinTokens saving (None: no instance), blocking copies per decode step
+    pytest.param("one-rank", 1601.0, {"count": 2, "us": 1600.0, "device_idle_us": 1601.0}, id="pageable-copies-idle"),
+    pytest.param("stalling-copies", make_fixture.STALLING, {"count": 2, "us": 27.0, "device_idle_us": 187.0},
+                 id="small-copies-and-nonzero-syncs-stall-the-device"),
+    pytest.param("result-copy", None, {"count": 1, "us": make_fixture.RESULT_COPY, "device_idle_us": 0.0},
+                 id="step-end-result-copy-waits-for-the-device"),
+]
+
+
+@pytest.mark.parametrize("name, saving, copies", BLOCKING)
+def test_a_blocking_copy_costs_the_device_idle_it_causes(name, saving, copies):
+    result = analyze(HERE / "fixtures" / name, CATALOG, DIMS, "0.23.0")
+    assert savings(result).get("sampler-min-tokens-spec-mask-cache") == (pytest.approx(saving) if saving else None)
+    assert result.ranks[0].decode["blocking_copies"] == pytest.approx(copies)
+
+
+def test_the_cut_fixture_is_refused_naming_both_files():
+    with pytest.raises(ProfileError, match=r"kernel_details.csv: 499 ops, but op_statistic.csv counts 1065"):
+        analyze(HERE / "fixtures" / "cut-kernel-details", CATALOG, DIMS, "0.23.0")
+
+
 def test_step_marks_are_used_when_the_capture_has_them(tmp_path):
     make_fixture.write(tmp_path, marks=True)
     assert analyze(tmp_path, CATALOG, DIMS, "0.23.0").ranks[0].steps_found == "the profiler's step marks"
@@ -68,7 +90,7 @@ def test_step_marks_are_used_when_the_capture_has_them(tmp_path):
 def test_the_decode_step_decomposition(tmp_path):
     make_fixture.write(tmp_path, marks=True)
     d = analyze(tmp_path, CATALOG, DIMS, "0.23.0").ranks[0].decode
-    assert d["blocking_copies"] == {"count": 2, "us": 1600.0}
+    assert d["blocking_copies"] == {"count": 2, "us": 1600.0, "device_idle_us": 1601.0}  # the relaunch after: 1 µs
     assert d["syncs"] == {"AscendCL@aclrtSynchronizeStream": {"count": 1, "us": 6.0}}
     assert d["streams_us"]["3"] == pytest.approx(40 * 6.0)  # the shared expert's side stream
     assert d["overlap_us"] == pytest.approx(40 * 6.0)  # entirely under the routed experts
@@ -149,6 +171,21 @@ def _bad_duration(root: Path) -> None:
     path.write_text(out.getvalue())
 
 
+def _cut_kernel_details(root: Path, lines: int | None = None, chars: int | None = None) -> None:
+    """kernel_details.csv cut as a partial copy leaves it: after ``lines`` whole lines, or mid-line at ``chars``."""
+    path = _output(root) / "kernel_details.csv"
+    text = path.read_text()
+    path.write_text("".join(text.splitlines(keepends=True)[:lines]) if lines else text[:chars])
+
+
+def _cut_mid_row(root: Path) -> None:
+    """Line 501 of kernel_details.csv cut after its fourth field (then the file goes on: a corrupt copy)."""
+    path = _output(root) / "kernel_details.csv"
+    lines = path.read_text().splitlines(keepends=True)
+    lines[500] = ",".join(lines[500].split(",")[:4]) + "\n"
+    path.write_text("".join(lines))
+
+
 def _elsewhere(root: Path) -> Path:
     (root / "other").mkdir()
     (root / "other" / "notes.txt").write_text("hi")
@@ -170,6 +207,15 @@ BROKEN = [
     ("kernel-column-missing", lambda r: _replace(_output(r) / "kernel_details.csv", "Duration(us)", "Dur"),
      "kernel_details.csv:1: no column 'Duration(us)' in the header"),
     ("kernel-bad-number", _bad_duration, "kernel_details.csv:6: column 'Duration(us)' is 'fast', not a number"),
+    ("kernel-cut-at-a-line-boundary", lambda r: _cut_kernel_details(r, lines=500),
+     "kernel_details.csv: 499 ops, but op_statistic.csv counts 1065; the files disagree on 13 op types"),
+    ("kernel-cut-mid-line", lambda r: _cut_kernel_details(r, chars=40000),
+     "the last line has no line end: the file is cut mid-line"),
+    ("kernel-row-cut-short", _cut_mid_row,
+     "kernel_details.csv:501: this row has 4 fields where the header has 12: the file is cut (or corrupt) here"),
+    ("op-statistic-from-another-capture", lambda r: _replace(_output(r) / "op_statistic.csv", "AddRmsNorm,AI_VECTOR_CORE,120",
+                                                           "AddRmsNorm,AI_VECTOR_CORE,121"),
+     "the files disagree on 1 op type (AddRmsNorm 120 vs 121)"),
     ("only-kernel-details", lambda r: (_output(r) / "trace_view.json").unlink(),
      "kernel_details.csv without trace_view.json"),
     ("broken-profiler-info", lambda r: next(r.glob("*_ascend_pt/profiler_info_0.json")).write_text("{") and None,

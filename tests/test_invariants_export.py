@@ -9,7 +9,8 @@ name, claims no test result it did not produce and speaks upstream's language. O
 upstream already has part of the change (``partly-upstream``), the article's numbers (measured on
 0.23.0 without that part) are not quoted unless V's entry says they hold (declares its ``gains``).
 
-No git, no tree: ``export_scope`` and ``patch_message`` are what ``export`` writes from, and
+No git, no tree: ``export_scope``, ``patch_message`` and ``planned_commits`` are what ``export``
+writes from, and
 ``pr_text`` renders PR.md from the same values (a compatibility row per release needs the trees
 and is left out here; tests/test_export.py covers it on the real tree).
 """
@@ -22,7 +23,7 @@ import pytest
 from packaging.version import Version
 
 from compat_support import CATALOG
-from optkit.versions.export import export_scope, patch_message
+from optkit.versions.export import export_scope, patch_message, planned_commits
 from optkit.versions.export_pr import leftover_words, pr_text, release_text
 from optkit.versions.export_words import upstream_text
 from optkit.versions.probes import in_range
@@ -69,6 +70,7 @@ def _added(recipe, patch) -> str:
 
 def _pr(recipe, version):
     scope = export_scope(CATALOG, [recipe.id], version)
+    scope.commits = planned_commits(CATALOG, scope)
     paths = sorted({t for p in recipe.patches if p.file in scope.verdicts[recipe.id].patches for t in p.targets})
     return scope, pr_text(CATALOG, scope, None, paths, {})
 

@@ -298,22 +298,37 @@ def _commit(catalog, recipe, patch: str, out: Path, message: str, identity: Iden
     why = git_apply(out, data)
     if why is not None:
         raise PatchError(f"{recipe.id}/{patch} does not apply to the export's base ({out}):\n{why}")
-    tests = _add_upstream_files(catalog.folders[recipe.id] / UPSTREAM_DIR / Path(patch).stem, out, recipe.id, patch)
+    tests = _add_upstream_files(catalog, out, recipe.id, patch)
     _run(out, "add", "-A")
     _run(out, "-c", "commit.gpgsign=false", "commit", "--quiet", "--no-verify", "-F", "-", stdin=message.encode("utf-8"), env=_env(identity, date))
     return Commit(recipe.id, patch, _head(out), message, tests)
 
 
-def _add_upstream_files(folder: Path, out: Path, recipe_id: str, patch: str) -> tuple[str, ...]:
-    """Copy ``folder``'s files into the tree (refusing to overwrite one of upstream's); their tree paths."""
+def upstream_files(catalog, recipe_id: str, patch: str) -> list[tuple[Path, str]]:
+    """(file, its tree path) of the upstream test files that go into ``patch``'s commit
+    (``recipes/<id>/upstream/<patch file stem>/``), in order."""
+    folder = catalog.folders[recipe_id] / UPSTREAM_DIR / Path(patch).stem
     if not folder.is_dir():
-        return ()
+        return []
+    return [(source, source.relative_to(folder).as_posix())
+            for source in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)]
+
+
+def planned_commits(catalog, scope: Export) -> list[Commit]:
+    """The commits an export of ``scope`` makes, without git (no hashes, no sign-off): what
+    tests/test_invariants_export.py checks PR.md and the messages against."""
+    return [Commit(r.id, p, "", patch_message(catalog, r, p, scope.verdicts[r.id].patches, None),
+                   tuple(rel for _, rel in upstream_files(catalog, r.id, p)))
+            for r in scope.recipes for p in scope.verdicts[r.id].patches]
+
+
+def _add_upstream_files(catalog, out: Path, recipe_id: str, patch: str) -> tuple[str, ...]:
+    """Copy the patch's upstream files into the tree (refusing to overwrite one of upstream's); their tree paths."""
     added = []
-    for source in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        rel = source.relative_to(folder).as_posix()
+    for source, rel in upstream_files(catalog, recipe_id, patch):
         target = out / rel
         if target.exists():
-            raise ExportError(f"{folder / rel}: {rel} is already in the tree; the exported test of {recipe_id}/{patch} "
+            raise ExportError(f"{source}: {rel} is already in the tree; the exported test of {recipe_id}/{patch} "
                               "must be a new file")
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)

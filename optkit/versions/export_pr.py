@@ -40,7 +40,7 @@ _FALLBACK = ("### What this PR does / why we need it?\n\n### Does this PR introd
 _SECTIONS = (("what this pr does", "what"), ("user-facing", "user"), ("how was this patch tested", "tested"))
 _CELLS = {"clean": "cleanly", "offset": "with line offsets", "fuzz": "with fuzz", "conflict": "does not apply",
           "upstream": "already has it"}
-_MACHINE_PATH = re.compile(r"(?<![\w./~-])(?:~|/)(?:[\w.+@-]+/)+([\w.+@-]*)")
+_MACHINE_PATH = re.compile(r"(?<![\w./~-])(?:~/|/)(?:[\w.+@-]+/)+([\w.+@-]*)")
 
 
 @dataclass(frozen=True)

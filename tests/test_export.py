@@ -507,3 +507,23 @@ def test_export_s_default_release_is_the_one_every_command_uses(monkeypatch, tmp
 def test_the_library_needs_a_release_or_a_tree(tmp_path):
     with pytest.raises(ExportError, match=r"name the release to export for \(--release\) or give a tree \(--tree\)"):
         export(CATALOG, ["blocktable-slot-mapping-cpu-fastpath"], tmp_path / "out", author=AUTHOR)
+
+
+@pytest.mark.parametrize("condition, message", [
+    pytest.param("parallel.tpp > 1", "patches[2].risks[0].when: in condition 'parallel.tpp > 1': unknown fact "
+                 "'parallel.tpp'", id="unknown-fact"),
+    pytest.param("model.family == 'qwen3.5'", "patches[2].risks[0].when: condition reads model.family, a profile's "
+                 "name, not its architecture", id="profile-name"),
+])
+def test_lint_checks_the_conditions_of_a_patch_entry_s_risks(tmp_path, monkeypatch, condition, message):
+    monkeypatch.chdir(tmp_path)
+    source = "blocktable-slot-mapping-cpu-fastpath"
+    target = Path("mine") / "team-slots"
+    shutil.copytree(ROOT / "recipes" / source, target)
+    path = target / "recipe.yaml"
+    text = path.read_text(encoding="utf-8").replace(f"id: {source}", "id: team-slots", 1)
+    text = text.replace("      - severity: low\n        text: >-\n          The kernel pads",
+                        f"      - severity: low\n        when: \"{condition}\"\n        text: >-\n          The kernel pads", 1)
+    path.write_text(text, encoding="utf-8")
+    found = [str(p) for p in lint(Path("mine"))]
+    assert any(message in f for f in found), found

@@ -139,10 +139,12 @@ def test_pr_md_fills_the_template_of_the_tree_with_the_evidence(exported):
     assert f"`{exported.tests[0]}`" in text
     assert "--noconftest " + " ".join(exported.tests) in text
     assert "with the series: passed" in text and "on the base commit (without the series): failed" in text
-    for file in exported.verdicts[recipe.id].patches:
-        assert re.search(rf"`{re.escape(file)}`: 0\.30\.0rc1 (clean|offset), 0\.30\.0rc2 (clean|offset)", text), text
-    assert "the article's numbers, not measured for this PR" in text  # no verified record yet
+    assert re.search(r"vllm-ascend 0\.30\.0rc1 \((cleanly|with line offsets)\), "
+                     r"vllm-ascend 0\.30\.0rc2 \((cleanly|with line offsets)\)", text), text
+    assert ("(its numbers, measured on vllm-ascend 0.23.0, not for this PR)" in text
+            or "Not measured on an NPU for this release" in text)  # no verified record yet
     assert leftover_words(text, CATALOG) == []
+    assert not re.search(r"(?<![\w.])/(?:tmp|root|home|work|usr)/", text)  # no path of this machine
 
 
 @pytest.mark.tree
@@ -368,3 +370,160 @@ def test_a_plugin_of_the_callers_environment_does_not_change_the_verdict(tmp_pat
     run = _pytest(tmp_path, "series", ["test_one.py"], sys.executable)
     assert (run.passed, run.summary) == (True, "1 passed"), run.output
     assert "noisy plugin" not in run.output
+
+
+# --------------------------------------------------------------------------- PR.md per release (no git)
+
+
+def _pr_text(rid: str, release: str, runs=()) -> str:
+    from optkit.versions.export import export_scope, planned_commits
+    from optkit.versions.export_pr import pr_text
+
+    scope = export_scope(CATALOG, [rid], release)
+    scope.commits, scope.runs = planned_commits(CATALOG, scope), list(runs)
+    patches = scope.verdicts[rid].patches
+    paths = sorted({t for p in CATALOG[rid].patches if p.file in patches for t in p.targets})
+    return pr_text(CATALOG, scope, None, paths, {})
+
+
+@pytest.mark.parametrize("rid, release, present, absent", [
+    pytest.param("blocktable-slot-mapping-cpu-fastpath", "0.30.0rc2",
+                 ["PR #13048", "7-17 us per decode step", "model_runner_v1.py:3580-3583 on 0.30.0rc2",
+                  "Not measured on an NPU for this release"],
+                 ["_bt_pinned", "snapshot", "3124-3126", "host_time: -131 us/step", "Reported by"],
+                 id="blocktable-0.30-says-its-own-patch-and-numbers"),
+    pytest.param("blocktable-slot-mapping-cpu-fastpath", "0.23.0",
+                 ["_bt_pinned", "host_time: -131 us/step", "3124-3126"], ["PR #13048", "7-17 us"],
+                 id="blocktable-0.23-says-the-0.23-patch"),
+    pytest.param("sampler-min-tokens-spec-mask-cache", "0.30.0rc2",
+                 ["asynchronously from pinned memory since vLLM 0.30.0", "Not measured on an NPU for this release"],
+                 ["tpot: 7.02 → 5.12 ms", "the plan's TPOT estimate", "enable_reduce_sample"],
+                 id="min-tokens-0.30-no-number-measured-against-0.23"),
+    pytest.param("sampler-min-tokens-spec-mask-cache", "0.23.0", ["tpot: 7.02 → 5.12 ms"], ["since vLLM 0.30.0"],
+                 id="min-tokens-0.23-the-articles-number"),
+])
+def test_pr_md_describes_the_release_s_own_patch_entry(rid, release, present, absent):
+    """Finding 6 of issue 25: PR.md for 0.30.0rc2 described the 0.23 patch and quoted its -131 us."""
+    text = _pr_text(rid, release)
+    assert [p for p in present if p not in text] == []
+    assert [a for a in absent if a in text] == []
+
+
+@pytest.mark.parametrize("words", [
+    pytest.param("optkit", id="optkit"),
+    pytest.param("verification level", id="verification-level"),
+    pytest.param("tests/cpu/", id="optkit-test-path"),
+    pytest.param("write-up", id="unnamed-write-up"),
+    pytest.param("0.30.0rc1 clean", id="compat-cell-words"),
+    pytest.param("passes with this series", id="claimed-test-result"),
+    pytest.param("fails on the base commit", id="claimed-test-failure"),
+])
+def test_pr_md_speaks_upstream_s_language_and_claims_no_run(words):
+    text = _pr_text("blocktable-slot-mapping-cpu-fastpath", "0.30.0rc2")
+    assert "python -m pytest -q -p no:cacheprovider --noconftest tests/ut/worker/test_slot_mapping_cpu.py" in text
+    assert words not in text.lower() if words == "optkit" else words not in text
+
+
+def test_a_test_run_in_pr_md_holds_no_machine_path():
+    """Finding 20 of issue 25: a run's summary line carried the local venv path into PR.md."""
+    from optkit.versions.export import TestRun
+
+    runs = [TestRun("base", 1, "/root/.venvs/x/bin/python: No module named pytest"), TestRun("series", 0, "3 passed")]
+    text = _pr_text("blocktable-slot-mapping-cpu-fastpath", "0.30.0rc2", runs)
+    assert "without the series): failed (exit 1: python: No module named pytest)." in text
+    assert "/root" not in text and ".venvs" not in text
+
+
+@pytest.mark.parametrize("text, words", [
+    ("/root/.venv/bin/python: No module named pytest", "python: No module named pytest"),
+    ("E   ImportError: cannot import x (/tmp/optkit-export-base-1/base/vllm_ascend/x.py)", "E   ImportError: cannot import x (x.py)"),
+    ("~/src/tree/ is gone", "… is gone"),
+    ("tests/ut/worker/test_slot_mapping_cpu.py 3 passed", "tests/ut/worker/test_slot_mapping_cpu.py 3 passed"),
+    ("1 failed, 2 passed", "1 failed, 2 passed"),
+])
+def test_without_paths(text, words):
+    from optkit.versions.export_pr import without_paths
+
+    assert without_paths(text) == words
+
+
+def _interpreter(tmp_path: Path, name: str, body: str) -> str:
+    script = tmp_path / name
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+@pytest.mark.parametrize("body, message", [
+    pytest.param(f'exec {sys.executable} -S "$@"', "--run-tests needs pytest, torch, numpy in the Python that runs",
+                 id="no-pytest-no-torch"),
+    pytest.param("exit 3", "--run-tests needs a working interpreter in the Python that runs", id="broken-interpreter"),
+    pytest.param(None, "--run-tests: cannot run ", id="no-interpreter"),
+])
+def test_run_tests_checks_its_prerequisites_first(tmp_path, body, message):
+    """Finding 20 of issue 25: without pytest, --run-tests reported 'the exported tests failed on the series'."""
+    python = str(tmp_path / "missing-python") if body is None else _interpreter(tmp_path, "python", body)
+    with pytest.raises(ExportError) as info:
+        export(CATALOG, ["blocktable-slot-mapping-cpu-fastpath"], tmp_path / "out", VERSION, author=AUTHOR,
+               run_tests=True, python=python)
+    assert message in str(info.value)
+    assert "drop --run-tests" in str(info.value) and "pip install" in str(info.value) or body is None
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_prerequisites_hold_for_the_test_python():
+    from optkit.versions.export import check_test_prerequisites
+
+    pytest.importorskip("torch")
+    check_test_prerequisites(sys.executable)  # no error
+
+
+@pytest.mark.parametrize("args, release", [
+    pytest.param([], "0.23.0", id="default-is-plans-default"),
+    pytest.param(["--release", "0.30.0rc2"], "0.30.0rc2", id="named"),
+    pytest.param(["--tree", "."], None, id="tree-decides"),
+])
+def test_export_s_default_release_is_the_one_every_command_uses(monkeypatch, tmp_path, args, release):
+    """Finding 25 of issue 25: plan defaulted to 0.23.0, export to the newest release (0.30.0rc2)."""
+    import optkit.versions.export as module
+    from optkit.resolve.request_record import DEFAULT_VLLM_ASCEND
+
+    seen = {}
+
+    def fake(catalog, recipes, out, version, **kwargs):
+        seen["version"] = version
+        raise ExportError("stop here")
+
+    monkeypatch.setattr(module, "export", fake)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["export", "blocktable-slot-mapping-cpu-fastpath", "-o", "out", *args])
+    assert result.exit_code == 1 and "stop here" in result.output
+    assert seen["version"] == release
+    assert DEFAULT_VLLM_ASCEND == "0.23.0"
+    help_text = " ".join(CliRunner().invoke(cli, ["export", "--help"]).output.split())
+    assert f"default {DEFAULT_VLLM_ASCEND}, the default release of every optkit command" in help_text
+
+
+def test_the_library_needs_a_release_or_a_tree(tmp_path):
+    with pytest.raises(ExportError, match=r"name the release to export for \(--release\) or give a tree \(--tree\)"):
+        export(CATALOG, ["blocktable-slot-mapping-cpu-fastpath"], tmp_path / "out", author=AUTHOR)
+
+
+@pytest.mark.parametrize("condition, message", [
+    pytest.param("parallel.tpp > 1", "patches[2].risks[0].when: in condition 'parallel.tpp > 1': unknown fact "
+                 "'parallel.tpp'", id="unknown-fact"),
+    pytest.param("model.family == 'qwen3.5'", "patches[2].risks[0].when: condition reads model.family, a profile's "
+                 "name, not its architecture", id="profile-name"),
+])
+def test_lint_checks_the_conditions_of_a_patch_entry_s_risks(tmp_path, monkeypatch, condition, message):
+    monkeypatch.chdir(tmp_path)
+    source = "blocktable-slot-mapping-cpu-fastpath"
+    target = Path("mine") / "team-slots"
+    shutil.copytree(ROOT / "recipes" / source, target)
+    path = target / "recipe.yaml"
+    text = path.read_text(encoding="utf-8").replace(f"id: {source}", "id: team-slots", 1)
+    text = text.replace("      - severity: low\n        text: >-\n          The kernel pads",
+                        f"      - severity: low\n        when: \"{condition}\"\n        text: >-\n          The kernel pads", 1)
+    path.write_text(text, encoding="utf-8")
+    found = [str(p) for p in lint(Path("mine"))]
+    assert any(message in f for f in found), found

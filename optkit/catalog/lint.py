@@ -101,6 +101,10 @@ def conditions(recipe: RecipeRecord):
         for index, entry in enumerate(getattr(recipe, field)):
             if entry.when:
                 yield (field, index, "when"), entry.when
+    for index, patch in enumerate(recipe.patches):
+        for risk_index, risk in enumerate(patch.risks or ()):
+            if risk.when:
+                yield ("patches", index, "risks", risk_index, "when"), risk.when
 
 
 def _profile_names(catalog: Catalog) -> list[Problem]:

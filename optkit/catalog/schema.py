@@ -170,18 +170,6 @@ class EnvVar(_Strict):
         return self
 
 
-class Patch(_Strict):
-    file: str = Field(pattern=r"^[A-Za-z0-9._-]+\.patch$", description="Patch file name inside recipes/<id>/.")
-    description: str = Field(min_length=4, description="DEP-3 Description: what the patch changes and why.")
-    origin: str = Field(description="DEP-3 Origin, e.g. 'vendor, article part 2' or 'backport, PR #15074'.")
-    forwarded: str = Field("no", description="DEP-3 Forwarded: no, not-needed, or a URL.")
-    applied_upstream: Optional[str] = Field(None, description="DEP-3 Applied-Upstream: version/commit, if landed.")
-    last_update: _dt.date = Field(description="DEP-3 Last-Update (YYYY-MM-DD).")
-    targets: list[TreeFile] = Field(min_length=1, description="Tree files the patch touches (relative paths, inside the tree).")
-    status: Literal["pending", "present"] = Field(
-        "pending", description="'present' once the file exists; 'pending' marks a declared, unwritten patch.")
-
-
 def _check_derived_value(value: Any) -> Any:
     from optkit.catalog.derive import check_expression
     from optkit.catalog.factspec import FACTS
@@ -272,6 +260,29 @@ class Risk(_Strict):
     severity: Literal["low", "medium", "high"] = Field(description="How bad it is if it bites.")
     text: str = Field(min_length=4, description="What can go wrong.")
     when: Optional[ConditionText] = Field(None, description="Only under this condition (always if absent).")
+
+
+class Patch(_Strict):
+    file: str = Field(pattern=r"^[A-Za-z0-9._-]+\.patch$", description="Patch file name inside recipes/<id>/.")
+    description: str = Field(min_length=4, description="DEP-3 Description: what the patch changes and why.")
+    origin: str = Field(description="DEP-3 Origin, e.g. 'vendor, article part 2' or 'backport, PR #15074'.")
+    forwarded: str = Field("no", description="DEP-3 Forwarded: no, not-needed, or a URL.")
+    applied_upstream: Optional[str] = Field(None, description="DEP-3 Applied-Upstream: version/commit, if landed.")
+    last_update: _dt.date = Field(description="DEP-3 Last-Update (YYYY-MM-DD).")
+    targets: list[TreeFile] = Field(min_length=1, description="Tree files the patch touches (relative paths, inside the tree).")
+    status: Literal["pending", "present"] = Field(
+        "pending", description="'present' once the file exists; 'pending' marks a declared, unwritten patch.")
+    summary: Optional[str] = Field(None, min_length=4, description=(
+        "What the change does and why, in upstream's words, on the releases this patch is written for, saying what "
+        "those releases already have (the pull request's what/why: optkit export); absent: the recipe's summary."))
+    evidence: str = Field("", description=(
+        "What is known of the change's effect on these releases beyond the numbers in 'gains' (shown beside them "
+        "in the pull request)."))
+    gains: Optional[list[Gain]] = Field(None, description=(
+        "The numbers that hold for these releases (the pull request quotes them); absent: the recipe's gains; "
+        "empty: none of them holds here (say why in 'evidence')."))
+    risks: Optional[list[Risk]] = Field(None, description=(
+        "What can go wrong with this patch on these releases (the pull request's risks); absent: the recipe's risks."))
 
 
 class VerificationInfo(_Strict):

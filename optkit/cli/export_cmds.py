@@ -8,12 +8,14 @@ from pathlib import Path
 import click
 
 from optkit.cli.options import catalog_dirs, catalog_option
+from optkit.resolve.request_record import DEFAULT_VLLM_ASCEND
 
 
 @click.command("export")
 @click.argument("recipes", nargs=-1, required=True)
-@click.option("--release", help="The vllm-ascend release to send the series for (default: the newest release optkit "
-                                "knows; with --tree, the tree's own).")
+@click.option("--release", help=f"The vllm-ascend release to send the series for (default {DEFAULT_VLLM_ASCEND}, the "
+                                "default release of every optkit command; with --tree, the tree's own). For a pull "
+                                "request against upstream's main, name the newest (`optkit versions list`).")
 @click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=True, path_type=Path),
               help="A new (or empty) directory: the git repository, patches/ and PR.md.")
 @click.option("--tree", type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -23,8 +25,9 @@ from optkit.cli.options import catalog_dirs, catalog_option
                                "user.email).")
 @click.option("--signoff/--no-signoff", default=True, show_default=True,
               help="Add the DCO Signed-off-by trailer vllm-ascend requires.")
-@click.option("--run-tests", is_flag=True, help="Run the exported unit tests with this Python (it needs torch and "
-                                                "pytest): they must fail without the series and pass with it.")
+@click.option("--run-tests", is_flag=True, help="Run the exported unit tests with this Python, which needs pytest and "
+                                                "torch (checked first): they must fail without the series and pass "
+                                                "with it; PR.md reports what they did.")
 @catalog_option
 def export_command(recipes, release, out, tree, author, signoff, run_tests, catalogs):
     """Turn RECIPES' patch sets for a release into an upstream pull request: DIR is a git repository of the release
@@ -34,6 +37,7 @@ def export_command(recipes, release, out, tree, author, signoff, run_tests, cata
     from optkit.versions.export import export
 
     catalog = load_catalog(None, catalog_dirs(catalogs))
+    release = release or (None if tree else DEFAULT_VLLM_ASCEND)
     result = export(catalog, list(recipes), out, release, tree=tree, author=author, signoff=signoff,
                     run_tests=run_tests)
     for commit in result.commits:

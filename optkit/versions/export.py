@@ -18,8 +18,13 @@ Commit messages come from the patch's DEP-3 header and the recipe's title, rewri
 from ``author`` or git's ``user.name``/``user.email``. Dates are the patches' ``Last-Update`` (the
 base commit takes the newest), so the same inputs give the same commits, hashes and files.
 
-``run_tests`` runs the exported tests with a Python that has torch and pytest, on the base commit
-(they must fail: the code they test is not there) and on the series' head (they must pass).
+``run_tests`` runs the exported tests with a Python that has torch and pytest (checked before
+anything is written: ``check_test_prerequisites``), on the base commit (they must fail: the code they test
+is not there) and on the series' head (they must pass).
+
+``export_scope`` is what the series is made of without making it (the release, the recipes and
+their patch sets there), and ``patch_message`` a commit's message: tests/test_invariants_export.py
+checks them for every release a recipe has a patch entry for, without git.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from optkit.errors import OptkitError, PatchError, UnknownName
 from optkit.tree.gitops import git, git_apply
 from optkit.versions.export_words import article_line, commit_message, optkit_words
 from optkit.versions.onrelease import release_view, verdict
-from optkit.versions.releases import known_versions, release_named
+from optkit.versions.releases import release_named
 
 EXCLUDED = ("/patches/", "/PR.md")
 """What export writes next to the repository's files, kept out of git (``.git/info/exclude``)."""
@@ -125,33 +130,40 @@ def git_identity(cwd: Path) -> Identity | None:
     return Identity(*values) if all(values) else None
 
 
-def export(catalog, recipe_ids: list[str], out: Path, version: str | None = None, *, tree: Path | None = None,
-           author: str | None = None, signoff: bool = True, run_tests: bool = False,
-           python: str | None = None) -> Export:
-    """Write the series, ``patches/`` and ``PR.md`` of ``recipe_ids`` on ``version`` (default: the
-    newest known release; with ``tree`` the tree's own version) into the new directory ``out``."""
-    from optkit.versions.export_pr import pr_markdown
-
+def export_scope(catalog, recipe_ids: list[str], version: str | None = None, tree: Path | None = None) -> Export:
+    """What an export of ``recipe_ids`` on ``version`` (with ``tree``: the tree's own version) is made
+    of, before anything is written: the release, the recipes and their verdicts (patch sets) there."""
     version, source = _release(version, tree)
     view = release_view(version, source, catalog if source is not None else None)
     recipes, verdicts = _recipes(catalog, recipe_ids, view)
+    return Export(Path(), version, "", "", recipes, verdicts)
+
+
+def export(catalog, recipe_ids: list[str], out: Path, version: str | None = None, *, tree: Path | None = None,
+           author: str | None = None, signoff: bool = True, run_tests: bool = False,
+           python: str | None = None) -> Export:
+    """Write the series, ``patches/`` and ``PR.md`` of ``recipe_ids`` on ``version`` (with ``tree``:
+    the tree's own version; one of them is needed) into the new directory ``out``."""
+    from optkit.versions.export_pr import pr_markdown
+
+    result = export_scope(catalog, recipe_ids, version, tree)
     identity = parse_identity(author) if author else git_identity(Path(tree or Path.cwd()).resolve())
     if identity is None:
         raise ExportError("no author for the commits: pass --author 'Name <mail>' or set git's user.name and "
                           "user.email (git config --global user.name …)")
-    out = _fresh_dir(Path(out))
-    patches = [(r, p) for r in recipes for p in verdicts[r.id].patches]
+    if run_tests:
+        check_test_prerequisites(python)
+    out = result.out = _fresh_dir(Path(out))
+    patches = [(r, p) for r in result.recipes for p in result.verdicts[r.id].patches]
     dates = {p: _date(catalog.patch_path(r.id, p)) for r, p in patches}
     base_date = max(dates.values())
-    result = Export(out, version, "", "", recipes, verdicts)
     try:
-        result.base = _base(out, version, tree, identity, base_date)
+        result.base = _base(out, result.version, tree, identity, base_date)
         result.base_sha = _head(out)
-        titles = {r.id: r.title for r in catalog}
         for recipe, patch in patches:
-            series = verdicts[recipe.id].patches
-            number = f" ({series.index(patch) + 1}/{len(series)})" if len(series) > 1 else ""
-            result.commits.append(_commit(catalog, recipe, patch, out, identity, signoff, dates[patch], titles, number))
+            message = patch_message(catalog, recipe, patch, result.verdicts[recipe.id].patches,
+                                    str(identity) if signoff else None)
+            result.commits.append(_commit(catalog, recipe, patch, out, message, identity, dates[patch]))
         _format_patches(out, result)
         if run_tests and result.tests:
             result.runs = run_exported_tests(out, result.base_sha, result.tests, python)
@@ -163,10 +175,12 @@ def export(catalog, recipe_ids: list[str], out: Path, version: str | None = None
 
 
 def _release(version: str | None, tree: Path | None) -> tuple[str, Path | None]:
-    """(the release, the root of ``tree``): ``version``, else the tree's, else the newest known release."""
+    """(the release, the root of ``tree``): ``version``, else the tree's."""
     wanted = release_named(Version(_version_text(version)), flag="--release", hint="") if version else None
     if tree is None:
-        return wanted or str(known_versions()[-1]), None
+        if wanted is None:
+            raise ExportError("name the release to export for (--release) or give a tree (--tree)")
+        return wanted, None
     from optkit.tree.inspect import inspect_tree
 
     info = inspect_tree(Path(tree))
@@ -260,37 +274,61 @@ def _head(out: Path) -> str:
     return _run(out, "rev-parse", "HEAD").strip()
 
 
-def _commit(catalog, recipe, patch: str, out: Path, identity: Identity, signoff: bool, date: str,
-            titles: dict[str, str], number: str) -> Commit:
+def patch_message(catalog, recipe, patch: str, series: tuple[str, ...], signoff: str | None) -> str:
+    """The commit message of ``patch`` (one of ``recipe``'s patch set ``series``): its patch entry's
+    description rewritten for upstream, the DEP-3 header's ``Bug``; ``signoff``: ``Name <mail>`` or
+    None. Refused when the rewrite leaves optkit-only words."""
     path = catalog.patch_path(recipe.id, patch)
-    data = path.read_bytes()
-    why = git_apply(out, data)
-    if why is not None:
-        raise PatchError(f"{recipe.id}/{patch} does not apply to the export's base ({out}):\n{why}")
-    tests = _add_upstream_files(catalog.folders[recipe.id] / UPSTREAM_DIR / Path(patch).stem, out, recipe.id, patch)
-    header = parse_dep3(data.decode("utf-8", errors="replace"))
+    titles = {r.id: r.title for r in catalog}
+    header = parse_dep3(path.read_text(encoding="utf-8", errors="replace"))
+    entry = next(p for p in recipe.patches if p.file == patch)
+    number = f" ({series.index(patch) + 1}/{len(series)})" if len(series) > 1 else ""
     subject = f"{recipe.title}{number}"  # the [Class] prefix is the PR title's (PR.md): `git am` strips it
-    message = commit_message(subject, header.get("Description", ""), article_line(recipe.provenance),
-                             header.get("Bug", ""), str(identity) if signoff else None, titles)
+    message = commit_message(subject, entry.description, article_line(recipe.provenance), header.get("Bug", ""),
+                             signoff, titles)
     leftover = optkit_words(message, titles)
     if leftover:
         raise ExportError(f"{path}: the commit message would still say {', '.join(leftover)} after the rewrite for "
                           "upstream; reword the patch's Description")
+    return message
+
+
+def _commit(catalog, recipe, patch: str, out: Path, message: str, identity: Identity, date: str) -> Commit:
+    data = catalog.patch_path(recipe.id, patch).read_bytes()
+    why = git_apply(out, data)
+    if why is not None:
+        raise PatchError(f"{recipe.id}/{patch} does not apply to the export's base ({out}):\n{why}")
+    tests = _add_upstream_files(catalog, out, recipe.id, patch)
     _run(out, "add", "-A")
     _run(out, "-c", "commit.gpgsign=false", "commit", "--quiet", "--no-verify", "-F", "-", stdin=message.encode("utf-8"), env=_env(identity, date))
     return Commit(recipe.id, patch, _head(out), message, tests)
 
 
-def _add_upstream_files(folder: Path, out: Path, recipe_id: str, patch: str) -> tuple[str, ...]:
-    """Copy ``folder``'s files into the tree (refusing to overwrite one of upstream's); their tree paths."""
+def upstream_files(catalog, recipe_id: str, patch: str) -> list[tuple[Path, str]]:
+    """(file, its tree path) of the upstream test files that go into ``patch``'s commit
+    (``recipes/<id>/upstream/<patch file stem>/``), in order."""
+    folder = catalog.folders[recipe_id] / UPSTREAM_DIR / Path(patch).stem
     if not folder.is_dir():
-        return ()
+        return []
+    return [(source, source.relative_to(folder).as_posix())
+            for source in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)]
+
+
+def planned_commits(catalog, scope: Export) -> list[Commit]:
+    """The commits an export of ``scope`` makes, without git (no hashes, no sign-off): what
+    tests/test_invariants_export.py checks PR.md and the messages against."""
+    return [Commit(r.id, p, "", patch_message(catalog, r, p, scope.verdicts[r.id].patches, None),
+                   tuple(rel for _, rel in upstream_files(catalog, r.id, p)))
+            for r in scope.recipes for p in scope.verdicts[r.id].patches]
+
+
+def _add_upstream_files(catalog, out: Path, recipe_id: str, patch: str) -> tuple[str, ...]:
+    """Copy the patch's upstream files into the tree (refusing to overwrite one of upstream's); their tree paths."""
     added = []
-    for source in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        rel = source.relative_to(folder).as_posix()
+    for source, rel in upstream_files(catalog, recipe_id, patch):
         target = out / rel
         if target.exists():
-            raise ExportError(f"{folder / rel}: {rel} is already in the tree; the exported test of {recipe_id}/{patch} "
+            raise ExportError(f"{source}: {rel} is already in the tree; the exported test of {recipe_id}/{patch} "
                               "must be a new file")
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)
@@ -308,6 +346,29 @@ def _format_patches(out: Path, result: Export) -> None:
 
 
 # --------------------------------------------------------------------------- the exported tests
+
+
+def check_test_prerequisites(python: str | None = None) -> None:
+    """Refuse ``--run-tests`` when the Python that would run the exported tests lacks what they need
+    (pytest and torch; numpy comes with torch): a clear error naming what is missing and how to fix
+    it, before anything is written, instead of a test run that fails for the wrong reason."""
+    import sys
+
+    python = python or sys.executable
+    probe = ("import importlib.util as u; "
+             "print(' '.join(m for m in ('pytest', 'torch', 'numpy') if u.find_spec(m) is None))")
+    try:
+        proc = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120,
+                              env=test_env(dict(os.environ)))
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise ExportError(f"--run-tests: cannot run {python} ({error}); drop --run-tests or run optkit with a Python "
+                          "that has pytest and torch") from None
+    missing = proc.stdout.split() if proc.returncode == 0 else ["a working interpreter"]
+    if missing:
+        raise ExportError(f"--run-tests needs {', '.join(missing)} in the Python that runs the exported tests ({python}); "
+                          "install them there (pip install pytest torch --index-url https://download.pytorch.org/whl/cpu "
+                          "--extra-index-url https://pypi.org/simple) or drop --run-tests (PR.md then gives the command "
+                          "without a result)")
 
 
 def test_command(tests: list[str], python: str = "python") -> list[str]:

@@ -2,17 +2,20 @@
 
 The sections are read from ``.github/PULL_REQUEST_TEMPLATE.md`` of the exported tree (its ``###``
 headings, in its order; the template's comments are the instructions and are replaced); the three
-upstream asks for are filled from what optkit holds about each recipe:
+upstream asks for are filled from the patch entries of the release the series is for
+(``release_text``: one value, rendered here and checked by tests/test_invariants_export.py):
 
-- *what / why*: the recipe's summary (rewritten for upstream, as the commit messages), what the
-  release already has (its release entry), the article's numbers labelled as the article's, and
-  numbers measured on an NPU host (accepted ``verified/`` records) when there are any;
+- *what / why*: the patch entry's ``summary`` (else the recipe's summary and what the release already
+  has), rewritten for upstream as the commit messages are; its numbers (the entry's ``gains``, else
+  the recipe's, labelled as the article's) and ``evidence``; numbers measured on an NPU host on that
+  release (accepted ``verified/`` records) when there are any;
 - *user-facing change*: the knobs the recipe sets, else none, with its preconditions;
 - *how tested*: the exported unit tests and their command, their result on the base and on the
-  series when export ran them (``--run-tests``), optkit's CPU equivalence test of the recipe, the
-  compatibility rows of the patch set (``optkit.versions.compat.patch_cell`` on every known release
-  of the range it was written for), and the risks that apply to the release.
+  series only when export ran them (``--run-tests``), the releases the series applies to
+  (``optkit.versions.compat.patch_cell`` on every known release of the range it was written for),
+  and the entry's risks (else the recipe's) that hold on the release.
 
+PR.md speaks upstream's language: no recipe id, no optkit vocabulary, no path of this machine.
 A heading the template has and optkit cannot fill keeps the template's comment, for a person to.
 """
 
@@ -20,12 +23,13 @@ from __future__ import annotations
 
 import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import Version
 
 from optkit.catalog.conditions import compiled
-from optkit.versions.export_words import optkit_words, title_prefix, upstream_text
+from optkit.versions.export_words import article_name, optkit_words, title_prefix, upstream_text
 from optkit.versions.onrelease import recipe_knobs
 from optkit.versions.probes import in_range
 from optkit.versions.releases import known_versions
@@ -34,19 +38,60 @@ TEMPLATE = ".github/PULL_REQUEST_TEMPLATE.md"
 _FALLBACK = ("### What this PR does / why we need it?\n\n### Does this PR introduce _any_ user-facing change?\n\n"
              "### How was this patch tested?\n")
 _SECTIONS = (("what this pr does", "what"), ("user-facing", "user"), ("how was this patch tested", "tested"))
+_CELLS = {"clean": "cleanly", "offset": "with line offsets", "fuzz": "with fuzz", "conflict": "does not apply",
+          "upstream": "already has it"}
+_MACHINE_PATH = re.compile(r"(?<![\w./~-])(?:~/|/)(?:[\w.+@-]+/)+([\w.+@-]*)")
+
+
+@dataclass(frozen=True)
+class ReleaseText:
+    """What the pull request says of one recipe on one release, taken from the patch entries of that
+    release's patch set (``Patch.summary``/``evidence``/``gains``/``risks``), the recipe's own where an
+    entry leaves a field out."""
+
+    summary: str
+    already: str
+    """What the release already has (its release entry is partly-upstream and no patch entry has a summary)."""
+    gains: tuple
+    evidence: str
+    risks: tuple
+    """The risks that hold on the release."""
+
+
+def release_text(recipe, found, version: str) -> ReleaseText:
+    """The pull-request text of ``recipe`` on ``version``, whose verdict ``found`` names its patch set."""
+    entries = [p for p in recipe.patches if p.file in found.patches]
+    summaries = [p.summary for p in entries if p.summary]
+    partly = found.entry is not None and found.entry.status == "partly-upstream"
+    gains = [p.gains for p in entries if p.gains is not None]
+    risks = [p.risks for p in entries if p.risks is not None]
+    return ReleaseText(
+        summary="\n\n".join(summaries) or recipe.summary,
+        already=found.entry.msg if partly and not summaries else "",
+        gains=tuple(g for given in gains for g in given) if gains else tuple(recipe.gains),
+        evidence="\n\n".join(p.evidence for p in entries if p.evidence),
+        risks=tuple(r for given in (risks or [recipe.risks]) for r in given if _holds_on(r, version)))
 
 
 def pr_markdown(catalog, result) -> str:
-    """PR.md for the export ``result`` (``optkit.versions.export.Export``)."""
+    """PR.md for the export ``result`` (``optkit.versions.export.Export``), read from its tree."""
     template = result.out / TEMPLATE
-    text = template.read_text(encoding="utf-8") if template.is_file() else _FALLBACK
-    titles = {r.id: r.title for r in catalog}
-    fill = {"what": _what(catalog, result, titles), "user": _user(result, titles), "tested": _tested(catalog, result, titles)}
     paths = [p for c in result.commits for p in _commit_paths(result.out, c.sha)]
+    compat = {r.id: _compat_rows(catalog, r, result.verdicts[r.id]) for r in result.recipes}
+    return pr_text(catalog, result, template.read_text(encoding="utf-8") if template.is_file() else None, paths, compat)
+
+
+def pr_text(catalog, result, template: str | None, paths: list[str], compat: dict[str, list[str]]) -> str:
+    """PR.md from what the export made: the tree's ``template`` (None: the tree has none), the
+    ``paths`` the series touches, the releases each recipe's series applies to (``compat``)."""
+    titles = {r.id: r.title for r in catalog}
+    texts = {r.id: release_text(r, result.verdicts[r.id], result.version) for r in result.recipes}
+    fill = {"what": _what(catalog, result, texts, titles), "user": _user(result, titles),
+            "tested": _tested(result, texts, compat, titles)}
     lines = [f"# {title_prefix(paths)} " + "; ".join(r.title for r in result.recipes), ""]
-    if not template.is_file():
+    if template is None:
         lines += [f"(the tree has no {TEMPLATE}; the sections are those of vllm-ascend's template)", ""]
-    for heading, body in _template_sections(text):
+    for heading, body in _template_sections(template or _FALLBACK):
         key = next((k for words, k in _SECTIONS if words in heading.lower()), None)
         lines += [heading, "", (fill[key] if key else body).strip(), ""]
     return "\n".join(lines).rstrip() + "\n"
@@ -67,34 +112,39 @@ def _commit_paths(out: Path, sha: str) -> list[str]:
 # --------------------------------------------------------------------------- what / why
 
 
-def _what(catalog, result, titles) -> str:
+def _what(catalog, result, texts, titles) -> str:
     lines = []
     for recipe in result.recipes:
-        found = result.verdicts[recipe.id]
-        lines += [f"**{recipe.title}**", "", upstream_text(recipe.summary, titles, None), ""]
-        if found.entry is not None and found.entry.status == "partly-upstream":
-            lines += [f"What vllm-ascend {result.version} already has: {found.entry.msg.rstrip('.')}.", ""]
-        lines += _numbers(catalog, recipe) + [""]
+        text = texts[recipe.id]
+        lines += [f"**{recipe.title}**", "", upstream_text(text.summary, titles, None), ""]
+        if text.already:
+            lines += [f"What vllm-ascend {result.version} already has: "
+                      f"{upstream_text(text.already, titles, None).rstrip('.')}.", ""]
+        lines += _numbers(catalog, recipe, result.version, text, titles) + [""]
     fixes = sorted({line for c in result.commits for line in re.findall(r"^Bug: (.+)$", c.message, re.M)})
     lines += [f"- Fixes {bug}" for bug in fixes]
     return "\n".join(lines)
 
 
-def _numbers(catalog, recipe) -> list[str]:
+def _numbers(catalog, recipe, version: str, text: ReleaseText, titles) -> list[str]:
     from optkit.catalog.paths import project_root
     from optkit.catalog.records import load_records
 
-    measured = load_records(project_root(), catalog).of(recipe.id)
+    measured = [e for e in load_records(project_root(), catalog).of(recipe.id)
+                if str(e.record.release.vllm_ascend) == version]
+    lines = []
     if measured:
-        return ["Measured (accepted verified-on records):"] + [
+        lines += ["Measured on an Ascend NPU host:"] + [
             f"- {e.label}: TPOT change per concurrency "
             + ", ".join(f"c{c}: {d:+.2f} ms (noise {e.measurement.noise_ms.get(c, 0):.2f} ms, {e.measurement.verdict.get(c)})"
                         for c, d in sorted(e.measurement.tpot_delta_ms.items()))
             for e in measured]
-    if not recipe.gains:
-        return ["No measured numbers yet (no NPU run recorded)."]
-    return ["Reported by the Ascend 910C inference tuning write-up (the article's numbers, not measured for this PR; "
-            "no NPU run is recorded yet):"] + [f"- {_gain(g)}" for g in recipe.gains]
+    elif text.gains:
+        lines += [f"Reported by {article_name(recipe.provenance)} (its numbers, measured on vllm-ascend 0.23.0, not "
+                  "for this PR):"] + [f"- {_gain(g)}" for g in text.gains]
+    if text.evidence:
+        lines += ([""] if lines else []) + [upstream_text(text.evidence, titles, None)]
+    return lines or ["No number has been measured for this change yet."]
 
 
 def _gain(gain) -> str:
@@ -128,7 +178,7 @@ def _user(result, titles) -> str:
 # --------------------------------------------------------------------------- how tested
 
 
-def _tested(catalog, result, titles) -> str:
+def _tested(result, texts, compat, titles) -> str:
     from optkit.versions.export import test_command
 
     lines = []
@@ -138,19 +188,16 @@ def _tested(catalog, result, titles) -> str:
         lines += _runs(result)
     for recipe in result.recipes:
         lines += [f"**{recipe.title}**", ""]
-        cpu = sorted(set(re.findall(r"tests/cpu/[\w./-]+\.py", recipe.verification.notes)))
-        level = recipe.verification.level.value if hasattr(recipe.verification.level, "value") else recipe.verification.level
-        if cpu:
-            lines.append("- CPU equivalence (optkit's own test suite, which runs the patched and the pristine vllm-ascend "
-                         f"{result.version} code on CPU): " + ", ".join(f"`{c}`" for c in cpu)
-                         + f"; optkit's verification level for this change: {level}.")
-        lines += ["- Compatibility (the patch on each release of the range it was written for): "
-                  + "; ".join(_compat_rows(catalog, recipe, result.verdicts[recipe.id])) + "."]
+        if re.search(r"tests/cpu/[\w./-]+\.py", recipe.verification.notes):
+            lines.append(f"- Equivalence on CPU, outside this PR: the changed code of vllm-ascend {result.version} "
+                         "was compared with the code it replaces (or a reference port of it) on randomized inputs.")
+        if compat.get(recipe.id):
+            lines.append("- Applies to (each release of the range it was written for): "
+                         + "; ".join(compat[recipe.id]) + ".")
         if recipe.verification.needs_npu:
             lines.append("- Not verified here: anything that needs an Ascend NPU (timings, device kernels); "
-                         "the numbers above are labelled with where they come from.")
-        risks = [_risk(r, result.version, titles) for r in recipe.risks]
-        risks = [r for r in risks if r]
+                         "the numbers above say where they come from.")
+        risks = [_risk(r, titles) for r in texts[recipe.id].risks]
         if risks:
             lines += ["- Risks a reviewer should weigh:"] + [f"  - {r}" for r in risks]
         lines.append("")
@@ -158,24 +205,36 @@ def _tested(catalog, result, titles) -> str:
 
 
 def _runs(result) -> list[str]:
+    """What the exported tests did, only where the exporter ran them: no result is claimed otherwise."""
     if not result.runs:
-        return ["Run it from the repository root with the CPU torch; it fails on the base commit (the code it tests is "
-                "not there) and passes with this series. `--noconftest`: `tests/ut/conftest.py` needs vLLM and the NPU "
-                "stubs, which these tests do not use; it also passes under the conftest in upstream's CI.", ""]
+        return ["Run it from the repository root with a CPU torch. `--noconftest`: `tests/ut/conftest.py` needs vLLM "
+                "and the NPU stubs, which these tests do not use.", ""]
     where = {"base": "on the base commit (without the series)", "series": "with the series"}
     return [f"Ran on CPU by the exporter: {where[r.where]}: {'passed' if r.passed else 'failed'} "
-            f"(exit {r.returncode}: {r.summary})." for r in result.runs] + [""]
+            f"(exit {r.returncode}: {without_paths(r.summary)})." for r in result.runs] + [""]
 
 
-def _risk(risk, version: str, titles) -> str:
-    severity = risk.severity.value if hasattr(risk.severity, "value") else risk.severity
-    text = f"{severity}: {upstream_text(risk.text, titles, None)}"
+def without_paths(text: str) -> str:
+    """``text`` with every absolute path cut to its last part (PR.md holds no path of this machine)."""
+    return _MACHINE_PATH.sub(lambda m: m[1] or "…", text)
+
+
+def _holds_on(risk, version: str) -> bool:
+    """A risk whose condition reads the release alone holds where it says; any other is kept (it says its condition)."""
     if not risk.when:
-        return text
+        return True
     condition = compiled(risk.when)
     if set(condition.fact_names()) == {"versions.vllm_ascend"}:
-        return text if condition.evaluate({"versions.vllm_ascend": Version(version)}) else ""
-    return f"{text} (when {risk.when})"
+        return condition.evaluate({"versions.vllm_ascend": Version(version)})
+    return True
+
+
+def _risk(risk, titles) -> str:
+    severity = risk.severity.value if hasattr(risk.severity, "value") else risk.severity
+    text = f"{severity}: {upstream_text(risk.text, titles, None)}"
+    if risk.when and set(compiled(risk.when).fact_names()) != {"versions.vllm_ascend"}:
+        return f"{text} (when {risk.when})"
+    return text
 
 
 def _compat_rows(catalog, recipe, found) -> list[str]:
@@ -189,12 +248,12 @@ def _compat_rows(catalog, recipe, found) -> list[str]:
         with tempfile.TemporaryDirectory(prefix="optkit-export-compat-") as scratch:
             base = lambda: patched_base(catalog, recipe, file, releases[0], fetch(releases[0]).path, Path(scratch))  # noqa: E731
             cells = [patch_cell(catalog, recipe, file, v, fetch(v).path, base) for v in releases]
-        rows.append(f"`{file}`: " + ", ".join(f"{c.version} {c.result}" for c in cells))
+        rows.append(", ".join(f"vllm-ascend {c.version} ({_CELLS.get(c.result, c.result)})" for c in cells))
+    if len(rows) > 1:
+        rows = [f"patch {i}/{len(rows)}: {row}" for i, row in enumerate(rows, 1)]
     return rows
 
 
 def leftover_words(text: str, catalog) -> list[str]:
-    """Recipe ids or 'optkit' left in a PR text outside its testing section (where optkit's own
-    tests are named on purpose)."""
-    head = text.split("### How was this patch tested?")[0]
-    return optkit_words(head, [r.id for r in catalog])
+    """Recipe ids or 'optkit' left anywhere in a PR text."""
+    return optkit_words(text, [r.id for r in catalog])

@@ -98,10 +98,24 @@ def commit_message(subject: str, description: str, article: str, bug: str, signo
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
+ARTICLES = {1: "国产算力·昇腾 910C 大模型推理优化（上）：镜像更新与参数调优提速 40%",
+            2: "昇腾 910C 大模型推理优化实践（下篇）"}
+"""The article's parts by their published titles (得物技术); they are not linked: no stable address is known."""
+
+
+def article_name(provenance) -> str:
+    """The article a recipe comes from, named so a reader can find it (no address is known to link)."""
+    article = getattr(provenance, "article", None)
+    part = getattr(article, "part", None)
+    title = ARTICLES.get(part)
+    return f"the 得物技术 article “{title}” (Ascend 910C LLM inference tuning, part {part})" if title else \
+        "the 得物技术 article on Ascend 910C LLM inference tuning"
+
+
 def article_line(provenance) -> str:
     """Where the optimisation is described, in words (the recipe's article provenance)."""
     article = getattr(provenance, "article", None)
     if article is None:
         return ""
     section = f', section "{article.section}"' if getattr(article, "section", "") else ""
-    return f"The optimisation is described in the Ascend 910C inference tuning write-up, part {article.part}{section}."
+    return f"The optimisation is described in {article_name(provenance)}{section}."

@@ -24,6 +24,16 @@ PROFILE = {"base_ms": {"1": 20.0}, "ttft_ms": 10.0, "noise_ms": 0.0, "startup_s"
            "load": {"knee": 2, "steep": 0.5, "batch_ms": 0.1}}
 
 
+@pytest.mark.parametrize("argv, load, slots", [
+    pytest.param(["m"], {}, 256, id="vllms-default"),
+    pytest.param(["m", "--max-num-seqs", "4"], {}, 4, id="max-num-seqs"),
+    pytest.param(["m", "--max-num-seqs", "4"], {"slots": 2}, 2, id="profile-lower"),
+    pytest.param(["m", "--max-num-seqs", "4"], {"slots": 64}, 4, id="profile-higher"),
+])
+def test_the_decode_slots_are_the_servers_max_num_seqs(argv, load, slots):
+    assert sim_server.decode_slots(load, sim_server.parse_argv(argv)) == slots
+
+
 def test_latency_grows_with_batching_then_steeply_past_the_knee():
     load = sim_server.load_model(PROFILE, [])
     assert [round(sim_server.loaded_ms(20.0, n, load), 3) for n in (1, 2, 3, 4)] == [20.0, 20.1, 30.3, 40.6]
@@ -32,11 +42,11 @@ def test_latency_grows_with_batching_then_steeply_past_the_knee():
     assert sim_server.load_model({k: v for k, v in PROFILE.items() if k != "load"}, ["r"]) == {}  # no load: as before
 
 
-def _serve(tmp_path: Path, profile: dict, env: dict | None = None):
+def _serve(tmp_path: Path, profile: dict, env: dict | None = None, argv: tuple[str, ...] = ()):
     port = free_port()
     path = tmp_path / "profile.json"
     path.write_text(json.dumps({**profile, "tree": str(tmp_path), "log": str(tmp_path / "log")}))
-    proc = subprocess.Popen([sys.executable, str(Path(sim_server.__file__)), "m", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, str(Path(sim_server.__file__)), "m", "--port", str(port), *argv],
                             env={**os.environ, "SIM_PROFILE": str(path), **(env or {})}, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while True:
@@ -65,8 +75,14 @@ def _stream(port: int, out: list, tokens: int = 5) -> None:
         out.append(("error", first, str(exc)))
 
 
-def test_requests_beyond_the_slots_queue_for_their_first_token(tmp_path):
-    proc, port = _serve(tmp_path, {**PROFILE, "load": {"slots": 1}})
+@pytest.mark.parametrize("load, argv", [
+    pytest.param({"slots": 1}, (), id="profile-slots"),
+    pytest.param({}, ("--max-num-seqs", "1"), id="max-num-seqs-as-vllm"),
+    pytest.param({"slots": 8}, ("--max-num-seqs", "1"), id="max-num-seqs-below-the-profiles-slots"),
+])
+def test_requests_beyond_the_slots_queue_for_their_first_token(tmp_path, load, argv):
+    """As vLLM's scheduler: at most --max-num-seqs requests decode at once, the rest wait in the queue."""
+    proc, port = _serve(tmp_path, {**PROFILE, "load": load}, argv=argv)
     try:
         out: list = []
         threads = [threading.Thread(target=_stream, args=(port, out)) for _ in range(2)]

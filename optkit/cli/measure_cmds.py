@@ -64,6 +64,15 @@ def ladder_command(model, request_file, output, from_lock, order, leave_one_out,
 
     cost = StepCost(prompts_per_concurrency, min_prompts, warmups, accuracy_prompts)
     sweep_opts = _sweep_options(result.request, sweep, sweep_min, sweep_max, sweep_resolution)
+    if sweep_opts is not None:  # every step's server sized for the sweep's range (optkit.measure.sweep_fit)
+        from optkit.measure.sweep_fit import plan_for_sweep
+
+        planned = list(result.request.concurrency)
+        result = plan_for_sweep(result, workspace, sweep_opts, from_lock=from_lock is not None)
+        if list(result.request.concurrency) != planned:
+            click.echo(f"--sweep-max {sweep_opts['high']}: the ladder is planned for concurrency "
+                       f"{','.join(map(str, result.request.concurrency))}, so each step's server holds the sweep's "
+                       "highest probe (--max-num-seqs × DP, capture sizes); bench.sh also measures that load")
     ladder = ladder_steps(result, workspace.catalog, order=order, leave_one_out=leave_one_out, only=only,
                           article_order=load_article_order(workspace.root))
     write_ladder(result, workspace, ladder, output, repeat=repeat, k8s=k8s, profile=profile, cost=cost,
@@ -188,9 +197,11 @@ def accuracy_command(url, served_name, prompts_file, min_tokens, output):
 @click.option("--client", type=click.Choice(["auto", "in-process", "command"]), default="auto", show_default=True,
               help="vLLM's benchmark in this process (one import for every probe) or the vllm command per probe; "
                    "auto: in-process when this Python imports vllm.")
+@click.option("--step", default=None, help="The ladder step the server runs: a probe above its scheduler slots "
+                                           "(--max-num-seqs × DP) counts as a miss, since requests queue there.")
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Write sweep.json and sweep/c<N>.json here.")
-def sweep_command(ladder_json, model, served_name, host, port, client, output):
+def sweep_command(ladder_json, model, served_name, host, port, client, step, output):
     """The highest concurrency at which the running server meets the ladder's SLO (bracketing, then bisection)."""
     from optkit.measure import MeasureError
     from optkit.measure.sweep import command_client, in_process_client, run_sweep
@@ -202,8 +213,14 @@ def sweep_command(ladder_json, model, served_name, host, port, client, output):
     if run is None and client == "in-process":
         raise MeasureError("--client in-process: this Python cannot import vllm.benchmarks.serve; use --client command")
     name = "in-process" if run is not None else "command"
+    sched = None
+    if step is not None:
+        steps = {s["id"]: s for s in json.loads(ladder_json.read_text(encoding="utf-8"))["steps"]}
+        if step not in steps:
+            raise MeasureError(f"--step {step}: {ladder_json} has no such step (it has {', '.join(sorted(steps))})")
+        sched = steps[step].get("scheduler")
     run_sweep(settings, model=model, served_name=served_name, host=host, port=port, out_dir=output,
-              client=run or command_client(), client_name=name)
+              client=run or command_client(), client_name=name, scheduler=sched)
 
 
 COMMANDS = [ladder_command, report_command, measure_group]

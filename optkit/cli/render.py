@@ -221,11 +221,13 @@ def capacity_summary(report) -> list[Block]:
     """The report's capacity per step and per recipe on the terminal (with a capacity sweep)."""
     if getattr(report, "capacity", None) is None:
         return []
+    from optkit.measure.sweep import bracket_text
+
     table = Table(f"Capacity under {report.ladder['sweep']['slo']}: the highest concurrency meeting it",
                   ["step", "capacity", "bracket", "outcome"])
     for step, cap in report.capacity.items():
         table.add_row(step, "—" if cap.capacity is None else str(cap.capacity),
-                      "—" if cap.capacity is None else f"[{cap.capacity}, {'—' if cap.upper is None else cap.upper})",
+                      "—" if cap.capacity is None else bracket_text(cap.capacity, cap.upper),
                       cap.status)
     blocks: list[Block] = [table]
     blocks += [f"  {a.step}: Δ capacity {a.capacity.value:+d} ({a.capacity.verdict.replace('-', ' ')})"

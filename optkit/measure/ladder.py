@@ -32,6 +32,7 @@ from optkit.bundle.writer import bundle_files, check_replaceable, write_files
 from optkit.measure import MeasureError
 from optkit.measure.accuracy import PromptSet, load_prompt_set, prompt_set_bytes
 from optkit.measure.steps import NONE, Ladder, Step, run_cost
+from optkit.measure.sweep_fit import scheduler
 from optkit.resolve.plan import Plan, Workspace, restrict
 from optkit.resolve.report import dump_json
 from optkit.tree.patchset import LOCK_NAME
@@ -125,7 +126,8 @@ def _step_data(step: Step, lock: dict) -> dict[str, Any]:
             "changes": list(step.changes), "together": dict(step.together), "reference": step.reference,
             "patches": [p["name"] for p in lock["patches"]], "kernels": kernels,
             "pending_patches": [f"{p['recipe']}/{p['file']}" for p in lock["pending_patches"]],
-            "patch_key": _key(patches), "kernel_key": _key(kernels + csrc)}
+            "patch_key": _key(patches), "kernel_key": _key(kernels + csrc),
+            "scheduler": scheduler(lock["launch"]["argv"])}
 
 
 def ladder_data(plan: Plan, workspace: Workspace, ladder: Ladder, steps: list[dict], repeat: int,

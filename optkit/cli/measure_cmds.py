@@ -28,9 +28,11 @@ def _ids(ctx, param, value):
 @click.option("--recipes", "only", multiple=True, callback=_ids,
               help="Measure only these selected recipes (comma-separated or repeated); the rest stay out.")
 @click.option("--k8s", is_flag=True, help="Also write k8s/ladder-job.yaml (an Indexed Job, one index per step).")
-@click.option("--profile", "profile", is_flag=True,
+@click.option("--capture-profiles", "profile", is_flag=True,
               help="Each step also captures a short profile (a bounded number of engine steps, one request at c1); "
                    "optkit report then says which recipe signatures each step removed (docs/profile.md).")
+@click.option("--profile", "profile_alias", is_flag=True, hidden=True,
+              help="The former name of --capture-profiles (plan's --profile takes a capture directory).")
 @click.option("--prompts-per-concurrency", "prompts_per_concurrency", type=click.IntRange(1, 1000), default=10,
               show_default=True, help="A run's cost: benchmark requests per concurrent slot (also per sweep probe).")
 @click.option("--min-prompts", "min_prompts", type=click.IntRange(1, 100000), default=20, show_default=True,
@@ -49,9 +51,10 @@ def _ids(ctx, param, value):
               help="With --sweep: stop bisecting when the bracket is within this fraction of the capacity "
                    "(default 0.1; 0: to the exact concurrency).")
 def ladder_command(model, request_file, output, from_lock, order, leave_one_out, repeat, only, k8s, profile,
-                   prompts_per_concurrency, min_prompts, warmups, accuracy_prompts, sweep, sweep_min,
+                   profile_alias, prompts_per_concurrency, min_prompts, warmups, accuracy_prompts, sweep, sweep_min,
                    sweep_max, sweep_resolution, **params):
     """The plan as a single-variable ladder: a baseline, then one recipe more per step (or one less)."""
+    profile = profile or profile_alias
     from optkit.cli.plan_cmds import _plan, _plan_from_lock
     from optkit.measure.ladder import write_ladder
     from optkit.measure.steps import ladder_steps, load_article_order
@@ -151,7 +154,7 @@ def report_command(ladder_dir, output, results_dir, record, catalog_root):
 
 @click.group("measure")
 def measure_group():
-    """What run-ladder.sh records on the NPU host (host facts, the accuracy prompts)."""
+    """What run-ladder.sh records on the NPU host (host facts, the accuracy prompts, the capacity sweep)."""
 
 
 @measure_group.command("host")

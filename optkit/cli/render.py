@@ -202,8 +202,10 @@ def ladder_report(data: dict) -> list[Block]:
     c = data["cost"]
     blocks.append(f"Cost: {c['steps']} steps × {data['repeat']} repeat(s) = {c['server_starts']} server "
                   f"starts, {c['tree_applies']} tree applies ({c['tree_reverts']} reverts), "
-                  f"{c['kernel_rebuilds']} kernel rebuilds")
+                  f"{c['kernel_rebuilds']} kernel rebuild{'' if c['kernel_rebuilds'] == 1 else 's'}")
     blocks += _sweep_cost(data)
+    if "duration" in data:  # optkit.measure.duration: an estimate with its basis
+        blocks.append(data["duration"]["text"])
     return blocks
 
 

@@ -31,6 +31,7 @@ from optkit.bundle.scripts import MIN_PROMPTS, PROMPTS_PER_CONCURRENCY, WARMUPS_
 from optkit.bundle.writer import bundle_files, check_replaceable, write_files
 from optkit.measure import MeasureError
 from optkit.measure.accuracy import PromptSet, load_prompt_set, prompt_set_bytes
+from optkit.measure.duration import ladder_duration
 from optkit.measure.steps import NONE, Ladder, Step, run_cost
 from optkit.measure.sweep_fit import scheduler
 from optkit.resolve.plan import Plan, Workspace, restrict
@@ -103,6 +104,7 @@ def ladder_files(plan: Plan, workspace: Workspace, ladder: Ladder, *, repeat: in
 
         data["profile"] = profile_data(plan, workspace)
     _add_cost_and_sweep(data, plan, cost, sweep)
+    data["duration"] = ladder_duration(data)
     files[LADDER_NAME] = dump_json(data).encode("utf-8")
     files[PROMPTS_FILE] = prompt_set_bytes(prompts)
     files["run-ladder.sh"] = render("ladder/run-ladder.sh.j2", **_script_data(plan, data)).encode("utf-8")
@@ -197,7 +199,7 @@ def _script_data(plan: Plan, data: dict) -> dict[str, Any]:
             "min_tokens": data["accuracy"]["min_tokens"], "concurrency": data["workload"]["concurrency"],
             "bench_env": _bench_env(data), "sweep": "sweep" in data,
             "sweep_slo": data["sweep"]["slo"] if "sweep" in data else "",
-            "sweep_probes": data["sweep"]["max_probes"] if "sweep" in data else 0,
+            "sweep_probes": data["sweep"]["max_probes"] if "sweep" in data else 0, "duration": data["duration"],
             **_profile_script_data(data)}
 
 

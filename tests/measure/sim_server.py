@@ -32,7 +32,7 @@ accuracy prompts) answer at once: arithmetic questions correctly, other prompts 
 filler; ``diverge`` changes one token while its recipe is active, ``wrong`` answers the questions
 containing one of its texts wrongly. Each start appends ``{"argv", "active"}`` to the log as one JSON line.
 
-With ``--profiler-config.torch_profiler_dir=DIR`` (``optkit ladder --profile``) ``POST /start_profile``
+With ``--profiler-config.torch_profiler_dir=DIR`` (``optkit ladder --capture-profiles``) ``POST /start_profile``
 and ``/stop_profile`` answer, and ``/stop_profile`` writes an Ascend PyTorch Profiler capture into
 DIR (tests/profile/make_fixture.py: the text form, vllm-ascend's worker folder name) whose recipe
 signatures are those of ``profile["signatures"]`` (default: every one the generator injects) less

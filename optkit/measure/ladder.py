@@ -99,6 +99,8 @@ def ladder_files(plan: Plan, workspace: Workspace, ladder: Ladder, *, repeat: in
         files.update({f"steps/{step.id}/{rel}": data for rel, data in bundle.items()})
         steps.append(_step_data(step, json.loads(bundle[LOCK_NAME])))
     data = ladder_data(plan, workspace, ladder, steps, repeat, prompts)
+    if sweep is not None:
+        _check_sweep_fits(steps, sweep["high"])
     if profile:
         from optkit.measure.step_profiles import profile_data
 
@@ -236,6 +238,16 @@ def _check_target(out_dir: Path) -> None:
                            "away (or `optkit report` it first) or write the new ladder elsewhere")
     check_replaceable(out_dir, LADDER_NAME, {LADDER_NAME, "run-ladder.sh", "README.md", "accuracy", "steps", "k8s",
                                              "results", "report"}, "ladder", MeasureError)
+
+
+def _check_sweep_fits(steps: list[dict], high: int) -> None:
+    """Refuse a sweep whose highest probe some step's scheduler cannot hold at once (requests would queue
+    and the sweep measure the queue: ``optkit.measure.sweep_fit.plan_for_sweep`` plans for the range)."""
+    short = [f"{s['id']} ({s['scheduler']['text']})" for s in steps if s["scheduler"]["slots"] < high]
+    if short:
+        raise MeasureError(f"--sweep-max {high}: the servers of {', '.join(short)} hold fewer requests at once, so "
+                           "the sweep would measure their queue; plan the ladder for the sweep's range (--concurrency "
+                           f"up to {high}: optkit ladder --sweep does it under --goal throughput) or lower --sweep-max")
 
 
 def _accuracy_subset(prompts: PromptSet, count: int | None) -> PromptSet:

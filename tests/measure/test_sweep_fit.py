@@ -117,3 +117,20 @@ def test_a_dead_servers_bound_is_no_capacity_delta(after, before):
     d = capacity_delta(after, before)
     assert (d.value, d.verdict) == (None, "unavailable")
     assert "died during the capacity sweep (at c16)" in d.why_unavailable and "lower bound" in d.why_unavailable
+
+
+def test_the_ladder_library_refuses_a_sweep_above_a_steps_scheduler_slots(tmp_path):
+    """The guard under the CLI's sizing: a plan for c1,4 (--max-num-seqs 4) with a sweep to c64 is refused."""
+    from optkit.measure import MeasureError
+    from optkit.measure.ladder import ladder_files, sweep_options
+    from optkit.measure.steps import ladder_steps
+    from optkit.resolve.plan import load_workspace, plan
+    from optkit.resolve.request import Request
+
+    workspace = load_workspace()
+    small = plan(Request(model="qwen3.5-35b", target="910c", concurrency=[1, 4], goal="throughput",
+                         slo="tpot_p99<=40ms"), workspace)
+    ladder = ladder_steps(small, workspace.catalog, only=["sched-capacity-for-load"])
+    with pytest.raises(MeasureError, match=r"01-sched-capacity-for-load \(--max-num-seqs 4\)"):
+        ladder_files(small, workspace, ladder, sweep=sweep_options(parse_slo("tpot_p99<=40ms"), high=64))
+    assert ladder_files(small, workspace, ladder, sweep=sweep_options(parse_slo("tpot_p99<=40ms"), high=4))

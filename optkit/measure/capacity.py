@@ -10,7 +10,8 @@ Over repeats, a step's capacity is the smallest of its runs' (``pass``) and its 
 largest of their ``fail`` (the brackets' union: what every run supports). A run whose server died
 gives its highest met load as the capacity and the load it died at as the upper bound; a step where
 the lowest probe missed has capacity 0. A probe above the step's scheduler slots (``--max-num-seqs`` ×
-DP, ladder.json ``steps[].scheduler``) is a miss: requests queue there (``optkit.measure.sweep_fit``).
+DP, ladder.json ``steps[].scheduler``) is a miss: requests queue there (``optkit.measure.sweep_fit``);
+a met probe whose p99 TTFT exceeds a median request's whole latency (measured queueing) is an issue.
 
 Per recipe (as TPOT, ``optkit.measure.analysis.delta``): Δ capacity = capacity with the recipe −
 without it. The uncertainty is the brackets: **gain** when the step with the recipe met the SLO at
@@ -102,6 +103,8 @@ def step_capacities(settings: dict, runs: dict[str, list[Run]],
                 issues.append(f"{step} r{run.repeat}: no sweep.json (the capacity sweep did not run)")
                 continue
             met = {c: not violations(settings, result, sched, c) for c, result in sorted(run.probes.items())}
+            issues += [f"{step} r{run.repeat}: {why}" for c, ok in met.items() if ok
+                       for why in [queued_while_met(c, run.probes[c])] if why]
             missed = [c for c, ok in met.items() if not ok]
             fail = min(missed) if missed else None
             below = [c for c, ok in met.items() if ok and (fail is None or c < fail)]
@@ -129,6 +132,17 @@ def step_capacities(settings: dict, runs: dict[str, list[Run]],
         cap.curve = [_point(settings, c, results, sched) for c, results in sorted(points.items())]
         out[step] = cap
     return out, issues
+
+
+def queued_while_met(c: int, result: dict) -> str | None:
+    """Measured queueing at a probe that met the SLO: its p99 TTFT exceeds a median request's whole latency
+    (a request waited longer than a typical one takes from start to end: a queue, which an SLO without a
+    TTFT bound does not see), or None."""
+    ttft, e2el = result.get("p99_ttft_ms"), result.get("median_e2el_ms")
+    if not isinstance(ttft, (int, float)) or not isinstance(e2el, (int, float)) or ttft <= e2el:
+        return None
+    return (f"c{c} met the SLO while requests queued: its p99 TTFT {ttft:.0f} ms exceeds a median request's whole "
+            f"latency {e2el:.0f} ms; the capacity above this load is the queue's, not the server's")
 
 
 def _point(settings: dict, c: int, results: list[dict], sched: dict | None = None) -> dict[str, Any]:
@@ -162,4 +176,4 @@ def capacity_delta(after: StepCapacity | None, before: StepCapacity | None) -> C
     return d
 
 
-__all__ = ["StepCapacity", "RunCapacity", "CapacityDelta", "step_capacities", "capacity_delta"]
+__all__ = ["StepCapacity", "RunCapacity", "CapacityDelta", "step_capacities", "capacity_delta", "queued_while_met"]

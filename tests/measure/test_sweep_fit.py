@@ -134,3 +134,19 @@ def test_the_ladder_library_refuses_a_sweep_above_a_steps_scheduler_slots(tmp_pa
     with pytest.raises(MeasureError, match=r"01-sched-capacity-for-load \(--max-num-seqs 4\)"):
         ladder_files(small, workspace, ladder, sweep=sweep_options(parse_slo("tpot_p99<=40ms"), high=64))
     assert ladder_files(small, workspace, ladder, sweep=sweep_options(parse_slo("tpot_p99<=40ms"), high=4))
+
+
+@pytest.mark.parametrize("ttft, e2el, queued", [
+    pytest.param(5900.0, 1200.0, True, id="ttft-beyond-a-whole-request"),
+    pytest.param(300.0, 1200.0, False, id="ttft-within-a-request"),
+    pytest.param(None, 1200.0, False, id="no-ttft-percentile"),
+])
+def test_measured_queueing_at_a_met_probe_is_said(ttft, e2el, queued):
+    """Finding 12's second signal: p99 TTFT 5.9 s at a load that met a TPOT-only SLO."""
+    run = Run("s", 1)
+    run.sweep = {"status": "at-most-high", "capacity": 2, "died_at": None}
+    run.probes = {c: {**FAST, "max_concurrency": c, "median_e2el_ms": e2el,
+                      **({"p99_ttft_ms": ttft} if ttft is not None and c == 2 else {})} for c in (1, 2)}
+    caps, issues = step_capacities(SETTINGS, {"s": [run]})
+    assert caps["s"].capacity == 2
+    assert any("c2 met the SLO while requests queued" in i for i in issues) == queued, issues

@@ -233,7 +233,9 @@ def capacity_summary(report) -> list[Block]:
                       cap.status)
     blocks: list[Block] = [table]
     blocks += [f"  {a.step}: Δ capacity {a.capacity.value:+d} ({a.capacity.verdict.replace('-', ' ')})"
-               for a in report.attributions if a.capacity is not None and a.capacity.value is not None]
+               if a.capacity.value is not None else f"  {a.step}: no Δ capacity: {a.capacity.why_unavailable}"
+               for a in report.attributions if a.capacity is not None and (a.capacity.value is not None
+                                                                            or "died" in a.capacity.why_unavailable)]
     return blocks
 
 

@@ -114,9 +114,17 @@ def _cap(step, capacity, upper, status="found", died_at=None):
 ])
 def test_a_dead_servers_bound_is_no_capacity_delta(after, before):
     """Finding 13: the report flagged "capacity regression: −12" from a dead step's lower bound."""
+    from types import SimpleNamespace
+
+    from optkit.cli.render import capacity_summary
+
     d = capacity_delta(after, before)
     assert (d.value, d.verdict) == (None, "unavailable")
     assert "died during the capacity sweep (at c16)" in d.why_unavailable and "lower bound" in d.why_unavailable
+    report = SimpleNamespace(ladder={"sweep": {"slo": "tpot_p99<=40ms"}}, capacity={c.step: c for c in (before, after)},
+                             attributions=[SimpleNamespace(step=after.step, capacity=d)])
+    lines = [b for b in capacity_summary(report) if isinstance(b, str)]
+    assert lines == [f"  01-x: no Δ capacity: {d.why_unavailable}"]
 
 
 def test_the_ladder_library_refuses_a_sweep_above_a_steps_scheduler_slots(tmp_path):

@@ -32,7 +32,9 @@ min_prompts)`` requests after ``warmups × c`` warm-ups, so it lasts about ``pro
 request latencies (E2E) whatever its concurrency, plus the client's start.
 
 Every probe's vLLM result is kept as ``sweep/c<C>.json`` (``--goodput`` set from the SLO, so vLLM
-reports ``request_goodput``) and the search as ``sweep.json``. The client: vLLM's benchmark
+reports ``request_goodput``) and the search as ``sweep.json`` (``capacity``, ``upper`` and ``bracket``,
+its half-open text ``[12, 13)`` as the log and the report write it, ``bracket_text``). With ``--step``
+the step's scheduler slots (``optkit.measure.sweep_fit``) make a probe above them a miss: requests queue. The client: vLLM's benchmark
 (``vllm.benchmarks.serve``) called in this process when this Python imports it (one import for the
 whole sweep: the client's start-up is ~15 s on a small host), else the ``vllm bench serve``
 command per probe; the same argv either way.

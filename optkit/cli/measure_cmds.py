@@ -28,9 +28,11 @@ def _ids(ctx, param, value):
 @click.option("--recipes", "only", multiple=True, callback=_ids,
               help="Measure only these selected recipes (comma-separated or repeated); the rest stay out.")
 @click.option("--k8s", is_flag=True, help="Also write k8s/ladder-job.yaml (an Indexed Job, one index per step).")
-@click.option("--profile", "profile", is_flag=True,
+@click.option("--capture-profiles", "profile", is_flag=True,
               help="Each step also captures a short profile (a bounded number of engine steps, one request at c1); "
                    "optkit report then says which recipe signatures each step removed (docs/profile.md).")
+@click.option("--profile", "profile_alias", is_flag=True, hidden=True,
+              help="The former name of --capture-profiles (plan's --profile takes a capture directory).")
 @click.option("--prompts-per-concurrency", "prompts_per_concurrency", type=click.IntRange(1, 1000), default=10,
               show_default=True, help="A run's cost: benchmark requests per concurrent slot (also per sweep probe).")
 @click.option("--min-prompts", "min_prompts", type=click.IntRange(1, 100000), default=20, show_default=True,
@@ -49,9 +51,10 @@ def _ids(ctx, param, value):
               help="With --sweep: stop bisecting when the bracket is within this fraction of the capacity "
                    "(default 0.1; 0: to the exact concurrency).")
 def ladder_command(model, request_file, output, from_lock, order, leave_one_out, repeat, only, k8s, profile,
-                   prompts_per_concurrency, min_prompts, warmups, accuracy_prompts, sweep, sweep_min,
+                   profile_alias, prompts_per_concurrency, min_prompts, warmups, accuracy_prompts, sweep, sweep_min,
                    sweep_max, sweep_resolution, **params):
     """The plan as a single-variable ladder: a baseline, then one recipe more per step (or one less)."""
+    profile = profile or profile_alias
     from optkit.cli.plan_cmds import _plan, _plan_from_lock
     from optkit.measure.ladder import write_ladder
     from optkit.measure.steps import ladder_steps, load_article_order
@@ -64,6 +67,15 @@ def ladder_command(model, request_file, output, from_lock, order, leave_one_out,
 
     cost = StepCost(prompts_per_concurrency, min_prompts, warmups, accuracy_prompts)
     sweep_opts = _sweep_options(result.request, sweep, sweep_min, sweep_max, sweep_resolution)
+    if sweep_opts is not None:  # every step's server sized for the sweep's range (optkit.measure.sweep_fit)
+        from optkit.measure.sweep_fit import plan_for_sweep
+
+        planned = list(result.request.concurrency)
+        result = plan_for_sweep(result, workspace, sweep_opts, from_lock=from_lock is not None)
+        if list(result.request.concurrency) != planned:
+            click.echo(f"--sweep-max {sweep_opts['high']}: the ladder is planned for concurrency "
+                       f"{','.join(map(str, result.request.concurrency))}, so each step's server holds the sweep's "
+                       "highest probe (--max-num-seqs × DP, capture sizes); bench.sh also measures that load")
     ladder = ladder_steps(result, workspace.catalog, order=order, leave_one_out=leave_one_out, only=only,
                           article_order=load_article_order(workspace.root))
     write_ladder(result, workspace, ladder, output, repeat=repeat, k8s=k8s, profile=profile, cost=cost,
@@ -142,7 +154,7 @@ def report_command(ladder_dir, output, results_dir, record, catalog_root):
 
 @click.group("measure")
 def measure_group():
-    """What run-ladder.sh records on the NPU host (host facts, the accuracy prompts)."""
+    """What run-ladder.sh records on the NPU host (host facts, the accuracy prompts, the capacity sweep)."""
 
 
 @measure_group.command("host")
@@ -188,9 +200,11 @@ def accuracy_command(url, served_name, prompts_file, min_tokens, output):
 @click.option("--client", type=click.Choice(["auto", "in-process", "command"]), default="auto", show_default=True,
               help="vLLM's benchmark in this process (one import for every probe) or the vllm command per probe; "
                    "auto: in-process when this Python imports vllm.")
+@click.option("--step", default=None, help="The ladder step the server runs: a probe above its scheduler slots "
+                                           "(--max-num-seqs × DP) counts as a miss, since requests queue there.")
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Write sweep.json and sweep/c<N>.json here.")
-def sweep_command(ladder_json, model, served_name, host, port, client, output):
+def sweep_command(ladder_json, model, served_name, host, port, client, step, output):
     """The highest concurrency at which the running server meets the ladder's SLO (bracketing, then bisection)."""
     from optkit.measure import MeasureError
     from optkit.measure.sweep import command_client, in_process_client, run_sweep
@@ -202,8 +216,14 @@ def sweep_command(ladder_json, model, served_name, host, port, client, output):
     if run is None and client == "in-process":
         raise MeasureError("--client in-process: this Python cannot import vllm.benchmarks.serve; use --client command")
     name = "in-process" if run is not None else "command"
+    sched = None
+    if step is not None:
+        steps = {s["id"]: s for s in json.loads(ladder_json.read_text(encoding="utf-8"))["steps"]}
+        if step not in steps:
+            raise MeasureError(f"--step {step}: {ladder_json} has no such step (it has {', '.join(sorted(steps))})")
+        sched = steps[step].get("scheduler")
     run_sweep(settings, model=model, served_name=served_name, host=host, port=port, out_dir=output,
-              client=run or command_client(), client_name=name)
+              client=run or command_client(), client_name=name, scheduler=sched)
 
 
 COMMANDS = [ladder_command, report_command, measure_group]

@@ -202,8 +202,10 @@ def ladder_report(data: dict) -> list[Block]:
     c = data["cost"]
     blocks.append(f"Cost: {c['steps']} steps × {data['repeat']} repeat(s) = {c['server_starts']} server "
                   f"starts, {c['tree_applies']} tree applies ({c['tree_reverts']} reverts), "
-                  f"{c['kernel_rebuilds']} kernel rebuilds")
+                  f"{c['kernel_rebuilds']} kernel rebuild{'' if c['kernel_rebuilds'] == 1 else 's'}")
     blocks += _sweep_cost(data)
+    if "duration" in data:  # optkit.measure.duration: an estimate with its basis
+        blocks.append(data["duration"]["text"])
     return blocks
 
 
@@ -221,15 +223,19 @@ def capacity_summary(report) -> list[Block]:
     """The report's capacity per step and per recipe on the terminal (with a capacity sweep)."""
     if getattr(report, "capacity", None) is None:
         return []
+    from optkit.measure.sweep import bracket_text
+
     table = Table(f"Capacity under {report.ladder['sweep']['slo']}: the highest concurrency meeting it",
                   ["step", "capacity", "bracket", "outcome"])
     for step, cap in report.capacity.items():
         table.add_row(step, "—" if cap.capacity is None else str(cap.capacity),
-                      "—" if cap.capacity is None else f"[{cap.capacity}, {'—' if cap.upper is None else cap.upper})",
+                      "—" if cap.capacity is None else bracket_text(cap.capacity, cap.upper),
                       cap.status)
     blocks: list[Block] = [table]
     blocks += [f"  {a.step}: Δ capacity {a.capacity.value:+d} ({a.capacity.verdict.replace('-', ' ')})"
-               for a in report.attributions if a.capacity is not None and a.capacity.value is not None]
+               if a.capacity.value is not None else f"  {a.step}: no Δ capacity: {a.capacity.why_unavailable}"
+               for a in report.attributions if a.capacity is not None and (a.capacity.value is not None
+                                                                            or "died" in a.capacity.why_unavailable)]
     return blocks
 
 

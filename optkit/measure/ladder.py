@@ -31,7 +31,9 @@ from optkit.bundle.scripts import MIN_PROMPTS, PROMPTS_PER_CONCURRENCY, WARMUPS_
 from optkit.bundle.writer import bundle_files, check_replaceable, write_files
 from optkit.measure import MeasureError
 from optkit.measure.accuracy import PromptSet, load_prompt_set, prompt_set_bytes
+from optkit.measure.duration import ladder_duration
 from optkit.measure.steps import NONE, Ladder, Step, run_cost
+from optkit.measure.sweep_fit import scheduler
 from optkit.resolve.plan import Plan, Workspace, restrict
 from optkit.resolve.report import dump_json
 from optkit.tree.patchset import LOCK_NAME
@@ -97,11 +99,14 @@ def ladder_files(plan: Plan, workspace: Workspace, ladder: Ladder, *, repeat: in
         files.update({f"steps/{step.id}/{rel}": data for rel, data in bundle.items()})
         steps.append(_step_data(step, json.loads(bundle[LOCK_NAME])))
     data = ladder_data(plan, workspace, ladder, steps, repeat, prompts)
+    if sweep is not None:
+        _check_sweep_fits(steps, sweep["high"])
     if profile:
         from optkit.measure.step_profiles import profile_data
 
         data["profile"] = profile_data(plan, workspace)
     _add_cost_and_sweep(data, plan, cost, sweep)
+    data["duration"] = ladder_duration(data)
     files[LADDER_NAME] = dump_json(data).encode("utf-8")
     files[PROMPTS_FILE] = prompt_set_bytes(prompts)
     files["run-ladder.sh"] = render("ladder/run-ladder.sh.j2", **_script_data(plan, data)).encode("utf-8")
@@ -125,7 +130,8 @@ def _step_data(step: Step, lock: dict) -> dict[str, Any]:
             "changes": list(step.changes), "together": dict(step.together), "reference": step.reference,
             "patches": [p["name"] for p in lock["patches"]], "kernels": kernels,
             "pending_patches": [f"{p['recipe']}/{p['file']}" for p in lock["pending_patches"]],
-            "patch_key": _key(patches), "kernel_key": _key(kernels + csrc)}
+            "patch_key": _key(patches), "kernel_key": _key(kernels + csrc),
+            "scheduler": scheduler(lock["launch"]["argv"])}
 
 
 def ladder_data(plan: Plan, workspace: Workspace, ladder: Ladder, steps: list[dict], repeat: int,
@@ -195,7 +201,7 @@ def _script_data(plan: Plan, data: dict) -> dict[str, Any]:
             "min_tokens": data["accuracy"]["min_tokens"], "concurrency": data["workload"]["concurrency"],
             "bench_env": _bench_env(data), "sweep": "sweep" in data,
             "sweep_slo": data["sweep"]["slo"] if "sweep" in data else "",
-            "sweep_probes": data["sweep"]["max_probes"] if "sweep" in data else 0,
+            "sweep_probes": data["sweep"]["max_probes"] if "sweep" in data else 0, "duration": data["duration"],
             **_profile_script_data(data)}
 
 
@@ -232,6 +238,16 @@ def _check_target(out_dir: Path) -> None:
                            "away (or `optkit report` it first) or write the new ladder elsewhere")
     check_replaceable(out_dir, LADDER_NAME, {LADDER_NAME, "run-ladder.sh", "README.md", "accuracy", "steps", "k8s",
                                              "results", "report"}, "ladder", MeasureError)
+
+
+def _check_sweep_fits(steps: list[dict], high: int) -> None:
+    """Refuse a sweep whose highest probe some step's scheduler cannot hold at once (requests would queue
+    and the sweep measure the queue: ``optkit.measure.sweep_fit.plan_for_sweep`` plans for the range)."""
+    short = [f"{s['id']} ({s['scheduler']['text']})" for s in steps if s["scheduler"]["slots"] < high]
+    if short:
+        raise MeasureError(f"--sweep-max {high}: the servers of {', '.join(short)} hold fewer requests at once, so "
+                           "the sweep would measure their queue; plan the ladder for the sweep's range (--concurrency "
+                           f"up to {high}: optkit ladder --sweep does it under --goal throughput) or lower --sweep-max")
 
 
 def _accuracy_subset(prompts: PromptSet, count: int | None) -> PromptSet:

@@ -128,10 +128,13 @@ def _add_capacity(report: Report) -> None:
 
     counted = {step: [r for r in rs if not r.host or r.host["tree"]["digest"] == report.digest]
                for step, rs in report.runs.items()}
-    report.capacity, issues = step_capacities(report.ladder["sweep"], counted)
+    schedulers = {s["id"]: s["scheduler"] for s in report.ladder["steps"] if s.get("scheduler")}
+    report.capacity, issues = step_capacities(report.ladder["sweep"], counted, schedulers)
     report.issues += issues
     for a in report.attributions:
         a.capacity = capacity_delta(report.capacity.get(a.after), report.capacity.get(a.before))
+        if a.capacity.value is None and "died" in a.capacity.why_unavailable:
+            a.flags.append(f"{' + '.join(a.recipes)}: no capacity delta: {a.capacity.why_unavailable}")
         if a.capacity.verdict == "regression":
             a.flags.append(f"{' + '.join(a.recipes)}: capacity regression: {a.capacity.value:+d} concurrent requests "
                            f"under {report.ladder['sweep']['slo']}")
@@ -418,6 +421,8 @@ def _capacity_view(report: Report) -> dict[str, Any]:
     """What the report templates show of the capacity sweep (``capacity`` is None without one)."""
     if report.capacity is None:
         return {"capacity": None}
+    from optkit.measure.sweep import bracket_text
+
     sweep = report.ladder["sweep"]
     words = {"found": "found", "below-lowest": f"below the lowest probe (c{sweep['low']})",
              "at-most-high": f"at least the highest probe (c{sweep['high']})", "server-died": "server died",
@@ -427,7 +432,7 @@ def _capacity_view(report: Report) -> dict[str, Any]:
         point = cap.at_capacity() or {}
         rows.append({"step": step, "status": words[cap.status], "runs": len(cap.runs),
                      "capacity": "—" if cap.capacity is None else str(cap.capacity),
-                     "bracket": "—" if cap.capacity is None else f"[{cap.capacity}, {'—' if cap.upper is None else cap.upper})",
+                     "bracket": "—" if cap.capacity is None else bracket_text(cap.capacity, cap.upper),
                      "throughput": _ms(point.get("output_throughput"), 1),
                      "goodput": _ms(point.get("request_goodput"), 3),
                      "best_goodput": _ms(max((p["request_goodput"] for p in cap.curve if p["request_goodput"] is not None),

@@ -1,4 +1,4 @@
-"""``ladder --profile``: a short profiler capture per step, and which signatures each step removed.
+"""``ladder --capture-profiles``: a short profiler capture per step, and which signatures each step removed.
 
 With ``--profile`` every step's server starts with vLLM's profiler on (``--profiler-config``: the
 torch profiler, which vllm-ascend runs as the Ascend PyTorch Profiler, bounded to

@@ -32,7 +32,9 @@ min_prompts)`` requests after ``warmups × c`` warm-ups, so it lasts about ``pro
 request latencies (E2E) whatever its concurrency, plus the client's start.
 
 Every probe's vLLM result is kept as ``sweep/c<C>.json`` (``--goodput`` set from the SLO, so vLLM
-reports ``request_goodput``) and the search as ``sweep.json``. The client: vLLM's benchmark
+reports ``request_goodput``) and the search as ``sweep.json`` (``capacity``, ``upper`` and ``bracket``,
+its half-open text ``[12, 13)`` as the log and the report write it, ``bracket_text``). With ``--step``
+the step's scheduler slots (``optkit.measure.sweep_fit``) make a probe above them a miss: requests queue. The client: vLLM's benchmark
 (``vllm.benchmarks.serve``) called in this process when this Python imports it (one import for the
 whole sweep: the client's start-up is ~15 s on a small host), else the ``vllm bench serve``
 command per probe; the same argv either way.
@@ -54,7 +56,7 @@ from typing import Any, Callable
 
 from optkit.measure import MeasureError
 
-SWEEP_VERSION = 1
+SWEEP_VERSION = 2
 SWEEP_NAME = "sweep.json"
 PROBES_DIR = "sweep"
 DEFAULT_LOW, DEFAULT_HIGH, DEFAULT_RESOLUTION = 1, 256, 0.1
@@ -132,8 +134,15 @@ class Search:
     def outcome(self) -> dict[str, Any]:
         passed = self.passed
         upper = self.died_at if self.died_at is not None else self.failed
-        return {"status": self.status, "capacity": passed or 0,
-                "bracket": [passed or 0, upper if self.status != "below-lowest" else self.low]}
+        upper = upper if self.status != "below-lowest" else self.low
+        return {"status": self.status, "capacity": passed or 0, "upper": upper,
+                "bracket": bracket_text(passed or 0, upper)}
+
+
+def bracket_text(capacity: int, upper: int | None) -> str:
+    """A capacity's bracket in the one notation of the sweep log, sweep.json and the report: half-open
+    ``[met, missed)``, ``[met, —)`` when no probe missed (the capacity is at least the highest probe)."""
+    return f"[{capacity}, {'—' if upper is None else upper})"
 
 
 def max_probes(low: int, high: int, resolution: float) -> int:
@@ -172,9 +181,15 @@ def probe_argv(settings: dict, concurrency: int, *, model: str, served_name: str
     return argv
 
 
-def violations(settings: dict, result: dict[str, Any]) -> list[str]:
-    """What a probe's result misses: failed requests, then ``Slo.violations`` of ladder.json's SLO."""
-    out = []
+def violations(settings: dict, result: dict[str, Any], scheduler: dict | None = None,
+               concurrency: int | None = None) -> list[str]:
+    """What a probe's result misses: a load above the step's scheduler slots (``scheduler``: ladder.json's
+    ``steps[].scheduler``; requests queue there, ``optkit.measure.sweep_fit``), failed requests, then
+    ``Slo.violations`` of ladder.json's SLO."""
+    from optkit.measure.sweep_fit import queue_violation
+
+    queued = queue_violation(concurrency or int(result.get("max_concurrency") or 0), scheduler)
+    out = [queued] if queued else []
     if result.get("failed"):
         out.append(f"{result['failed']} of {result['failed'] + result.get('completed', 0)} requests failed")
     if not result.get("completed"):
@@ -225,11 +240,12 @@ def command_client(vllm: str = "vllm") -> Callable[[list[str]], None]:
 
 
 def _write(out_dir: Path, settings: dict, search: Search, client_name: str, started: float,
-           status: str | None = None) -> dict[str, Any]:
+           status: str | None = None, scheduler: dict | None = None) -> dict[str, Any]:
     outcome = search.outcome()
     if status:
         outcome["status"] = status
     data = {"sweep_version": SWEEP_VERSION, "variable": "concurrency", "slo": settings["slo"], **outcome,
+            **({"scheduler": scheduler} if scheduler else {}),
             "died_at": search.died_at, "low": search.low, "high": search.high, "resolution": search.resolution,
             "client": client_name, "seconds": round(time.monotonic() - started, 1),
             "probes": [p.data() for p in search.probes]}
@@ -238,9 +254,10 @@ def _write(out_dir: Path, settings: dict, search: Search, client_name: str, star
 
 
 def run_sweep(settings: dict, *, model: str, served_name: str, host: str, port: int, out_dir: Path,
-              client: Callable[[list[str]], None], client_name: str,
+              client: Callable[[list[str]], None], client_name: str, scheduler: dict | None = None,
               log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True)) -> dict[str, Any]:
-    """Run the search against the server at host:port; write ``out_dir/sweep/c<C>.json`` and ``out_dir/sweep.json``."""
+    """Run the search against the server at host:port; write ``out_dir/sweep/c<C>.json`` and ``out_dir/sweep.json``.
+    ``scheduler``: the step's scheduler slots (a probe above them is a miss: requests queue there)."""
     base_url = f"http://{host}:{port}"
     search = Search(settings["low"], settings["high"], settings["resolution"])
     _slo(settings["slo"])  # a hand-edited SLO is refused before the first probe, not at its verdict
@@ -261,23 +278,24 @@ def run_sweep(settings: dict, *, model: str, served_name: str, host: str, port: 
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a client failure is a probe that did not meet the SLO
             error = f"the benchmark client failed: {exc}"
         result = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        missed = violations(settings, result) if result else [error or "the client wrote no result"]
+        missed = violations(settings, result, scheduler, c) if result else [error or "the client wrote no result"]
         if missed and not _healthy(base_url):
             search.died_at = c
             log(f"sweep: the server stopped answering /health during the c{c} probe: it died; stopping the sweep")
             break
         if not result:  # the server is up and the client failed: no measurement, not a load the SLO missed
-            _write(out_dir, settings, search, client_name, started, status="client-failed")
+            _write(out_dir, settings, search, client_name, started, status="client-failed", scheduler=scheduler)
             raise MeasureError(f"sweep: the benchmark client failed at c{c} without a result while the server was up "
                                f"({missed[0]}); its output above says why (a flag this vLLM does not take?)")
         search.record(Probe(c, not missed, missed, f"{PROBES_DIR}/c{c}.json" if result else None, result))
         log(f"sweep: c{c} " + ("meets the SLO" if not missed else "misses it: " + "; ".join(missed)))
-    data = _write(out_dir, settings, search, client_name, started)
+    data = _write(out_dir, settings, search, client_name, started, scheduler=scheduler)
     outcome = search.outcome()
-    log(f"sweep: {outcome['status']}: capacity c{outcome['capacity']} (bracket {outcome['bracket']}) "
+    died = f", the server died at c{search.died_at}: the capacity is a lower bound" if search.died_at is not None else ""
+    log(f"sweep: {outcome['status']}: capacity c{outcome['capacity']} (bracket {outcome['bracket']}{died}) "
         f"in {len(search.probes)} probes, {data['seconds']}s")
     return data
 
 
-__all__ = ["Search", "Probe", "sweep_settings", "probe_argv", "violations", "run_sweep", "in_process_client",
+__all__ = ["Search", "Probe", "bracket_text", "sweep_settings", "probe_argv", "violations", "run_sweep", "in_process_client",
            "command_client", "SWEEP_NAME", "PROBES_DIR"]

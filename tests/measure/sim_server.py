@@ -17,7 +17,8 @@ Load (``load``, optional; a profile without it behaves as before): latency grows
 request beyond the first. A knee at ``knee`` requests: beyond it the decode step is compute-bound
 and every interval is multiplied by ``1 + steep × (n − knee)``. Queueing: at most ``slots``
 requests decode at once; the others wait for a slot before their first token (so their TTFT
-grows). ``die_above``: the server exits (as a crash) when more than that many decode at once. Per
+grows). As vLLM's scheduler, the server also runs at most ``--max-num-seqs`` requests at once (256,
+vLLM's default, without the flag) and queues the rest the same way, whatever the profile says. ``die_above``: the server exits (as a crash) when more than that many decode at once. Per
 step, a recipe's ``"load": {"knee": +4, "die_above": 6}`` moves the knee by its value and sets
 ``die_above`` while it is active, so different steps have different knees.
 
@@ -31,7 +32,7 @@ accuracy prompts) answer at once: arithmetic questions correctly, other prompts 
 filler; ``diverge`` changes one token while its recipe is active, ``wrong`` answers the questions
 containing one of its texts wrongly. Each start appends ``{"argv", "active"}`` to the log as one JSON line.
 
-With ``--profiler-config.torch_profiler_dir=DIR`` (``optkit ladder --profile``) ``POST /start_profile``
+With ``--profiler-config.torch_profiler_dir=DIR`` (``optkit ladder --capture-profiles``) ``POST /start_profile``
 and ``/stop_profile`` answer, and ``/stop_profile`` writes an Ascend PyTorch Profiler capture into
 DIR (tests/profile/make_fixture.py: the text form, vllm-ascend's worker folder name) whose recipe
 signatures are those of ``profile["signatures"]`` (default: every one the generator injects) less
@@ -53,12 +54,14 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+VLLM_MAX_NUM_SEQS = 256
+"""vLLM's --max-num-seqs when serve.sh does not pass one (its default for the API server)."""
 QUESTION = re.compile(r"What is (\d+) (plus|minus|times) (\d+)\?")
 
 
 def parse_argv(argv: list[str]) -> dict:
     """The parts of a ``vllm serve`` argv the simulation reads (model, name, port, JSON configs)."""
-    out = {"model": argv[0], "served": argv[0], "port": 8000, "configs": {}}
+    out = {"model": argv[0], "served": argv[0], "port": 8000, "configs": {}, "max_num_seqs": VLLM_MAX_NUM_SEQS}
     i = 1
     while i < len(argv):
         flag = argv[i]
@@ -67,6 +70,8 @@ def parse_argv(argv: list[str]) -> dict:
             out["served"] = value
         elif flag == "--port":
             out["port"] = int(value)
+        elif flag == "--max-num-seqs":
+            out["max_num_seqs"] = int(value)
         elif flag.endswith("-config") and value is not None:
             out["configs"][flag[2:].replace("-", "_")] = json.loads(value)
         i += 2 if value is not None else 1
@@ -110,7 +115,7 @@ class Simulation:
         self.ready_at = time.monotonic() + profile.get("startup_s", 0.3)
         self.levels = sorted(int(c) for c in profile["base_ms"])
         self.load = load_model(profile, active)
-        self.slots = threading.BoundedSemaphore(self.load["slots"]) if self.load.get("slots") else None
+        self.slots = threading.BoundedSemaphore(decode_slots(self.load, args))
 
     def delay_s(self, noise: float) -> float:
         """The next token interval at the current number of streaming requests."""
@@ -175,6 +180,12 @@ def load_model(profile: dict, active: list[str]) -> dict:
         if change.get("die_above") is not None:
             load["die_above"] = change["die_above"]
     return load
+
+
+def decode_slots(load: dict, args: dict) -> int:
+    """How many requests decode at once: vLLM's scheduler runs at most --max-num-seqs (its default
+    without the flag) and queues the rest; a profile's ``slots`` can lower it further."""
+    return min(args["max_num_seqs"], load.get("slots") or args["max_num_seqs"])
 
 
 def loaded_ms(ms: float, n: int, load: dict) -> float:
@@ -251,8 +262,7 @@ def make_handler(sim: Simulation):
             self.wfile.flush()
 
         def _stream(self, prompt: str, n: int) -> None:
-            if sim.slots is not None:
-                sim.slots.acquire()  # queueing: wait for a decode slot before the first token
+            sim.slots.acquire()  # queueing: wait for a decode slot before the first token
             with sim.lock:
                 sim.streaming += 1
                 dies = sim.load.get("die_above") is not None and sim.streaming > sim.load["die_above"]
@@ -284,8 +294,7 @@ def make_handler(sim: Simulation):
             finally:
                 with sim.lock:
                     sim.streaming -= 1
-                if sim.slots is not None:
-                    sim.slots.release()
+                sim.slots.release()
 
     return Handler
 

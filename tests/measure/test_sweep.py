@@ -38,7 +38,8 @@ def search_until_done(search: Search, capacity: int) -> list[int]:
 def test_the_search_finds_the_capacity_exactly_at_resolution_zero(capacity):
     search = Search(1, 256, 0)
     probed = search_until_done(search, capacity)
-    assert search.outcome() == {"status": "found", "capacity": capacity, "bracket": [capacity, capacity + 1]}
+    assert search.outcome() == {"status": "found", "capacity": capacity, "upper": capacity + 1,
+                                "bracket": f"[{capacity}, {capacity + 1})"}
     assert len(probed) <= max_probes(1, 256, 0)
     assert len(set(probed)) == len(probed)  # never the same load twice
 
@@ -48,20 +49,20 @@ def test_the_search_stops_within_its_resolution(capacity):
     search = Search(1, 256, 0.1)
     search_until_done(search, capacity)
     out = search.outcome()
-    assert out["status"] == "found" and out["capacity"] <= capacity < out["bracket"][1]
-    assert out["bracket"][1] - out["capacity"] <= max(1, int(0.1 * out["capacity"]))
+    assert out["status"] == "found" and out["capacity"] <= capacity < out["upper"]
+    assert out["upper"] - out["capacity"] <= max(1, int(0.1 * out["capacity"]))
 
 
 def test_a_step_that_never_meets_the_slo_has_capacity_zero():
     search = Search(2, 64, 0.1)
     assert search_until_done(search, 0) == [2]
-    assert search.outcome() == {"status": "below-lowest", "capacity": 0, "bracket": [0, 2]}
+    assert search.outcome() == {"status": "below-lowest", "capacity": 0, "upper": 2, "bracket": "[0, 2)"}
 
 
 def test_a_step_that_meets_it_at_the_highest_probe_says_at_least():
     search = Search(1, 48, 0.1)
     assert search_until_done(search, 1000) == [1, 2, 4, 8, 16, 32, 48]
-    assert search.outcome() == {"status": "at-most-high", "capacity": 48, "bracket": [48, None]}
+    assert search.outcome() == {"status": "at-most-high", "capacity": 48, "upper": None, "bracket": "[48, —)"}
 
 
 def test_bad_ranges_are_refused():
@@ -122,7 +123,7 @@ def test_the_runner_writes_every_probe_and_the_search(tmp_path):
     health = _Health()
     data = run_sweep(settings(low=1, high=64, resolution=0), model="m", served_name="s", host="127.0.0.1",
                      port=health.port, out_dir=tmp_path, client=fake_client(11), client_name="fake", log=lambda s: None)
-    assert (data["status"], data["capacity"], data["bracket"]) == ("found", 11, [11, 12])
+    assert (data["status"], data["capacity"], data["bracket"]) == ("found", 11, "[11, 12)")
     assert json.loads((tmp_path / "sweep.json").read_text())["capacity"] == 11
     assert sorted(p.name for p in (tmp_path / "sweep").iterdir()) == sorted(f"c{p['concurrency']}.json" for p in data["probes"])
 
@@ -132,7 +133,7 @@ def test_a_server_that_dies_mid_sweep_ends_it_with_what_was_met(tmp_path):
     data = run_sweep(settings(low=1, high=64, resolution=0), model="m", served_name="s", host="127.0.0.1",
                      port=health.port, out_dir=tmp_path, client=fake_client(20, health, dies_at=8), client_name="fake",
                      log=lambda s: None)
-    assert (data["status"], data["capacity"], data["died_at"], data["bracket"]) == ("server-died", 4, 8, [4, 8])
+    assert (data["status"], data["capacity"], data["died_at"], data["bracket"]) == ("server-died", 4, 8, "[4, 8)")
     assert [p["concurrency"] for p in data["probes"]] == [1, 2, 4]
 
 
@@ -205,16 +206,16 @@ def test_capacity_verdicts_come_from_the_brackets():
 def test_the_ladder_takes_sweep_and_cost_options(tmp_path):
     out = tmp_path / "l"
     result = CliRunner().invoke(cli, ["ladder", "qwen3.5-35b", "--target", "910c", "--concurrency", "1,4",
-                                      "--recipes", "waterfall-hccl-aiv", "--sweep", "--slo", "TPOT_P99 <= 0.02s",
-                                      "--sweep-max", "64", "--prompts-per-concurrency", "3", "--warmups", "0",
+                                      "--goal", "throughput", "--recipes", "waterfall-hccl-aiv", "--sweep", "--slo",
+                                      "TPOT_P99 <= 0.02s", "--sweep-max", "8", "--prompts-per-concurrency", "3", "--warmups", "0",
                                       "--accuracy-prompts", "5", "-o", str(out)])
     assert result.exit_code == 0, result.output
     data = json.loads((out / "ladder.json").read_text())
-    assert data["sweep"]["slo"] == "tpot_p99<=20ms" and data["sweep"]["high"] == 64
-    assert data["workload"]["num_prompts"] == {"1": 20, "4": 20}  # 3 per slot, at least 20
+    assert data["sweep"]["slo"] == "tpot_p99<=20ms" and data["sweep"]["high"] == 8
+    assert data["workload"]["num_prompts"] == {"1": 20, "4": 20, "8": 24}  # 3 per slot, at least 20
     assert data["accuracy"]["prompts_count"] == 5
     script = (out / "run-ladder.sh").read_text()
-    assert "capacity_sweep\n" in script and "PROMPTS_PER_CONCURRENCY=3" in script and "WARMUPS_PER_CONCURRENCY=0" in script
+    assert 'capacity_sweep "$step"\n' in script and "PROMPTS_PER_CONCURRENCY=3" in script and "WARMUPS_PER_CONCURRENCY=0" in script
 
 
 def test_a_ladder_without_sweep_is_unchanged_by_the_new_options(tmp_path):
@@ -295,7 +296,8 @@ def test_a_sweep_ladders_run_ladder_passes_bash_n_and_shellcheck(tmp_path):
 
     out = tmp_path / "l"
     result = CliRunner().invoke(cli, ["ladder", "qwen3.5-35b", "--target", "910c", "--recipes", "waterfall-hccl-aiv",
-                                      "--sweep", "--slo", "tpot_p99<=20ms", "--warmups", "0", "-o", str(out)])
+                                      "--sweep", "--slo", "tpot_p99<=20ms", "--sweep-max", "8", "--warmups", "0",
+                                      "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert "Capacity sweep per run: the highest concurrency meeting tpot_p99<=20ms" in result.output
     assert subprocess.run(["bash", "-n", str(out / "run-ladder.sh")]).returncode == 0

@@ -164,7 +164,12 @@ def test_a_server_that_dies_mid_sweep_is_reported_honestly(run):
     assert cap.status == "server-died" and cap.capacity <= DIES_ABOVE < cap.upper <= 2 * DIES_ABOVE, cap.runs
     assert any("the server died during the capacity sweep" in issue for issue in run.died_report.issues)
     (a,) = [a for a in run.died_report.attributions if a.step == run.last]
-    assert a.capacity.verdict != "gain" or cap.capacity >= run.died_report.capacity[a.before].upper
+    # a dead server's last met load is a lower bound: no capacity delta, the crash said (as the record leaves it out)
+    assert (a.capacity.value, a.capacity.verdict) == (None, "unavailable") and "died" in a.capacity.why_unavailable
+    assert any("no capacity delta" in f and "died during the capacity sweep" in f for f in a.flags), a.flags
+    assert not any("capacity regression" in f for f in a.flags)
+    log = (run.base / "died" / "r1" / "sweep.log").read_text()
+    assert f"the server died at c{cap.upper}: the capacity is a lower bound" in log and "None]" not in log
     assert "the server does not answer /health" in out or "the server stopped answering /health" in \
         (run.base / "died" / "r1" / "sweep.log").read_text()
 

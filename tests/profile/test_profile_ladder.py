@@ -1,4 +1,4 @@
-"""``optkit ladder --profile``: every step's short capture, and ``optkit report`` saying which recipe
+"""``optkit ladder --capture-profiles``: every step's short capture, and ``optkit report`` saying which recipe
 signatures each step removed; the simulated server writes a capture of the same format per start."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``ladder --profile`` end to end on this CPU machine: the real ladder bundle and its unchanged
+"""``ladder --capture-profiles`` end to end on this CPU machine: the real ladder bundle and its unchanged
 run-ladder.sh, real `optkit apply` on a copy of the real vllm-ascend 0.23.0 tree, the real vLLM 0.23.0
 benchmark client, and the simulated server (tests/measure/sim_server.py), which writes an Ascend
 profiler capture per start without the signatures of the recipes it finds active; then the real
@@ -35,7 +35,7 @@ def test_ladder_profile_and_report_end_to_end(tmp_path):
         pytest.fail(message) if os.environ.get("CI") == "true" else pytest.skip(message)
     ladder = tmp_path / "ladder"
     written = CliRunner().invoke(cli, ["ladder", "qwen3.5-35b", "--target", "910c", "--concurrency", "1",
-                                       "--input-len", "32", "--output-len", "8", "--recipes", SAMPLER, "--profile",
+                                       "--input-len", "32", "--output-len", "8", "--recipes", SAMPLER, "--capture-profiles",
                                        "-o", str(ladder)], catch_exceptions=False)
     assert written.exit_code == 0, written.output
     host = SimHost(tmp_path / "host", scratch_tree(tmp_path),

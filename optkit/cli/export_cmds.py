@@ -8,12 +8,13 @@ from pathlib import Path
 import click
 
 from optkit.cli.options import catalog_dirs, catalog_option
-from optkit.resolve.request_record import DEFAULT_VLLM_ASCEND
 
 
 @click.command("export")
 @click.argument("recipes", nargs=-1, required=True)
-@click.option("--release", help=f"The vllm-ascend release to send the series for (default {DEFAULT_VLLM_ASCEND}, the "
+# The default is DEFAULT_VLLM_ASCEND (optkit.resolve.request_record), read when the command runs: `optkit --help`
+# imports no later stage; tests/test_export.py checks that this text names the same release.
+@click.option("--release", help="The vllm-ascend release to send the series for (default 0.23.0, the "
                                 "default release of every optkit command; with --tree, the tree's own). For a pull "
                                 "request against upstream's main, name the newest (`optkit versions list`).")
 @click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=True, path_type=Path),
@@ -34,6 +35,7 @@ def export_command(recipes, release, out, tree, author, signoff, run_tests, cata
     tree with one commit per patch (git format-patch files in DIR/patches/), the recipes' unit tests in upstream's
     tests/ut layout, and DIR/PR.md in the form of the tree's pull-request template."""
     from optkit.catalog.loader import load_catalog
+    from optkit.resolve.request_record import DEFAULT_VLLM_ASCEND
     from optkit.versions.export import export
 
     catalog = load_catalog(None, catalog_dirs(catalogs))

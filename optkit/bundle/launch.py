@@ -103,16 +103,10 @@ def node_options(layout) -> list[str]:
 
 
 def speculative_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
-    """The --speculative-config: MTP from the request (k tokens), then recipes' fragments on top."""
-    config: dict[str, Any] = {}
-    sources: list[str] = []
-    if plan.request.mtp:
-        config = {"method": "mtp", "num_speculative_tokens": plan.request.k}
-        sources.append("request")
-    if plan.speculative_config:
-        config.update(plan.speculative_config)
-        sources.extend(_sources(plan, "speculative_config"))
-    return config, sources
+    """The --speculative-config: the plan's (``optkit.resolve.plan``: MTP from the request, recipes' fragments on
+    top), and who set it."""
+    owners = ["request"] if plan.request.mtp else []
+    return dict(plan.speculative_config), owners + [rid for rid in _sources(plan, "speculative_config")]
 
 
 def _sources(plan: Plan, prefix: str, eager: bool = False) -> list[str]:

@@ -25,6 +25,8 @@ from optkit.resolve.resolver import Resolution, Status, resolve, version_ranges
 from optkit.value import field, valueclass
 
 _TEMPLATE = re.compile(r"^\$\{([a-z_.]+)\}$")
+_WOULD_CHANGE = frozenset({Status.objective, Status.regresses, Status.needs_opt_in})
+"""Statuses of valid, effective recipes the plan leaves out: only theirs is a gain if selected."""
 
 
 @valueclass
@@ -150,6 +152,19 @@ class Plan:
     def selected(self) -> list[str]:
         return self.resolution.selected
 
+    def gain(self, rid: str):
+        """The expected gain the plan counts for recipe ``rid`` (``optkit.resolve.objective.Benefit``): its
+        benefit when selected, else None. Every view that shows a recipe's gain shows this one."""
+        d = self.resolution.decisions[rid]
+        return d.benefit if d.status is Status.selected else None
+
+    def gain_if_selected(self, rid: str):
+        """What a valid recipe the plan leaves out would change if it were selected (left out by the optimum, a
+        regression, a high risk awaiting ``--with``), else None: a recipe without effect here, or not valid,
+        changes nothing, whatever the article measured elsewhere."""
+        d = self.resolution.decisions[rid]
+        return d.benefit if d.status in _WOULD_CHANGE else None
+
 
 class ConflictingSettings(OptkitError):
     """Two selected recipes set the same launch setting to different values."""
@@ -216,6 +231,12 @@ def filled_request(request: RequestRecord, ws: Workspace):
     return filled, choices, model, target, release
 
 
+def request_facts(request, workspace: Workspace) -> Facts:
+    """The facts ``plan`` judges ``request`` on (its open fields filled in first), as ``optkit facts`` shows them."""
+    filled, _, model, target, release = filled_request(as_request_record(request), workspace)
+    return compute_facts(filled, model, target, release)
+
+
 def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Path | None = None,
          profile_concurrency: int = 1, profile_display: str | None = None) -> Plan:
     """Resolve ``request`` against the catalog on its release (or ``--tree``) and collect the launch
@@ -227,7 +248,7 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
     given = as_request_record(request)
     ws = workspace or load_workspace()
     request, choices, model, target, release = filled_request(given, ws)
-    facts = compute_facts(request, model, target, release)
+    facts = compute_facts(request, model, target, release)  # the facts `optkit facts` shows: request_facts
     version_ranges(ws.catalog, facts)  # packaging's answers, from the cache, for the verdicts and the resolver
     verdicts = {r.id: verdict(r, release) for r in ws.catalog}
     layout = layout_of(request.tp, request.dp, facts["parallel.nodes"])
@@ -290,7 +311,11 @@ def _baseline_lookup(ws: Workspace, model, target, layout: NodeLayout):
 
 
 def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
-    """Collect the launch settings of the plan's selection and its TPOT estimate."""
+    """Collect the launch settings of the plan's selection and its TPOT estimate. With ``--mtp`` the speculative
+    config starts from the request (method and k), whether or not a recipe sets it too."""
+    if result.request.mtp:
+        merge_into(result.speculative_config, {"method": "mtp", "num_speculative_tokens": result.request.k},
+                   "request", result.config_sources, "speculative_config")
     for rid in result.selected:
         _collect(result, ws.catalog[rid], result.facts, result.verdicts[rid])
     result.estimates = _estimates(result, baseline_for)

@@ -117,6 +117,15 @@ def check_views_agree(result, workspace) -> None:
             assert "expected_tpot_saving_ms" not in d and "measured_capacity" not in d, rid
             assert not re.search(r"^  expected gain:", _own_lines(explained, rid), re.M), f"{rid}: explain shows a gain"
 
+    # the article's figures: expected.json and README show those the plan's gain counts, where and on what basis
+    for rid in result.selected:
+        gain, recipe = result.gain(rid), expected["recipes"][rid]
+        counted = {f"c{c}": gain.basis[c] for c in gain.figures} if gain is not None else {}
+        shown = {c: basis for g in recipe["gains"] for c, basis in g["counted_at"].items()}
+        assert shown == counted, f"{rid}: expected.json counts the article's figures at {shown}, the plan at {counted}"
+        assert all("counted_at" not in g for g in recipe["other_reported"])
+        assert readme.count("— counted at c") >= sum(1 for g in recipe["gains"])
+
     # estimates: README and expected.json show the plan's, summed over the selected recipes' gains alone
     assert expected["estimate"] == data["estimate"]
     for e in result.estimates:
@@ -178,6 +187,19 @@ def test_a_valid_recipe_left_out_says_what_it_would_change(workspace):
     assert data["status"] == "regresses" and "expected_tpot_saving_ms" not in data
     assert data["if_selected"]["expected_tpot_saving_ms"]["c8"] < 0
     assert "  if selected: " in _own_lines(_text(explain_report(result, workspace.catalog, [rid])), rid)
+
+
+def test_the_article_figures_a_bundle_lists_are_those_the_plan_counts(workspace):
+    """The flagship with MTP counts the c1 figure measured with MTP off (its basis says so); expected.json and
+    README called that same figure "measured with MTP off", not applicable, by a match of their own."""
+    result = plan(Request(model="qwen3.5-35b", target="910c", mtp=True), workspace)
+    files = bundle_files(result, workspace)
+    rid = "moe-skip-dispatch-combine-events"
+    entry = json.loads(files["expected.json"])["recipes"][rid]
+    assert [g["counted_at"]["c1"] for g in entry["gains"]] == ["reported with MTP off"]
+    assert entry["other_reported"] == []
+    readme = files["README.md"].decode()
+    assert "— counted at c1 (reported with MTP off), c4 (extrapolated from c1; reported with MTP off)" in readme
 
 
 def _requests():

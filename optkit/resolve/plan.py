@@ -165,6 +165,15 @@ class Plan:
         d = self.resolution.decisions[rid]
         return d.benefit if d.status in _WOULD_CHANGE else None
 
+    def figures(self, recipe) -> list[tuple[Any, dict[int, str]]]:
+        """Each article figure of ``recipe`` (its ``gains``) with the concurrencies at which this plan's gain
+        (``gain``) counts it and the basis there (``{}``: not counted here). README.md and expected.json show
+        this, never a match of their own."""
+        gain = self.gain(recipe.id)
+        used = gain.figures if gain is not None else {}
+        return [(figure, {c: gain.basis[c] for c, g in sorted(used.items()) if g is figure})
+                for figure in recipe.gains]
+
 
 class ConflictingSettings(OptkitError):
     """Two selected recipes set the same launch setting to different values."""

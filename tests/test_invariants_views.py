@@ -27,6 +27,9 @@ from optkit.resolve.request import Request
 
 MODELS = ["qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3.5-397b-a17b", "qwen3.6-27b", "qwen3.6-35b-a3b"]
 RELEASES = ["0.23.0", "0.27.1rc1", "0.30.0rc2"]  # the first, one between, the newest (versions/*.yaml: no tree)
+NODE_FLAGS = {"--data-parallel-size-local", "--data-parallel-start-rank", "--data-parallel-address",
+              "--data-parallel-rpc-port", "--distributed-executor-backend", "--nnodes", "--node-rank", "--master-addr",
+              "--master-port"}  # this node's place in a multi-node layout (serve.sh's variables), not a plan's value
 CONFIG_FLAGS = {"--compilation-config": "compilation_config", "--additional-config": "additional_config",
                 "--speculative-config": "speculative_config"}
 
@@ -74,6 +77,9 @@ def check_views_agree(result, workspace) -> None:
         shown = json.loads(flags[flag]) if flag in flags else {}
         assert shown == launch[key], f"serve.sh {flag} {shown} but plan --json launch.{key} {launch[key]}"
         assert lock["launch"][key] == launch[key], f"lock launch.{key} differs from plan --json"
+    shown = [w for w in flags if w not in NODE_FLAGS and w not in CONFIG_FLAGS]
+    planned = [shlex.split(x["arg"])[0] for x in launch["flags"] + launch["serve_args"]]
+    assert shown == ["--served-model-name", "--port", *planned], "serve.sh sets a flag plan --json does not show"
     assert flags["--tensor-parallel-size"] == str(facts["parallel.tp"])
     assert flags.get("--data-parallel-size", "1") == str(facts["parallel.dp"])
     assert flags["--dtype"] == facts["runtime.dtype"]
@@ -84,7 +90,7 @@ def check_views_agree(result, workspace) -> None:
     assert bool(launch["speculative_config"]) == facts["spec.mtp"]
     if facts["spec.mtp"]:
         assert launch["speculative_config"]["num_speculative_tokens"] == facts["spec.num_speculative_tokens"]
-    for setting in launch["serve_args"]:
+    for setting in launch["flags"] + launch["serve_args"]:
         words = shlex.split(setting["arg"])
         assert words[0] in flags and (len(words) == 1 or flags[words[0]] == words[1]), f"serve.sh lacks {setting}"
     for d in launch["derived"]:

@@ -144,6 +144,9 @@ class Plan:
     choices: list[Chosen] = field(default_factory=list)
     """The request fields left open (``--dp auto``, no ``--[no-]flashcomm1``) and what filled them in
     (``optkit.resolve.choices``); ``request`` holds the values."""
+    launch_flags: list[Setting] = field(default_factory=list)
+    """The ``vllm serve`` flags the request itself sets (TP, DP, dtype, expert parallelism, async scheduling,
+    prefix caching, eager), each ``Setting(flag and value, None, 'request')``, in argv order (``launch_flags``)."""
     capacity: PlanCapacity | None = None
     """Under the throughput goal: the capacity a matching record's sweep measured, under the request's SLO,
     for a step that served exactly this selection (``optkit.resolve.objective.capacity_lookup``)."""
@@ -322,6 +325,7 @@ def _baseline_lookup(ws: Workspace, model, target, layout: NodeLayout):
 def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
     """Collect the launch settings of the plan's selection and its TPOT estimate. With ``--mtp`` the speculative
     config starts from the request (method and k), whether or not a recipe sets it too."""
+    result.launch_flags = launch_flags(result.request, result.facts)
     if result.request.mtp:
         merge_into(result.speculative_config, {"method": "mtp", "num_speculative_tokens": result.request.k},
                    "request", result.config_sources, "speculative_config")
@@ -329,6 +333,18 @@ def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
         _collect(result, ws.catalog[rid], result.facts, result.verdicts[rid])
     result.estimates = _estimates(result, baseline_for)
     return result
+
+
+def launch_flags(request: RequestRecord, facts: Facts) -> list[Setting]:
+    """The serve flags the request sets (its facts' values), in the order the argv carries them; the nodes' own
+    flags of a multi-node layout follow TP and DP there (``optkit.bundle.launch.node_options``)."""
+    words = [f"--tensor-parallel-size {facts['parallel.tp']}"]
+    words += [f"--data-parallel-size {facts['parallel.dp']}"] * (facts["parallel.dp"] > 1)
+    words += [f"--dtype {facts['runtime.dtype']}"] + ["--enable-expert-parallel"] * facts["parallel.ep"]
+    words += ["--no-async-scheduling"] * (not facts["workload.async_scheduling"])
+    words += ["--enable-prefix-caching" if facts["workload.prefix_caching"] else "--no-enable-prefix-caching"]
+    words += ["--enforce-eager"] * facts["runtime.enforce_eager"]
+    return [Setting(word, None, "request") for word in words]
 
 
 def _collect(result: Plan, recipe, facts: Facts, verdict) -> None:

@@ -86,6 +86,7 @@ def plan_data(plan: Plan) -> dict[str, Any]:
         "upstream": list(plan.resolution.upstream),
         "decisions": {rid: decision_data(plan, rid) for rid in sorted(decisions)},
         "launch": {
+            "flags": [{"arg": s.key, "source": s.recipe} for s in plan.launch_flags],
             "env": [{"name": s.key, "value": s.value, "recipe": s.recipe} for s in plan.env],
             "additional_config": plan.additional_config,
             "compilation_config": plan.compilation_config,

@@ -107,7 +107,9 @@ def check_views_agree(result, workspace) -> None:
 
     # statuses and reasons: the table, JSON, explain, the lock and README show the plan's
     table = _text(plan_report(result, workspace.catalog, verbose=True))
-    explained = _text(explain_report(result, workspace.catalog, sorted(result.resolution.decisions)))
+    again = plan(result.given, workspace)  # `optkit explain` plans the request again: the same plan
+    assert plan_data(again) == data, "planning the same request again gives another plan"
+    explained = _text(explain_report(again, workspace.catalog, sorted(result.resolution.decisions)))
     for rid, d in data["decisions"].items():
         status = d["status"]
         assert lock["decisions"][rid] == d, f"{rid}: the lock's decision differs from plan --json"
@@ -220,7 +222,8 @@ def _requests():
         concurrency=st.lists(st.sampled_from([1, 2, 4, 8, 16, 32, 64, 128, 512]), min_size=1, max_size=3, unique=True),
         input_len=st.sampled_from([128, 1024, 8192]), output_len=st.sampled_from([64, 512, 2048]),
         sampling=st.sampled_from(["greedy", "sampled"]), min_tokens=st.booleans(), mtp=mtp,
-        num_speculative_tokens=st.sampled_from([None, 1, 3, 6]),
+        num_speculative_tokens=st.sampled_from([None, 1, 3, 6]), enforce_eager=st.sampled_from([False, False, True]),
+        shared_prefix_len=st.sampled_from([0, 0, 64]),
     ).map(lambda r: {**r, "num_speculative_tokens": r["num_speculative_tokens"] if r["mtp"] else None})
 
 

@@ -429,7 +429,7 @@ def _pop_path(fragment: dict, dotted: str) -> Any:
 def _estimates(result: Plan, baseline_for) -> list[Estimate]:
     out = []
     for c in result.facts["workload.concurrency"]:
-        benefits = {r: result.resolution.decisions[r].benefit for r in result.selected}
+        benefits = {r: result.gain(r) for r in result.selected}
         saved = sum(b.estimate_ms.get(c, 0.0) for b in benefits.values() if b)
         fixes = {r: b.per_concurrency[c] - b.estimate_ms[c] for r, b in benefits.items()
                  if b and c in b.estimate_ms and b.per_concurrency.get(c) and b.per_concurrency[c] != b.estimate_ms[c]}

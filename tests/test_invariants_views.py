@@ -188,6 +188,36 @@ def test_no_fact_names_a_capture_list_the_launch_does_not_run(request_fields, wo
     assert facts["workload.decode_rows"] == [max(captured)]
 
 
+def _condition(name):
+    from optkit.catalog.conditions import compile_condition
+
+    compile_condition(f"{name} > 1")
+
+
+def _derived_expression(name):
+    from optkit.catalog.derive import check_expression
+    from optkit.catalog.factspec import FACTS
+
+    check_expression({"add": [name, 1]}, FACTS)
+
+
+def _template(name):
+    from optkit.resolve.plan import substitute
+
+    substitute({"cudagraph_capture_sizes": f"${{{name}}}"}, request_facts(Request(model="qwen3.5-35b"),
+                                                                            load_workspace()), "my-recipe")
+
+
+@pytest.mark.parametrize("use", [_condition, _derived_expression, _template], ids=["condition", "derived", "template"])
+@pytest.mark.parametrize("old, new", [("compile.capture_size_max", "workload.decode_rows_max"),
+                                      ("compile.cudagraph_capture_sizes", "workload.decode_rows")],
+                         ids=["capture-size-max", "capture-sizes"])
+def test_a_renamed_fact_is_refused_with_its_new_name(use, old, new):
+    """A user catalog written against the old fact names gets the new name, never an internal error."""
+    with pytest.raises((OptkitError, ValueError), match=f"it is called '{re.escape(new)}' now"):
+        use(old)
+
+
 def test_a_valid_recipe_left_out_says_what_it_would_change(workspace):
     result = plan(Request(model="qwen3.5-35b", target="910c", mtp=True), workspace)
     rid = "gdn-l2norm-fused-recurrent-kernel"  # slower at c8 with the article's numbers

@@ -125,3 +125,16 @@ _SPECS = [
 ]
 
 FACTS: dict[str, FactSpec] = {spec.name: spec for spec in _SPECS}
+RENAMED = {"compile.cudagraph_capture_sizes": "workload.decode_rows",
+           "compile.capture_size_max": "workload.decode_rows_max"}
+"""Facts that had another name, old → new: the old names looked like launch values (the capture list a bundle
+runs is the plan's compilation_config, not a fact)."""
+
+
+def unknown_fact_hint(name: str, known=FACTS) -> str:
+    """What to write instead of the unknown fact ``name``: its new name, a near miss, or ''."""
+    from optkit.errors import did_you_mean
+
+    if name in RENAMED:
+        return f"it is called {RENAMED[name]!r} now"
+    return did_you_mean(name, known)

@@ -182,18 +182,25 @@ class ConflictingSettings(OptkitError):
     """Two selected recipes set the same launch setting to different values."""
 
 
-def substitute(value: Any, facts: Facts) -> Any:
-    """Replace values of the exact form ``${fact.name}`` by the fact's value (recursively)."""
+def substitute(value: Any, facts: Facts, owner: str = "") -> Any:
+    """Replace values of the exact form ``${fact.name}`` by the fact's value (recursively); ``owner``, the recipe
+    whose value it is, names it when the fact does not exist."""
     if isinstance(value, str):
         match = _TEMPLATE.match(value)
         if match:
+            if match.group(1) not in facts.values:  # a user catalog's template (`optkit lint` names it too)
+                from optkit.catalog.factspec import unknown_fact_hint
+
+                hint = unknown_fact_hint(match.group(1))
+                raise RequestError(f"{owner}: {value}: no fact of that name" + (f"; {hint}" if hint else "")
+                                   + "; `optkit facts --list` lists them")
             fact = facts[match.group(1)]
             return str(fact) if type(fact).__name__ == "Version" else fact
         return value
     if isinstance(value, dict):
-        return {k: substitute(v, facts) for k, v in value.items()}
+        return {k: substitute(v, facts, owner) for k, v in value.items()}
     if isinstance(value, list):
-        return [substitute(v, facts) for v in value]
+        return [substitute(v, facts, owner) for v in value]
     return value
 
 
@@ -351,11 +358,11 @@ def _collect(result: Plan, recipe, facts: Facts, verdict) -> None:
     """Merge the recipe's settings into the plan, each knob as the release reads it (``verdict``)."""
     sources = result.config_sources
     emitted = {k.knob: k for k in verdict.knobs}
-    additional = substitute(recipe.additional_config, facts)
+    additional = substitute(recipe.additional_config, facts, recipe.id)
     for env in recipe.env:
         if env.build_time:
             continue
-        value = str(substitute(env.value, facts))
+        value = str(substitute(env.value, facts, recipe.id))
         knob = emitted.get(f"env:{env.name}")
         if knob is not None and not knob.emitted.startswith("env:"):
             _set_path(additional, knob.emitted.split(":", 1)[1], _convert(value, knob.convert))
@@ -370,8 +377,8 @@ def _collect(result: Plan, recipe, facts: Facts, verdict) -> None:
             old = knob.knob.split(":", 1)[1]
             _set_path(additional, knob.emitted.split(":", 1)[1], _pop_path(additional, old))
     merge_into(result.additional_config, additional, recipe.id, sources, "additional_config")
-    merge_into(result.compilation_config, substitute(recipe.compilation_config, facts), recipe.id, sources, "compilation_config")
-    merge_into(result.speculative_config, substitute(recipe.speculative_config, facts), recipe.id, sources, "speculative_config")
+    merge_into(result.compilation_config, substitute(recipe.compilation_config, facts, recipe.id), recipe.id, sources, "compilation_config")
+    merge_into(result.speculative_config, substitute(recipe.speculative_config, facts, recipe.id), recipe.id, sources, "speculative_config")
     result.serve_args.extend(Setting(arg, None, recipe.id) for arg in recipe.serve_args)
     for entry in recipe.derived:
         _derive(result, recipe.id, entry, facts)

@@ -43,7 +43,7 @@ def run(*args):
     (["plan", "qwen3.5-35b", "--vllm-ascend-version", "latest"], 1, "--vllm-ascend-version 'latest' is not a version"),
     (["explain", "compile-super-kernel", "qwen3.5-35b", "--mtp"], 0, "compile-super-kernel: selected"),
     (["explain", "blocktable-slot-mapping-cpu-fastpath", "qwen3.5-35b", "--mtp"], 0, "spec.async_spec_decode = true"),
-    (["facts", "qwen3.5-35b", "--mtp"], 0, "compile.cudagraph_capture_sizes = [5, 20, 40]"),
+    (["facts", "qwen3.5-35b", "--mtp"], 0, "workload.decode_rows = [5, 20, 40]"),
     (["facts", "--list"], 0, "workload.decode_rows_max"),
     (["recipes"], 0, "recipes"),
     (["show", "waterfall-hccl-aiv"], 0, "HCCL AIV-6.6%"),
@@ -83,7 +83,7 @@ def test_commands(args, code, fragment):
 
 def test_plan_json_is_data():
     data = json.loads(run("plan", "qwen3.5-35b", "--mtp", "--json").output)
-    assert data["facts"]["compile.cudagraph_capture_sizes"] == [5, 20, 40]
+    assert data["facts"]["workload.decode_rows"] == [5, 20, 40]
     assert data["estimate"]["label"].startswith("ESTIMATE")
 
 

@@ -28,7 +28,7 @@ def workspace():
 
 
 def _decisions(result) -> dict:
-    return {rid: decision_data(d) for rid, d in result.resolution.decisions.items()}
+    return {rid: decision_data(result, rid) for rid in result.resolution.decisions}
 
 
 def _derived(fixture: str, model_id: str, **request) -> Request:

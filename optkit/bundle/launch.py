@@ -103,16 +103,10 @@ def node_options(layout) -> list[str]:
 
 
 def speculative_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
-    """The --speculative-config: MTP from the request (k tokens), then recipes' fragments on top."""
-    config: dict[str, Any] = {}
-    sources: list[str] = []
-    if plan.request.mtp:
-        config = {"method": "mtp", "num_speculative_tokens": plan.request.k}
-        sources.append("request")
-    if plan.speculative_config:
-        config.update(plan.speculative_config)
-        sources.extend(_sources(plan, "speculative_config"))
-    return config, sources
+    """The --speculative-config: the plan's (``optkit.resolve.plan``: MTP from the request, recipes' fragments on
+    top), and who set it."""
+    owners = ["request"] if plan.request.mtp else []
+    return dict(plan.speculative_config), owners + [rid for rid in _sources(plan, "speculative_config")]
 
 
 def _sources(plan: Plan, prefix: str, eager: bool = False) -> list[str]:
@@ -134,23 +128,13 @@ def serve_argv(plan: Plan, speculative: dict, speculative_sources: list[str], *,
     graph keys of ``--additional-config``)."""
     from optkit.versions.pd_roles import graph_setting
 
-    request, facts = plan.request, plan.facts
     parts: list[tuple[list[str], str]] = [
-        (["vllm", "serve", "$MODEL", "--served-model-name", "$SERVED_NAME", "--port", "$PORT"], "optkit"),
-        (["--tensor-parallel-size", str(request.tp)], "request"),
-    ]
-    if request.dp > 1:
-        parts.append((["--data-parallel-size", str(request.dp)], "request"))
-    if plan.layout.nodes > 1:
-        parts.append((node_options(plan.layout), "request"))
-    parts.append((["--dtype", request.dtype], "request"))
-    if facts["parallel.ep"]:
-        parts.append((["--enable-expert-parallel"], "request"))
-    if not request.async_scheduling:
-        parts.append((["--no-async-scheduling"], "request"))
-    parts.append((["--enable-prefix-caching" if request.prefix_caching else "--no-enable-prefix-caching"], "request"))
-    if request.enforce_eager or eager:
-        parts.append((["--enforce-eager"], "request" if request.enforce_eager else "optkit"))
+        (["vllm", "serve", "$MODEL", "--served-model-name", "$SERVED_NAME", "--port", "$PORT"], "optkit")]
+    flags = [(shlex.split(s.key), s.recipe) for s in plan.launch_flags]  # the plan's, in argv order
+    parallel = sum(words[0] in ("--tensor-parallel-size", "--data-parallel-size") for words, _ in flags)
+    parts += flags[:parallel] + [(node_options(plan.layout), "request")] * (plan.layout.nodes > 1) + flags[parallel:]
+    if eager and not plan.facts["runtime.enforce_eager"]:
+        parts.append((["--enforce-eager"], "optkit"))
     compilation = {} if eager else plan.compilation_config
     additional = {k: v for k, v in plan.additional_config.items()
                   if not (eager and graph_setting(f"additional_config.{k}"))}

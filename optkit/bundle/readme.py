@@ -20,28 +20,21 @@ from optkit.resolve.plan import Plan, Workspace
 from optkit.resolve.report import plan_data
 
 
-def _gain_applies(gain, plan: Plan) -> tuple[bool, str]:
-    if gain.mtp is not None and gain.mtp != plan.request.mtp:
-        return False, f"measured with MTP {'on' if gain.mtp else 'off'}"
-    if gain.concurrency is not None and gain.concurrency not in plan.request.concurrency:
-        return False, f"measured at concurrency {gain.concurrency}, not requested"
-    return True, ""
-
-
-def _gain_data(gain) -> dict[str, Any]:
-    return gain.dump(mode="json", exclude_none=True)
+def _gain_data(gain, counted: dict[int, str]) -> dict[str, Any]:
+    data = gain.dump(mode="json", exclude_none=True)
+    return {**data, "counted_at": {f"c{c}": basis for c, basis in counted.items()}} if counted else data
 
 
 def expected_data(plan: Plan, workspace: Workspace) -> dict[str, Any]:
-    """The article's figures for this plan (per recipe) and the plan's TPOT estimate."""
+    """The article's figures for this plan (per recipe: those the plan's gain counts, at which concurrency and on
+    what basis, and the others) and the plan's TPOT estimate."""
     recipes = {}
     for rid in plan.selected:
         recipe = workspace.catalog[rid]
-        applies, other = [], []
-        for gain in recipe.gains:
-            ok, why = _gain_applies(gain, plan)
-            (applies if ok else other).append(_gain_data(gain) if ok else {**_gain_data(gain), "not_applicable": why})
-        recipes[rid] = {"gains": applies, "other_reported": other,
+        figures = plan.figures(recipe)
+        recipes[rid] = {"gains": [_gain_data(g, counted) for g, counted in figures if counted],
+                        "other_reported": [{**_gain_data(g, {}), "not_counted": "not counted in this plan's estimate"}
+                                           for g, counted in figures if not counted],
                         "verification": recipe.verification.level.value}
     return {
         "label": "ESTIMATES from the article's reported numbers, not measurements of this deployment; "
@@ -100,8 +93,9 @@ def _recipe_data(plan: Plan, recipe: RecipeRecord, lock: dict) -> dict[str, Any]
         "id": recipe.id, "title": on_release(recipe.title, knobs), "kind": kind_on_release(recipe.kind.value, knobs),
         "summary": on_release(recipe.summary, knobs), "release_notes": list(decision.notes),
         "reason": decision.reason, "chain": list(decision.chain),
-        "gains": [g for g in recipe.gains if _gain_applies(g, plan)[0]],
-        "other_gains": [g for g in recipe.gains if not _gain_applies(g, plan)[0]],
+        "gains": [(g, ", ".join(f"c{c} ({basis})" for c, basis in counted.items()))
+                  for g, counted in plan.figures(recipe) if counted],
+        "other_gains": [g for g, counted in plan.figures(recipe) if not counted],
         "risks": risks_that_hold(recipe, plan.facts),
         "verification": entry["verification"], "notes": recipe.verification.notes.rstrip(),
         "hardware_verified": entry["verification"] == Verification.hardware_verified.value,

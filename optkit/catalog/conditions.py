@@ -27,7 +27,7 @@ from packaging.version import Version
 
 from optkit.catalog.textfile import MAX_INT_DIGITS
 from optkit.errors import ConditionError, InternalError, did_you_mean
-from optkit.catalog.factspec import FACTS, FactSpec
+from optkit.catalog.factspec import FACTS, FactSpec, unknown_fact_hint
 from optkit.value import valueclass
 
 _TOKEN = re.compile(
@@ -304,7 +304,7 @@ class _Parser:
     def fact(self, token: Token) -> Node:
         spec = self.facts.get(token.text)
         if spec is None:
-            hint = did_you_mean(token.text, self.facts) or "see `optkit facts --list`"
+            hint = unknown_fact_hint(token.text, self.facts) or "see `optkit facts --list`"
             raise self.error(f"unknown fact {token.text!r}", token, hint)
         return Fact(spec.type, spec.name)
 

@@ -98,9 +98,9 @@ def _scalar(expr: Any, facts: Mapping[str, Any], where: str) -> None:
     if isinstance(expr, str):
         spec = facts.get(expr)
         if spec is None:
-            from optkit.errors import did_you_mean
+            from optkit.catalog.factspec import unknown_fact_hint
 
-            near = did_you_mean(expr, facts)
+            near = unknown_fact_hint(expr, facts)
             raise ValueError(f"{where}: unknown fact {expr!r}" + (f"; {near}" if near else ""))
         if spec.type != "int":
             raise ValueError(f"{where}: fact {expr} is a {spec.type}, not an int")

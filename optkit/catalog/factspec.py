@@ -103,6 +103,9 @@ _SPECS = [
     _f("workload.shared_prefix_len", "int", "Tokens at the start of every prompt that all prompts share (part of each "
        "input; 0: none).", flag="--shared-prefix-len"),
     _f("workload.async_scheduling", "bool", "Async scheduling on (vLLM turns it on with MTP).", flag="--async-scheduling"),
+    _f("workload.decode_rows", "list[int]",
+       "Decode rows per step at each requested concurrency, sorted: ceil(concurrency / dp) × (1 + k) (what a "
+       "graph must hold to run that step; the launch's capture list is the plan's, in its compilation_config)."),
     _f("workload.decode_rows_max", "int",
        "Largest decode rows per step: ceil(concurrency / dp) × (1 + k)."),
     _f("workload.decode_rows_per_rank_max", "int", "Decode rows per step per TP rank (rows / tp)."),
@@ -119,9 +122,19 @@ _SPECS = [
     _f("spec.mtp", "bool", "MTP speculative decoding on.", flag="--mtp"),
     _f("spec.num_speculative_tokens", "int", "k, draft tokens per step (0 when off)."),
     _f("spec.async_spec_decode", "bool", "Async scheduling with spec decode (CPU state optimistic)."),
-    # compilation
-    _f("compile.cudagraph_capture_sizes", "list[int]", "Capture sizes: each concurrency × (1 + k)."),
-    _f("compile.capture_size_max", "int", "Largest capture size."),
 ]
 
 FACTS: dict[str, FactSpec] = {spec.name: spec for spec in _SPECS}
+RENAMED = {"compile.cudagraph_capture_sizes": "workload.decode_rows",
+           "compile.capture_size_max": "workload.decode_rows_max"}
+"""Facts that had another name, old → new: the old names looked like launch values (the capture list a bundle
+runs is the plan's compilation_config, not a fact)."""
+
+
+def unknown_fact_hint(name: str, known=FACTS) -> str:
+    """What to write instead of the unknown fact ``name``: its new name, a near miss, or ''."""
+    from optkit.errors import did_you_mean
+
+    if name in RENAMED:
+        return f"it is called {RENAMED[name]!r} now"
+    return did_you_mean(name, known)

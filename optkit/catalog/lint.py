@@ -15,7 +15,7 @@ from pathlib import Path
 
 from optkit.catalog.loader import Catalog, load_catalog
 from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
-from optkit.catalog.factspec import FACTS
+from optkit.catalog.factspec import FACTS, unknown_fact_hint
 from optkit.catalog.conditions import compiled
 from optkit.catalog.enums import VERIFICATION_ORDER, Verification
 from optkit.catalog.patchfile import path_problem, patch_paths
@@ -89,7 +89,7 @@ def _templates(catalog: Catalog) -> list[Problem]:
             for name in _template_facts(value):
                 if name not in FACTS:
                     out.append(Problem(catalog.location(recipe.id, (field,)), f"unknown fact ${{{name}}}",
-                                       did_you_mean(name, FACTS)))
+                                       unknown_fact_hint(name)))
     return out
 
 

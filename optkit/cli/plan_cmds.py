@@ -120,7 +120,7 @@ def explain_command(words, request_file, as_json, **params):
     if as_json:
         from optkit.resolve.report import decision_data, dump_json
 
-        data = {rid: decision_data(result.resolution.decisions[rid]) for rid in recipe_ids}
+        data = {rid: decision_data(result, rid) for rid in recipe_ids}
         for d in result.derivations:  # the launch values a recipe derived, with how and why
             if d.recipe in data:
                 data[d.recipe].setdefault("derived", []).append(
@@ -159,14 +159,10 @@ def facts_command(model, request_file, as_json, list_names, **params):
             click.echo(f"{spec.name}  {spec.type}{choices}  {spec.description}")
         return
     from optkit.catalog.conditions import format_value
-    from optkit.resolve.facts import compute_facts
-    from optkit.resolve.plan import filled_request, load_workspace
-    from optkit.resolve.request_record import as_request_record
+    from optkit.resolve.plan import load_workspace, request_facts
 
     workspace = load_workspace(catalogs=catalog_dirs(params.pop("catalogs", ())))
-    request = as_request_record(build_request(model, request_file, params))
-    request, _, profile, target, release = filled_request(request, workspace)  # the facts a plan is judged on
-    facts = compute_facts(request, profile, target, release)
+    facts = request_facts(build_request(model, request_file, params), workspace)  # the facts a plan is judged on
     if as_json:
         from optkit.resolve.report import dump_json, facts_json
 

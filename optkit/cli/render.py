@@ -74,7 +74,7 @@ def _objective(plan: Plan) -> list[Block]:
     slo = facts["objective.slo"] or "none given"
     if plan.capacity is not None:
         return [f"Objective: {facts['objective.goal']} under SLO {slo}: {plan.capacity.text()}"]
-    if any(d.benefit is not None and d.benefit.capacity is not None for d in plan.resolution.decisions.values()):
+    if any(gain is not None and gain.capacity is not None for gain in map(plan.gain, plan.selected)):
         return [f"Objective: {facts['objective.goal']} under SLO {slo} (no record measured this selection's capacity "
                 "under it; the recipes whose gain says \"measured capacity\" were measured under it, the other choices "
                 "rest on rules, unquantified)"]
@@ -128,8 +128,11 @@ def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> list[Block]:
         lines += [f"  on this release: {note}" for note in d.notes]
         if d.forced:
             lines.append(f"  forced: {d.forced}")
-        if d.benefit is not None and not d.reason.startswith("expected gain"):
-            lines.append(f"  expected gain: {describe_benefit(d.benefit)}")
+        gain, would = plan.gain(rid), plan.gain_if_selected(rid)
+        if gain is not None and not d.reason.startswith("expected gain"):
+            lines.append(f"  expected gain: {describe_benefit(gain)}")
+        if would is not None:
+            lines.append(f"  if selected: {describe_benefit(would)}")
         lines += [f"  risk ({risk.severity}): {' '.join(risk.text.split())}" for risk in risks_that_hold(recipe, plan.facts)]
         for derived in (x for x in plan.derivations if x.recipe == rid):
             basis = "a rule, unquantified: no measured number for this value" if derived.basis == "rule" else "measured"

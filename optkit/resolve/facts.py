@@ -80,8 +80,8 @@ def decode_rows(concurrency: int, dp: int, k: int) -> int:
     return ceil(concurrency / dp) * (1 + k)
 
 
-def capture_sizes(request: RequestRecord) -> list[int]:
-    """Graph capture sizes: one per requested concurrency, in decode rows."""
+def decode_rows_at_load(request: RequestRecord) -> list[int]:
+    """Decode rows per step at each requested concurrency (``decode_rows``), sorted."""
     return sorted({decode_rows(c, request.dp, request.k) for c in request.concurrency})
 
 
@@ -143,7 +143,7 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
         release = release_view(ascend_version(request), Path(request.tree) if request.tree else None)
     ascend = ascend_version(request, release)
     vllm = parse_version(request.vllm_version, "--vllm-version") if request.vllm_version else paired_vllm(release)
-    sizes = capture_sizes(request)
+    sizes = decode_rows_at_load(request)
     rows = max(sizes)
     values: dict[str, Any] = {**target.facts(request.variant), **model.facts()}
     values.update({
@@ -175,6 +175,7 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
         "workload.prefix_caching": request.prefix_caching,
         "workload.shared_prefix_len": request.shared_prefix_len,
         "workload.async_scheduling": request.async_scheduling,
+        "workload.decode_rows": sizes,
         "workload.decode_rows_max": rows,
         "workload.decode_rows_per_rank_max": ceil(rows / request.tp),
         **length_facts(request, rows),
@@ -182,8 +183,6 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
         "spec.mtp": request.mtp,
         "spec.num_speculative_tokens": request.k,
         "spec.async_spec_decode": request.mtp and request.async_scheduling,
-        "compile.cudagraph_capture_sizes": sizes,
-        "compile.capture_size_max": rows,
     })
     missing = sorted(set(FACTS) - set(values))
     if missing:

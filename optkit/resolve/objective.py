@@ -63,6 +63,7 @@ class Benefit:
     basis: dict[int, str] = field(default_factory=dict)
     estimate_ms: dict[int, float] = field(default_factory=dict)  # the part that counts for the TPOT estimate
     capacity: MeasuredCapacity | None = None  # under the throughput goal: measured under the request's SLO
+    figures: dict[int, GainRecord] = field(default_factory=dict)  # the article figure each number was taken from
 
     @property
     def regressions(self) -> dict[int, float]:
@@ -318,6 +319,7 @@ def benefit(recipe: RecipeRecord, concurrencies: list[int], mtp: bool, baseline_
             result.per_concurrency[c] = value
             result.basis[c] = basis
             result.estimate_ms[c] = 0.0 if gain.scope == "regression-fix" else value
+            result.figures[c] = gain
         else:
             result.per_concurrency[c] = None
             result.basis[c] = "unquantified"

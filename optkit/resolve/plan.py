@@ -25,6 +25,8 @@ from optkit.resolve.resolver import Resolution, Status, resolve, version_ranges
 from optkit.value import field, valueclass
 
 _TEMPLATE = re.compile(r"^\$\{([a-z_.]+)\}$")
+_WOULD_CHANGE = frozenset({Status.objective, Status.regresses, Status.needs_opt_in})
+"""Statuses of valid, effective recipes the plan leaves out: only theirs is a gain if selected."""
 
 
 @valueclass
@@ -146,6 +148,9 @@ class Plan:
     choices: list[Chosen] = field(default_factory=list)
     """The request fields left open (``--dp auto``, no ``--[no-]flashcomm1``) and what filled them in
     (``optkit.resolve.choices``); ``request`` holds the values."""
+    launch_flags: list[Setting] = field(default_factory=list)
+    """The ``vllm serve`` flags the request itself sets (TP, DP, dtype, expert parallelism, async scheduling,
+    prefix caching, eager), each ``Setting(flag and value, None, 'request')``, in argv order (``launch_flags``)."""
     capacity: PlanCapacity | None = None
     """Under the throughput goal: the capacity a matching record's sweep measured, under the request's SLO,
     for a step that served exactly this selection (``optkit.resolve.objective.capacity_lookup``)."""
@@ -154,23 +159,52 @@ class Plan:
     def selected(self) -> list[str]:
         return self.resolution.selected
 
+    def gain(self, rid: str):
+        """The expected gain the plan counts for recipe ``rid`` (``optkit.resolve.objective.Benefit``): its
+        benefit when selected, else None. Every view that shows a recipe's gain shows this one."""
+        d = self.resolution.decisions[rid]
+        return d.benefit if d.status is Status.selected else None
+
+    def gain_if_selected(self, rid: str):
+        """What a valid recipe the plan leaves out would change if it were selected (left out by the optimum, a
+        regression, a high risk awaiting ``--with``), else None: a recipe without effect here, or not valid,
+        changes nothing, whatever the article measured elsewhere."""
+        d = self.resolution.decisions[rid]
+        return d.benefit if d.status in _WOULD_CHANGE else None
+
+    def figures(self, recipe) -> list[tuple[Any, dict[int, str]]]:
+        """Each article figure of ``recipe`` (its ``gains``) with the concurrencies at which this plan's gain
+        (``gain``) counts it and the basis there (``{}``: not counted here). README.md and expected.json show
+        this, never a match of their own."""
+        gain = self.gain(recipe.id)
+        used = gain.figures if gain is not None else {}
+        return [(figure, {c: gain.basis[c] for c, g in sorted(used.items()) if g is figure})
+                for figure in recipe.gains]
+
 
 class ConflictingSettings(OptkitError):
     """Two selected recipes set the same launch setting to different values."""
 
 
-def substitute(value: Any, facts: Facts) -> Any:
-    """Replace values of the exact form ``${fact.name}`` by the fact's value (recursively)."""
+def substitute(value: Any, facts: Facts, owner: str = "") -> Any:
+    """Replace values of the exact form ``${fact.name}`` by the fact's value (recursively); ``owner``, the recipe
+    whose value it is, names it when the fact does not exist."""
     if isinstance(value, str):
         match = _TEMPLATE.match(value)
         if match:
+            if match.group(1) not in facts.values:  # a user catalog's template (`optkit lint` names it too)
+                from optkit.catalog.factspec import unknown_fact_hint
+
+                hint = unknown_fact_hint(match.group(1))
+                raise RequestError(f"{owner}: {value}: no fact of that name" + (f"; {hint}" if hint else "")
+                                   + "; `optkit facts --list` lists them")
             fact = facts[match.group(1)]
             return str(fact) if type(fact).__name__ == "Version" else fact
         return value
     if isinstance(value, dict):
-        return {k: substitute(v, facts) for k, v in value.items()}
+        return {k: substitute(v, facts, owner) for k, v in value.items()}
     if isinstance(value, list):
-        return [substitute(v, facts) for v in value]
+        return [substitute(v, facts, owner) for v in value]
     return value
 
 
@@ -225,6 +259,12 @@ def filled_request(request: RequestRecord, ws: Workspace):
     return filled, choices, model, target, release
 
 
+def request_facts(request, workspace: Workspace) -> Facts:
+    """The facts ``plan`` judges ``request`` on (its open fields filled in first), as ``optkit facts`` shows them."""
+    filled, _, model, target, release = filled_request(as_request_record(request), workspace)
+    return compute_facts(filled, model, target, release)
+
+
 def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Path | None = None,
          profile_concurrency: int = 1, profile_display: str | None = None) -> Plan:
     """Resolve ``request`` against the catalog on its release (or ``--tree``) and collect the launch
@@ -236,7 +276,7 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
     given = as_request_record(request)
     ws = workspace or load_workspace()
     request, choices, model, target, release = filled_request(given, ws)
-    facts = compute_facts(request, model, target, release)
+    facts = compute_facts(request, model, target, release)  # the facts `optkit facts` shows: request_facts
     version_ranges(ws.catalog, facts)  # packaging's answers, from the cache, for the verdicts and the resolver
     verdicts = {r.id: verdict(r, release) for r in ws.catalog}
     layout = layout_of(request.tp, request.dp, facts["parallel.nodes"])
@@ -310,22 +350,39 @@ def _baseline_lookup(ws: Workspace, model, target, layout: NodeLayout):
 
 
 def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
-    """Collect the launch settings of the plan's selection and its TPOT estimate."""
+    """Collect the launch settings of the plan's selection and its TPOT estimate. With ``--mtp`` the speculative
+    config starts from the request (method and k), whether or not a recipe sets it too."""
+    result.launch_flags = launch_flags(result.request, result.facts)
+    if result.request.mtp:
+        merge_into(result.speculative_config, {"method": "mtp", "num_speculative_tokens": result.request.k},
+                   "request", result.config_sources, "speculative_config")
     for rid in result.selected:
         _collect(result, ws.catalog[rid], result.facts, result.verdicts[rid])
     result.estimates = _estimates(result, baseline_for)
     return result
 
 
+def launch_flags(request: RequestRecord, facts: Facts) -> list[Setting]:
+    """The serve flags the request sets (its facts' values), in the order the argv carries them; the nodes' own
+    flags of a multi-node layout follow TP and DP there (``optkit.bundle.launch.node_options``)."""
+    words = [f"--tensor-parallel-size {facts['parallel.tp']}"]
+    words += [f"--data-parallel-size {facts['parallel.dp']}"] * (facts["parallel.dp"] > 1)
+    words += [f"--dtype {facts['runtime.dtype']}"] + ["--enable-expert-parallel"] * facts["parallel.ep"]
+    words += ["--no-async-scheduling"] * (not facts["workload.async_scheduling"])
+    words += ["--enable-prefix-caching" if facts["workload.prefix_caching"] else "--no-enable-prefix-caching"]
+    words += ["--enforce-eager"] * facts["runtime.enforce_eager"]
+    return [Setting(word, None, "request") for word in words]
+
+
 def _collect(result: Plan, recipe, facts: Facts, verdict) -> None:
     """Merge the recipe's settings into the plan, each knob as the release reads it (``verdict``)."""
     sources = result.config_sources
     emitted = {k.knob: k for k in verdict.knobs}
-    additional = substitute(recipe.additional_config, facts)
+    additional = substitute(recipe.additional_config, facts, recipe.id)
     for env in recipe.env:
         if env.build_time:
             continue
-        value = str(substitute(env.value, facts))
+        value = str(substitute(env.value, facts, recipe.id))
         knob = emitted.get(f"env:{env.name}")
         if knob is not None and not knob.emitted.startswith("env:"):
             _set_path(additional, knob.emitted.split(":", 1)[1], _convert(value, knob.convert))
@@ -340,8 +397,8 @@ def _collect(result: Plan, recipe, facts: Facts, verdict) -> None:
             old = knob.knob.split(":", 1)[1]
             _set_path(additional, knob.emitted.split(":", 1)[1], _pop_path(additional, old))
     merge_into(result.additional_config, additional, recipe.id, sources, "additional_config")
-    merge_into(result.compilation_config, substitute(recipe.compilation_config, facts), recipe.id, sources, "compilation_config")
-    merge_into(result.speculative_config, substitute(recipe.speculative_config, facts), recipe.id, sources, "speculative_config")
+    merge_into(result.compilation_config, substitute(recipe.compilation_config, facts, recipe.id), recipe.id, sources, "compilation_config")
+    merge_into(result.speculative_config, substitute(recipe.speculative_config, facts, recipe.id), recipe.id, sources, "speculative_config")
     result.serve_args.extend(Setting(arg, None, recipe.id) for arg in recipe.serve_args)
     for entry in recipe.derived:
         _derive(result, recipe.id, entry, facts)
@@ -399,7 +456,7 @@ def _pop_path(fragment: dict, dotted: str) -> Any:
 def _estimates(result: Plan, baseline_for) -> list[Estimate]:
     out = []
     for c in result.facts["workload.concurrency"]:
-        benefits = {r: result.resolution.decisions[r].benefit for r in result.selected}
+        benefits = {r: result.gain(r) for r in result.selected}
         saved = sum(b.estimate_ms.get(c, 0.0) for b in benefits.values() if b)
         fixes = {r: b.per_concurrency[c] - b.estimate_ms[c] for r, b in benefits.items()
                  if b and c in b.estimate_ms and b.per_concurrency.get(c) and b.per_concurrency[c] != b.estimate_ms[c]}

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from optkit.catalog.conditions import format_value
 
 if TYPE_CHECKING:  # type hints only: report stays cheap to import for every command
+    from optkit.resolve.objective import Benefit
     from optkit.resolve.plan import Plan
-    from optkit.resolve.resolver import Decision
 
 
 def dump_json(data: Any) -> str:
@@ -34,7 +34,11 @@ def facts_data(plan: Plan) -> dict[str, Any]:
     return facts_json(plan.facts)
 
 
-def decision_data(d: Decision) -> dict[str, Any]:
+def decision_data(plan: Plan, rid: str) -> dict[str, Any]:
+    """The plan's decision on recipe ``rid``; its gain only as the plan counts it (``Plan.gain``), and for a valid
+    recipe left out what it would change if selected (``Plan.gain_if_selected``), never the article's number
+    for a recipe that does nothing here."""
+    d = plan.resolution.decisions[rid]
     data: dict[str, Any] = {"status": d.status.value, "reason": d.reason}
     if d.rule:
         data["rule"] = d.rule
@@ -46,13 +50,23 @@ def decision_data(d: Decision) -> dict[str, Any]:
         data["forced"] = d.forced
     if d.notes:
         data["notes"] = list(d.notes)
-    if d.benefit is not None:
-        data["expected_tpot_saving_ms"] = {
-            f"c{c}": (None if v is None else round(v, 4)) for c, v in sorted(d.benefit.per_concurrency.items())}
-        data["basis"] = {f"c{c}": b for c, b in sorted(d.benefit.basis.items())}
-        if d.benefit.capacity is not None:  # measured under the request's SLO (the throughput goal)
-            c = d.benefit.capacity
-            data["measured_capacity"] = {"delta": c.delta, "verdict": c.verdict, "slo": c.slo, "text": c.text()}
+    gain, would = plan.gain(rid), plan.gain_if_selected(rid)
+    if gain is not None:
+        data.update(benefit_data(gain))
+    if would is not None:
+        data["if_selected"] = benefit_data(would)
+    return data
+
+
+def benefit_data(gain: Benefit) -> dict[str, Any]:
+    """A gain per concurrency with its basis, and a capacity measured under the request's SLO (throughput goal)."""
+    data: dict[str, Any] = {
+        "expected_tpot_saving_ms": {
+            f"c{c}": (None if v is None else round(v, 4)) for c, v in sorted(gain.per_concurrency.items())},
+        "basis": {f"c{c}": b for c, b in sorted(gain.basis.items())}}
+    if gain.capacity is not None:
+        c = gain.capacity
+        data["measured_capacity"] = {"delta": c.delta, "verdict": c.verdict, "slo": c.slo, "text": c.text()}
     return data
 
 
@@ -70,8 +84,9 @@ def plan_data(plan: Plan) -> dict[str, Any]:
         "facts": facts_data(plan),
         "selected": list(plan.selected),
         "upstream": list(plan.resolution.upstream),
-        "decisions": {rid: decision_data(decisions[rid]) for rid in sorted(decisions)},
+        "decisions": {rid: decision_data(plan, rid) for rid in sorted(decisions)},
         "launch": {
+            "flags": [{"arg": s.key, "source": s.recipe} for s in plan.launch_flags],
             "env": [{"name": s.key, "value": s.value, "recipe": s.recipe} for s in plan.env],
             "additional_config": plan.additional_config,
             "compilation_config": plan.compilation_config,

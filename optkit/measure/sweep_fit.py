@@ -60,7 +60,7 @@ def plan_for_sweep(plan, workspace, sweep: dict, *, from_lock: bool = False):
     if high <= top:
         return plan
     if plan.request.objective_goal != "throughput":
-        sizes = plan.facts.values.get("compile.cudagraph_capture_sizes")
+        sizes = plan.compilation_config.get("cudagraph_capture_sizes")  # what serve.sh captures
         built = f"capture sizes {sizes}, vLLM's default scheduler" if sizes else "vLLM's default scheduler"
         raise MeasureError(
             f"--sweep probes up to c{high} (--sweep-max), and this latency plan's servers are built for c <= {top} "

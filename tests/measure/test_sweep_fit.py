@@ -42,7 +42,7 @@ def test_a_throughput_sweep_ladder_sizes_every_step_for_the_sweeps_highest_probe
 
 
 @pytest.mark.parametrize("extra, refused", [
-    pytest.param(["--sweep"], "this latency plan's servers are built for c <= 4", id="latency-default-range"),
+    pytest.param(["--sweep"], "this latency plan's servers are built for c <= 4 (capture sizes [1, 4], vLLM's default scheduler)", id="latency-default-range"),
     pytest.param(["--sweep", "--sweep-max", "64"], "--goal throughput", id="latency-above-the-plan"),
     pytest.param(["--sweep", "--sweep-max", "4"], None, id="latency-within-the-plan"),
     pytest.param(["--goal", "throughput", "--sweep", "--sweep-max", "16"], None, id="throughput-resized"),

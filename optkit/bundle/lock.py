@@ -80,6 +80,7 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s=None) -> 
         "optkit": {"version": __version__, "catalog_sha256": catalog_sha256(root), "profiles_sha256": profiles_sha256(root),
                    "catalogs": catalogs_data(workspace.catalog)},
         "request": (plan.given or plan.request).dump(mode="json", by_alias=True),
+        "assumptions": data["assumptions"],
         **({"choices": data["choices"]} if "choices" in data else {}),
         "facts": facts_data(plan),
         "selected": list(plan.selected),

@@ -46,6 +46,8 @@ def decision_data(d: Decision) -> dict[str, Any]:
         data["forced"] = d.forced
     if d.notes:
         data["notes"] = list(d.notes)
+    if d.assumes:
+        data["assumes"] = list(d.assumes)
     if d.benefit is not None:
         data["expected_tpot_saving_ms"] = {
             f"c{c}": (None if v is None else round(v, 4)) for c, v in sorted(d.benefit.per_concurrency.items())}
@@ -65,6 +67,7 @@ def plan_data(plan: Plan) -> dict[str, Any]:
         **capacity,
         **choices,
         "request": (plan.given or plan.request).dump(mode="json", by_alias=True),
+        "assumptions": [a.data() for a in plan.assumptions],
         "model": plan.model.id,
         "target": plan.target.id,
         "facts": facts_data(plan),

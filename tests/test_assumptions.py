@@ -8,7 +8,7 @@ import json
 import pytest
 
 from optkit.bundle.writer import bundle_files
-from optkit.cli.render import plan_report
+from optkit.cli.render import explain_report, plan_report
 from optkit.resolve.assumptions import DEFAULT_LENGTHS, DEFAULTS
 from optkit.resolve.plan import load_workspace, plan
 from optkit.resolve.report import plan_data
@@ -78,3 +78,11 @@ def test_every_view_states_the_same_assumptions():
     line = next(ln for ln in readme.splitlines() if ln.startswith("Workload assumed"))
     assert all(a.text() in line for a in result.assumptions)
     assert "assumes, by default: min_tokens set (--no-min-tokens)" in readme
+
+
+def test_explain_says_what_the_plan_says():
+    result = _plan()
+    lines = explain_report(result, WS.catalog, [FAST])
+    assert lines[0] == next(b for b in plan_report(result, WS.catalog) if isinstance(b, str)
+                            and b.startswith("Workload assumed: "))
+    assert "  assumes, by default: min_tokens set (--no-min-tokens)" in lines

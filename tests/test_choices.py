@@ -267,7 +267,7 @@ def test_the_sweep_client_sends_the_shared_prefix(tmp_path, workspace):
     from optkit.measure.steps import ladder_steps
 
     full = _plan(workspace, concurrency=[1], input_len=64, output_len=8, shared_prefix_len=16)
-    ladder = ladder_steps(full, workspace.catalog, only=["sampler-greedy-bf16-fastpath"])
+    ladder = ladder_steps(full, workspace.catalog, only=["waterfall-hccl-aiv"])
     from optkit.resolve.slo import parse_slo
 
     write_ladder(full, workspace, ladder, tmp_path / "l", cost=StepCost(),

@@ -17,7 +17,8 @@ from optkit.resolve.plan import load_workspace, plan
 from optkit.resolve.request import Request
 
 ROOT = project_root()
-REQUEST = {"model": "qwen3.5-35b", "target": "910c", "concurrency": [1, 4], "input_len": 32, "output_len": 8}
+REQUEST = {"model": "qwen3.5-35b", "target": "910c", "concurrency": [1, 4], "input_len": 32, "output_len": 8,
+           "min_tokens": False}  # no min_tokens: with it the sampler fast path has no effect
 MEASURED = "sampler-greedy-bf16-fastpath"  # the article gives no number for it
 REGRESSING = "gdn-conv-weight-transpose-cache"  # the article's host time says it gains
 
@@ -30,7 +31,7 @@ def record_data(catalog, **changes) -> dict:
                  "packages": {"vllm": "0.23.0", "vllm_ascend": "0.23.0"}},
         "workload": {"concurrency": [1, 4], "input_len": 32, "output_len": 8, "mtp": False,
                      "num_speculative_tokens": 0, "tp": 2, "dp": 1, "ep": True,
-                     "sampling": "greedy", "min_tokens": True},
+                     "sampling": "greedy", "min_tokens": False},
         "ladder": "incremental", "accuracy_gate": "passed",
         "recipes": {
             MEASURED: {"step": "01-x", "patches": patch_hashes(catalog, MEASURED),
@@ -92,13 +93,16 @@ def test_without_records_the_article_numbers_stand(root):
     pytest.param({"release": {"vllm_ascend": "0.26.0", "vllm": "0.26.0"}}, False, id="other-release"),
     pytest.param({"workload": {"concurrency": [1, 4], "input_len": 1024, "output_len": 512, "mtp": False,
                                "num_speculative_tokens": 0, "tp": 2, "dp": 1, "ep": True,
-                     "sampling": "greedy", "min_tokens": True}},
+                     "sampling": "greedy", "min_tokens": False}},
                  False, id="other-workload"),
     *[pytest.param({"workload": {"concurrency": [1, 4], "input_len": 32, "output_len": 8, "mtp": False,
                                  "num_speculative_tokens": 0, "tp": 2, "dp": 1, "ep": True, "sampling": "greedy",
-                                 "min_tokens": True, **layout}}, False, id=f"other-{name}")
+                                 "min_tokens": False, **layout}}, False, id=f"other-{name}")
       for name, layout in (("tp", {"tp": 4}), ("dp", {"dp": 2}), ("ep", {"ep": False}))],
     pytest.param({"host": {"npu": "Ascend910", "target": "910c"}}, True, id="other-host-same-target"),
+    pytest.param({"workload": {"concurrency": [1, 4], "input_len": 32, "output_len": 8, "mtp": False,
+                               "num_speculative_tokens": 0, "tp": 2, "dp": 1, "ep": True,
+                               "sampling": "greedy", "min_tokens": True}}, False, id="other-min-tokens"),
 ])
 def test_a_record_counts_only_for_the_request_it_measured(root, change, applies):
     write(root, record_data(load_catalog(root), **change))

@@ -15,7 +15,7 @@ from optkit.resolve.request_record import RequestRecord, parse_request
 ROOT = Path(__file__).resolve().parent.parent
 CASES = sorted((ROOT / "tests" / "cases").glob("*.yaml"))
 WORKSPACE = load_workspace()
-KNOWN_KEYS = {"facts", "status", "reason_contains", "facts_in_reason", "launch", "not_both",
+KNOWN_KEYS = {"facts", "status", "reason_contains", "reason_lacks", "facts_in_reason", "launch", "not_both",
               "speculative_config_empty", "error_contains", "notes_contain", "env"}
 
 
@@ -47,6 +47,8 @@ def test_scenario(path):
         assert decisions[rid].status.value == status, f"{rid}: {decisions[rid].status.value}: {decisions[rid].reason}"
     for rid, fragment in expect.get("reason_contains", {}).items():
         assert fragment in decisions[rid].reason, decisions[rid].reason
+    for rid, fragments in expect.get("reason_lacks", {}).items():  # another request's numbers, say
+        assert not [f for f in fragments if f in decisions[rid].reason], decisions[rid].reason
     for rid, fact_values in expect.get("facts_in_reason", {}).items():
         for name, value in fact_values.items():
             assert decisions[rid].facts.get(name) == value, decisions[rid].facts

@@ -3,9 +3,10 @@
 # Benchmark a running ./serve.sh with the plan's workload (random dataset, 1024 in /
 # 512 out), once per concurrency after one warm-up request per concurrent slot;
 # results go to $RESULT_DIR/c<N>.json.
-# Compare them with expected.json (the article's figures; estimates, not guarantees). The result
-# JSON is vLLM's own: mean/median/p50/p90/p99 of TTFT, TPOT, ITL and E2E latency (e2el only when
-# named in --percentile-metrics), throughput, completed and failed requests.
+# expected.json holds the article's figures (its own setup: the model, card and 1024 in / 512 out it
+# measured) and the plan's TPOT estimate built from them: estimates for this request, not measurements
+# of it. The result JSON is vLLM's own: mean/median and the percentiles 50,90,99 of TTFT, TPOT,
+# ITL and E2E latency, throughput, completed and failed requests.
 # Environment: MODEL, SERVED_NAME, HOST, PORT, RESULT_DIR; PROMPTS_PER_CONCURRENCY and MIN_PROMPTS (requests:
 # max(concurrency x PROMPTS_PER_CONCURRENCY, MIN_PROMPTS) instead of the numbers below) and
 # WARMUPS_PER_CONCURRENCY (warm-up requests per concurrent slot, default 1): a run's cost.

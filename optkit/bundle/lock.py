@@ -88,6 +88,7 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s=None) -> 
                    "catalogs": catalogs_data(workspace.catalog, _catalog_names(workspace))},
         "request": (plan.given or plan.request).dump(mode="json", by_alias=True),
         **_inputs(plan, workspace),
+        "assumptions": data["assumptions"],
         **({"choices": data["choices"]} if "choices" in data else {}),
         "facts": facts_data(plan),
         "selected": list(plan.selected),

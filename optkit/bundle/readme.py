@@ -13,8 +13,10 @@ from typing import Any
 from optkit import __version__
 from optkit.bundle.launch import Launch
 from optkit.bundle.lock import pending_names
+from optkit.bundle.scripts import bench_slo
 from optkit.catalog.enums import Verification
 from optkit.catalog.recipe_records import RecipeRecord
+from optkit.resolve.assumptions import assumes_note
 from optkit.resolve.classify import risks_that_hold
 from optkit.resolve.plan import Plan, Workspace
 from optkit.resolve.report import plan_data
@@ -25,6 +27,22 @@ def _gain_data(gain, counted: dict[int, str]) -> dict[str, Any]:
     return {**data, "counted_at": {f"c{c}": basis for c, basis in counted.items()}} if counted else data
 
 
+EXPECTED_BASIS = ("the article's figures, measured on its own setup (its model, card and workload: 1024 in / 512 out, "
+                  "greedy, min_tokens set), and the plan's TPOT estimate built from them: estimates for this "
+                  "request, not measurements of this request")
+"""What expected.json is, in words (its ``basis``, and the README's and bench.sh's)."""
+
+
+def _not_counted(gain, plan: Plan) -> str:
+    """Why the plan's estimate leaves an article figure out, in words: the release it holds on, when that is why."""
+    from optkit.catalog.specifiers import contains
+
+    release = plan.facts["versions.vllm_ascend"]
+    if gain.versions is not None and not contains(gain.versions, release):
+        return f"not counted in this plan's estimate: measured on vllm-ascend {gain.versions}, not {release}"
+    return "not counted in this plan's estimate"
+
+
 def expected_data(plan: Plan, workspace: Workspace) -> dict[str, Any]:
     """The article's figures for this plan (per recipe: those the plan's gain counts, at which concurrency and on
     what basis, and the others) and the plan's TPOT estimate."""
@@ -33,12 +51,13 @@ def expected_data(plan: Plan, workspace: Workspace) -> dict[str, Any]:
         recipe = workspace.catalog[rid]
         figures = plan.figures(recipe)
         recipes[rid] = {"gains": [_gain_data(g, counted) for g, counted in figures if counted],
-                        "other_reported": [{**_gain_data(g, {}), "not_counted": "not counted in this plan's estimate"}
+                        "other_reported": [{**_gain_data(g, {}), "not_counted": _not_counted(g, plan)}
                                            for g, counted in figures if not counted],
                         "verification": recipe.verification.level.value}
     return {
         "label": "ESTIMATES from the article's reported numbers, not measurements of this deployment; "
                  "gains were measured stacked and are not strictly additive",
+        "basis": EXPECTED_BASIS,
         "recipes": recipes,
         "estimate": plan_data(plan)["estimate"],
         "workload": {"concurrency": list(plan.request.concurrency), "input_len": plan.request.input_len,
@@ -59,10 +78,18 @@ def readme_data(launch: Launch, lock: dict) -> dict[str, Any]:
         "ladder_step": lock["bundle"].get("selection_reason", "") if "selection" in lock["bundle"] else "",
         "versions": lock["versions"], "kernels": bool(launch.kernels), "k8s": lock["bundle"]["k8s"],
         "pending": pending_names(lock), "patches": lock["patches"], "estimates": plan.estimates, "choices": plan.choices,
+        "assumptions": plan.assumptions, "slo": bench_slo(plan.request), "expected_basis": EXPECTED_BASIS,
+        "total_len_max": plan.facts["workload.total_len_max"],
         "recipes": [_recipe_data(plan, launch.catalog[rid], lock) for rid in plan.selected],
-        "excluded": [(rid, decisions[rid].status.value, decisions[rid].reason)
+        "excluded": [(rid, decisions[rid].status.value, _with_assumptions(plan, decisions[rid]))
                      for rid in sorted(decisions) if rid not in plan.selected],
     }
+
+
+def _with_assumptions(plan: Plan, decision) -> str:
+    """A decision's reason, and the workload defaults it rests on with the flag that changes each."""
+    note = assumes_note(plan.assumptions, decision.assumes)
+    return decision.reason + (f" ({note})" if note else "")
 
 
 def on_release(text: str, knobs) -> str:
@@ -93,6 +120,7 @@ def _recipe_data(plan: Plan, recipe: RecipeRecord, lock: dict) -> dict[str, Any]
         "id": recipe.id, "title": on_release(recipe.title, knobs), "kind": kind_on_release(recipe.kind.value, knobs),
         "summary": on_release(recipe.summary, knobs), "release_notes": list(decision.notes),
         "reason": decision.reason, "chain": list(decision.chain),
+        "assumes": assumes_note(plan.assumptions, decision.assumes),
         "gains": [(g, ", ".join(f"c{c} ({basis})" for c, basis in counted.items()))
                   for g, counted in plan.figures(recipe) if counted],
         "other_gains": [g for g, counted in plan.figures(recipe) if not counted],

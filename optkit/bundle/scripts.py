@@ -93,11 +93,24 @@ def bench_data(launch: Launch, lock: dict) -> dict[str, Any]:
     """bench.sh: the request's workload, its sampling flags, one run per concurrency."""
     request = launch.plan.request
     extra = bench_extra(request)
-    return {**_header(launch), "model_default": _shell_default(launch.model_default), "served_name": launch.served_name,
+    return {**_header(launch), **bench_slo(request), "model_default": _shell_default(launch.model_default),
+            "served_name": launch.served_name,
             "input_len": request.input_len, "output_len": request.output_len, "extra": extra,
             "prefix_len": request.shared_prefix_len,
             "runs": [(c, num_prompts(c)) for c in request.concurrency], "port": DEFAULT_PORT, "target": "./serve.sh",
             "length_mix": request.length_mix or "", "classes": _length_classes(request)}
+
+
+def bench_slo(request) -> dict[str, Any]:
+    """What bench.sh measures of the request's SLO: its percentiles beside 50/90/99 (``--metric-percentiles``),
+    its per-request bounds in ms (``--goodput``: vLLM's ``request_goodput``), and the SLO's text; without an SLO
+    the 50/90/99 percentiles alone."""
+    from optkit.resolve.slo import BASE_PERCENTILES, parse_slo
+
+    if not request.slo:
+        return {"slo": "", "percentiles": ",".join(BASE_PERCENTILES), "goodput": []}
+    slo = parse_slo(request.slo)
+    return {"slo": slo.text(), "percentiles": ",".join(slo.report_percentiles()), "goodput": slo.goodput_args()}
 
 
 def _length_classes(request) -> list[dict[str, Any]]:

@@ -248,6 +248,10 @@ class Gain(GainBehaviour, _Strict):
         "fix of a misconfiguration ('before' is a broken setup: counts for selection, not for the TPOT "
         "estimate); or the whole optimization stack (informational only).")
     quote: str = Field(min_length=2, description="The article's exact words for this number.")
+    versions: Optional[SpecifierText] = Field(
+        None, description="The vllm-ascend releases the number holds on (absent: every release the recipe applies to); "
+        "on another release it is not used for the estimate, which is then unquantified there unless another "
+        "gain holds.")
 
     @model_validator(mode="after")
     def _has_numbers(self) -> "Gain":

@@ -40,10 +40,12 @@ def plan_report(plan: Plan, catalog, verbose: bool = False, records=None) -> lis
         f"optkit plan: {plan.model.id} on {plan.target.id} ({shape}, {r.dtype}, vllm-ascend "
         f"{plan.facts['versions.vllm_ascend']}{where}, MTP {'k=' + str(r.k) if r.mtp else 'off'}, concurrency "
         f"{','.join(map(str, r.concurrency))})"]
+    blocks += assumptions_lines(plan)
     selected = Table("Selected recipes (dependency order)", ["recipe", "kind", "why", "verification"])
     for rid in plan.selected:
         d, recipe = plan.resolution.decisions[rid], catalog[rid]
-        why = d.reason + (f" — {'; '.join(d.chain)}" if d.chain else "") + "".join(f" [{n}]" for n in d.notes)
+        why = (d.reason + (f" — {'; '.join(d.chain)}" if d.chain else "") + "".join(f" [{n}]" for n in d.notes)
+               + _assumes(plan, d))
         selected.add_row(rid, recipe.kind.value, why, effective_level(recipe, records).value)
     rest = Table("Not selected", ["recipe", "status", "reason"])
     for status in _not_selected_order():
@@ -51,11 +53,24 @@ def plan_report(plan: Plan, catalog, verbose: bool = False, records=None) -> lis
             if d.status is status and (verbose or status is not Status.not_applicable):
                 facts = ", ".join(f"{k} = {v}" for k, v in d.facts.items())
                 rest.add_row(rid, status.value, d.reason + (f" [{facts}]" if facts else "")
-                             + "".join(f" [{n}]" for n in d.notes))
+                             + "".join(f" [{n}]" for n in d.notes) + _assumes(plan, d))
     counts = count_by_status(plan)
     totals = (f"Totals: {counts.pop('selected', 0)} selected of {len(plan.resolution.decisions)}; "
               + ", ".join(f"{n} {status}" for status, n in counts.items()))
     return [*blocks, *_objective(plan), *_choices(plan), selected, rest, totals, *_derived(plan), *_estimates(plan)]
+
+
+def assumptions_lines(plan: Plan) -> list[Block]:
+    """The workload the selection assumes (``optkit.resolve.assumptions``), one line."""
+    return ["Workload assumed: " + "; ".join(a.text() for a in plan.assumptions)] if plan.assumptions else []
+
+
+def _assumes(plan: Plan, d) -> str:
+    """The workload defaults a decision rests on, with the flag that changes each."""
+    from optkit.resolve.assumptions import assumes_note
+
+    note = assumes_note(plan.assumptions, d.assumes)
+    return f" [{note}]" if note else ""
 
 
 def _choices(plan: Plan) -> list[Block]:
@@ -117,7 +132,7 @@ def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> list[Block]:
     from optkit.resolve.classify import risks_that_hold
     from optkit.resolve.resolver import describe_benefit
 
-    lines: list[Block] = [*_objective(plan), *_choices(plan)]
+    lines: list[Block] = [*assumptions_lines(plan), *_objective(plan), *_choices(plan)]
     for rid in recipe_ids:
         d, recipe = plan.resolution.decisions[rid], catalog[rid]
         lines += [f"{rid}: {d.status.value}", f"  {d.reason}"]
@@ -126,6 +141,10 @@ def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> list[Block]:
         lines += [f"  fact: {name} = {value}" for name, value in d.facts.items()]
         lines += [f"  {link}" for link in d.chain]
         lines += [f"  on this release: {note}" for note in d.notes]
+        if d.assumes:
+            from optkit.resolve.assumptions import assumes_note
+
+            lines.append(f"  {assumes_note(plan.assumptions, d.assumes)}")
         if d.forced:
             lines.append(f"  forced: {d.forced}")
         gain, would = plan.gain(rid), plan.gain_if_selected(rid)

@@ -95,7 +95,8 @@ class _Classifier:
         if recipe.id in self.without:
             return Decision(recipe.id, Status.user_excluded, "left out with --without", forced=forced)
         gain = benefit(recipe, f["workload.concurrency"], f["spec.mtp"], self.baseline_for, self.measured,
-                       carry_up=f["objective.goal"] == "latency", capacity=self.capacity)
+                       carry_up=f["objective.goal"] == "latency", capacity=self.capacity,
+                       release=f["versions.vllm_ascend"])
         decision = Decision(recipe.id, Status.selected, "", benefit=gain, forced=forced)
         if forced:
             return decision

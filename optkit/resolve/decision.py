@@ -40,6 +40,7 @@ class Decision:
     benefit: Benefit | None = None
     forced: str = ""  # why it was pinned in: "--with", "implied by spec.mtp = true"
     notes: list[str] = field(default_factory=list)  # what the release changed: knobs renamed or moved, probes
+    assumes: list[str] = field(default_factory=list)  # workload defaults it rests on (optkit.resolve.assumptions)
 
 
 @valueclass

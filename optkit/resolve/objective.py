@@ -289,24 +289,26 @@ def capacity_lookup(records, model_id: str, target_id: str, facts) -> CapacityLo
 
 
 def benefit(recipe: RecipeRecord, concurrencies: list[int], mtp: bool, baseline_for, measured=None,
-            carry_up: bool = True, capacity: CapacityLookup | None = None) -> Benefit:
+            carry_up: bool = True, capacity: CapacityLookup | None = None, release=None) -> Benefit:
     """Expected benefit of ``recipe`` at each concurrency; ``baseline_for(c)`` gives a Baseline or None,
     ``measured(recipe_id, c)`` a ``Measured`` or None (see ``measured_lookup``). ``carry_up`` false (the
     throughput goal): a gain measured at a lower concurrency is not carried up to this one (it is
     unquantified there); a regression still is. ``capacity`` (the throughput goal, ``capacity_lookup``):
-    the recipe's capacity change measured under the request's SLO, which quantifies it."""
+    the recipe's capacity change measured under the request's SLO, which quantifies it. ``release``: the
+    vllm-ascend version planned for; a gain whose ``versions`` leave it out does not count (``gains_on``)."""
     result = Benefit(capacity=capacity.recipe(recipe.id) if capacity else None)
+    gains, elsewhere = gains_on(recipe, release)
     for c in concurrencies:
         found = measured(recipe.id, c) if measured else None
         if found is not None:
             result.per_concurrency[c] = result.estimate_ms[c] = found.saving_ms
             result.basis[c] = found.basis
             continue
-        gains, basis = _matching(recipe.gains, {"tpot"}, c, mtp)
-        values = [(v, g) for g in gains if (v := _gain_ms(g, baseline_for(c))) is not None]
+        found_gains, basis = _matching(gains, {"tpot"}, c, mtp)
+        values = [(v, g) for g in found_gains if (v := _gain_ms(g, baseline_for(c))) is not None]
         if not values:
-            gains, basis = _matching(recipe.gains, {"host_time"}, c, mtp)
-            values = [(v, g) for g in gains if (v := _gain_ms(g, None)) is not None]
+            found_gains, basis = _matching(gains, {"host_time"}, c, mtp)
+            values = [(v, g) for g in found_gains if (v := _gain_ms(g, None)) is not None]
             basis = "derived from host time per step" if values else basis
         if values:
             # Several numbers for one concurrency (e.g. two stages of one change): the most
@@ -322,5 +324,18 @@ def benefit(recipe: RecipeRecord, concurrencies: list[int], mtp: bool, baseline_
             result.figures[c] = gain
         else:
             result.per_concurrency[c] = None
-            result.basis[c] = "unquantified"
+            result.basis[c] = f"unquantified on vllm-ascend {release} ({elsewhere})" if elsewhere else "unquantified"
     return result
+
+
+def gains_on(recipe: RecipeRecord, release) -> tuple[list, str]:
+    """The recipe's gains that hold on vllm-ascend ``release`` (all when it is None), and where the others were
+    measured, in words ('' when none is left out): a number measured against code a later release replaced
+    says nothing there."""
+    from optkit.catalog.specifiers import contains
+
+    if release is None:
+        return list(recipe.gains), ""
+    holds = [g for g in recipe.gains if g.versions is None or contains(g.versions, release)]
+    others = sorted({g.versions for g in recipe.gains if g not in holds})
+    return holds, ("the article's number holds on " + ", ".join(others)) if others else ""

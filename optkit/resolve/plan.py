@@ -13,6 +13,7 @@ from optkit.catalog.loader import Catalog, load_catalog
 from optkit.catalog.paths import project_root
 from optkit.catalog.records import Records, load_records
 from optkit.errors import InternalError, OptkitError, RequestError
+from optkit.resolve.assumptions import Assumption, mark_decisions, workload_assumptions
 from optkit.resolve.choices import Chosen, choose
 from optkit.resolve.facts import Facts, compute_facts
 from optkit.resolve.layout import NodeLayout, layout_of
@@ -154,6 +155,9 @@ class Plan:
     capacity: PlanCapacity | None = None
     """Under the throughput goal: the capacity a matching record's sweep measured, under the request's SLO,
     for a step that served exactly this selection (``optkit.resolve.objective.capacity_lookup``)."""
+    assumptions: list[Assumption] = field(default_factory=list)
+    """The workload assumed (``optkit.resolve.assumptions``): sampling, min_tokens, logprobs, penalties,
+    structured output, lengths, each with whether it is the default and the flag that changes it."""
 
     @property
     def selected(self) -> list[str]:
@@ -352,6 +356,8 @@ def _baseline_lookup(ws: Workspace, model, target, layout: NodeLayout):
 def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
     """Collect the launch settings of the plan's selection and its TPOT estimate. With ``--mtp`` the speculative
     config starts from the request (method and k), whether or not a recipe sets it too."""
+    result.assumptions = workload_assumptions(result.request)
+    mark_decisions(result.assumptions, result.resolution.decisions, ws.catalog, result.facts)
     result.launch_flags = launch_flags(result.request, result.facts)
     if result.request.mtp:
         merge_into(result.speculative_config, {"method": "mtp", "num_speculative_tokens": result.request.k},

@@ -50,6 +50,8 @@ def decision_data(plan: Plan, rid: str) -> dict[str, Any]:
         data["forced"] = d.forced
     if d.notes:
         data["notes"] = list(d.notes)
+    if d.assumes:
+        data["assumes"] = list(d.assumes)
     gain, would = plan.gain(rid), plan.gain_if_selected(rid)
     if gain is not None:
         data.update(benefit_data(gain))
@@ -79,6 +81,7 @@ def plan_data(plan: Plan) -> dict[str, Any]:
         **capacity,
         **choices,
         "request": (plan.given or plan.request).dump(mode="json", by_alias=True),
+        "assumptions": [a.data() for a in plan.assumptions],
         "model": plan.model.id,
         "target": plan.target.id,
         "facts": facts_data(plan),

@@ -30,6 +30,8 @@ _UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 _TERM = re.compile(r"^(?P<metric>[a-z0-9]+)_(?P<stat>mean|median|p\d{1,3}(?:\.\d{1,3})?)\s*(?P<op><=|<)\s*"
                    r"(?P<value>\d+(?:\.\d+)?)\s*(?P<unit>us|ms|s)$")
 MAX_TERMS = 16
+BASE_PERCENTILES = ("50", "90", "99")
+"""The percentiles every benchmark run reports, SLO or not (bench.sh's ``--metric-percentiles``)."""
 
 
 class SloError(RequestError):
@@ -85,6 +87,10 @@ class Slo:
         """The percentiles a benchmark must report so every bound can be checked ('50,90,99')."""
         wanted = {b.percentile for b in self.bounds if b.percentile is not None}
         return [_fmt_number(p) for p in sorted(wanted)]
+
+    def report_percentiles(self) -> list[str]:
+        """``--metric-percentiles`` of a run checked against this SLO: its own and 50, 90, 99 (``percentiles``)."""
+        return sorted({*self.percentiles(), *BASE_PERCENTILES}, key=float)
 
     def violations(self, result: Mapping[str, object]) -> list[str]:
         """What a benchmark result misses: one sentence per bound not met or not measured."""

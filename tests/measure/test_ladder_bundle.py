@@ -26,7 +26,8 @@ from optkit.resolve.request import Request  # noqa: E402
 from optkit.tree.patchset import from_bundle  # noqa: E402
 
 WS = load_workspace()
-REQUEST = {"model": "qwen3.5-35b", "target": "910c", "concurrency": [1, 4], "input_len": 32, "output_len": 8}
+REQUEST = {"model": "qwen3.5-35b", "target": "910c", "concurrency": [1, 4], "input_len": 32, "output_len": 8,
+           "min_tokens": False}  # no min_tokens: with it the sampler fast path has no effect
 ONLY = ["sampler-greedy-bf16-fastpath", "waterfall-hccl-aiv"]
 
 

@@ -42,7 +42,8 @@ from optkit.tree.inspect import tree_checksum  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.tree]
 
-REQUEST = {"model": "qwen3.5-35b", "target": "910c", "concurrency": [1, 4], "input_len": 32, "output_len": 8}
+REQUEST = {"model": "qwen3.5-35b", "target": "910c", "concurrency": [1, 4], "input_len": 32, "output_len": 8,
+           "min_tokens": False}  # no min_tokens: with it the sampler fast path has no effect
 L2NORM, SAMPLER, STATIC = "gdn-l2norm-fused-recurrent-kernel", "sampler-greedy-bf16-fastpath", "waterfall-static-kernel"
 INJECTED = {  # ms per token, by concurrency; L2NORM regresses at c4 as the article's L2Norm fusion did at c8
     L2NORM: {1: -2.0, 4: 2.0}, SAMPLER: {1: -1.5, 4: -1.5}, STATIC: {1: -3.5, 4: -2.5}}

@@ -28,7 +28,7 @@ SAMPLER = "sampler-greedy-bf16-fastpath"
 
 def test_a_crashing_server_fails_the_step_and_leaves_the_tree_clean(tmp_path):
     workspace = load_workspace()
-    full = plan(Request(model="qwen3.5-35b", concurrency=[1]), workspace)
+    full = plan(Request(model="qwen3.5-35b", concurrency=[1], min_tokens=False), workspace)  # no min_tokens: with it the sampler fast path has no effect
     write_ladder(full, workspace, ladder_steps(full, workspace.catalog, only=[SAMPLER]), tmp_path / "ladder")
     signs = {"tree": [["vllm_ascend/sample/sampler.py", "def greedy_argmax_suffices"]]}
     host = SimHost(tmp_path / "host", scratch_tree(tmp_path), {

@@ -24,7 +24,8 @@ from optkit.resolve.request import Request
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-bench"
 WS = load_workspace()
-REQUEST = {"model": "qwen3.5-35b", "target": "910c", "concurrency": [1, 4], "input_len": 32, "output_len": 8}
+REQUEST = {"model": "qwen3.5-35b", "target": "910c", "concurrency": [1, 4], "input_len": 32, "output_len": 8,
+           "min_tokens": False}  # no min_tokens: with it the sampler fast path has no effect
 SAMPLER, HCCL = "sampler-greedy-bf16-fastpath", "waterfall-hccl-aiv"
 STEPS = ["00-baseline", f"01-{SAMPLER}", f"02-{HCCL}"]
 HOST = {"host_version": 1, "npu": "910C", "target": "910c", "driver": "24.1.rc3", "cann": "9.0.1", "notes": [],

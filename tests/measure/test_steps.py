@@ -90,7 +90,7 @@ def test_the_article_order_names_only_catalog_recipes():
     pytest.param("compile-super-kernel", {"waterfall-static-kernel": "conflicts with mtp-enable-k4 without compile-super-kernel",
                                           "static-kernel-compile-fixes": "requires waterfall-static-kernel"},
                  id="an-unlifted-conflict-goes-too"),
-    pytest.param("sampler-greedy-bf16-fastpath", {}, id="alone"),
+    pytest.param("waterfall-hccl-aiv", {}, id="alone"),
 ])
 def test_leave_one_out_removes_what_cannot_stay_without_the_recipe(recipe, also_removed):
     result, lad = ladder(MTP, leave_one_out=True)

@@ -27,7 +27,8 @@ from simhost import free_port  # noqa: E402
 
 SIM = TESTS / "measure" / "sim_server.py"
 WORKSPACE = load_workspace()
-REQUEST = {"model": "qwen3.5-35b", "target": "910c", "concurrency": [1], "input_len": 32, "output_len": 8}
+REQUEST = {"model": "qwen3.5-35b", "target": "910c", "concurrency": [1], "input_len": 32, "output_len": 8,
+           "min_tokens": False}  # no min_tokens: with it the sampler fast path has no effect
 SAMPLER, TRANSPOSE = "sampler-greedy-bf16-fastpath", "gdn-conv-weight-transpose-cache"
 
 

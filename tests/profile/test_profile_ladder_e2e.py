@@ -35,7 +35,8 @@ def test_ladder_profile_and_report_end_to_end(tmp_path):
         pytest.fail(message) if os.environ.get("CI") == "true" else pytest.skip(message)
     ladder = tmp_path / "ladder"
     written = CliRunner().invoke(cli, ["ladder", "qwen3.5-35b", "--target", "910c", "--concurrency", "1",
-                                       "--input-len", "32", "--output-len", "8", "--recipes", SAMPLER, "--capture-profiles",
+                                       "--input-len", "32", "--output-len", "8", "--no-min-tokens", "--recipes", SAMPLER,
+                                       "--capture-profiles",
                                        "-o", str(ladder)], catch_exceptions=False)
     assert written.exit_code == 0, written.output
     host = SimHost(tmp_path / "host", scratch_tree(tmp_path),

@@ -39,7 +39,8 @@ def test_expected_json_leaves_the_other_releases_number_aside():
     expected = json.loads(bundle_files(result, WS)["expected.json"])
     entry = expected["recipes"][RECIPE]
     assert entry["gains"] == []
-    assert entry["other_reported"][0]["not_applicable"] == "measured on vllm-ascend <0.26.0rc1, not 0.30.0rc2"
+    assert entry["other_reported"][0]["not_counted"] == ("not counted in this plan's estimate: measured on "
+                                                         "vllm-ascend <0.26.0rc1, not 0.30.0rc2")
     assert expected["estimate"]["per_concurrency"][0]["expected_saving_ms"] == 0.0  # the only other gain is upstream
     readme = bundle_files(result, WS)["README.md"].decode()
     assert "c64 −0.131 ms" not in readme

@@ -1,7 +1,9 @@
 """Request fields left open, filled in by the catalog's rules (optkit.resolve.choices): FlashComm1 under the
-throughput goal where the release and the layout have it (flashcomm1-sequence-parallel), DP from the load with
---dp auto (sched-capacity-for-load: 32 sequences per DP group, upstream's high-throughput rows); an explicit value
-always wins, the latency goal is untouched, the lock keeps the request as given and replays the choice."""
+throughput goal where the release, the layout and the model's own page have it (flashcomm1-sequence-parallel), DP
+from the load with --dp auto (sched-capacity-for-load: the sequences per DP group of the model's page, 32 on the
+35B and 27B pages, 16 on the 397B's); each rule keyed to the page and hardware tab it is read on, and labelled
+optkit's own generalization elsewhere; an explicit value always wins, the latency goal is untouched, the lock keeps
+the request as given and replays the choice."""
 
 from __future__ import annotations
 

@@ -19,7 +19,10 @@ How a request's open fields are filled in (``choose``):
   whose ``when`` holds decides; with none, the field takes its default: what an open field meant
   before these rules existed, so a latency plan is unchanged;
 - with ``--pd`` no rule fills FlashComm1 in (0.23.0's PD tutorials turn it on for the prefill node only,
-  0.30.0rc2's on neither role, and the plan is one request for both roles: it stays off, and the plan says why); ``--dp auto`` is refused there;
+  0.30.0rc2's on neither role, and the plan is one request for both roles: it stays off, and the plan says
+  why); ``--dp auto`` is refused there;
+- each rule is keyed to the model page and hardware tab it is read on (its ``when`` names the page's
+  architecture), and says so; applied beyond them, its text calls it optkit's own generalization;
 - a DP size is the expression's value raised to the smallest size the model splits over (experts
   over TP × DP ranks, ``optkit.resolve.sharding``), at most the devices of the request's nodes; a
   load larger than the node holds gets the node's largest size, and says so.

@@ -1,7 +1,9 @@
 """Request fields left open, filled in by the catalog's rules (optkit.resolve.choices): FlashComm1 under the
-throughput goal where the release and the layout have it (flashcomm1-sequence-parallel), DP from the load with
---dp auto (sched-capacity-for-load: 32 sequences per DP group, upstream's high-throughput rows); an explicit value
-always wins, the latency goal is untouched, the lock keeps the request as given and replays the choice."""
+throughput goal where the release, the layout and the model's own page have it (flashcomm1-sequence-parallel), DP
+from the load with --dp auto (sched-capacity-for-load: the sequences per DP group of the model's page, 32 on the
+35B and 27B pages, 16 on the 397B's); each rule keyed to the page and hardware tab it is read on, and labelled
+optkit's own generalization elsewhere; an explicit value always wins, the latency goal is untouched, the lock keeps
+the request as given and replays the choice."""
 
 from __future__ import annotations
 
@@ -288,3 +290,71 @@ def test_a_record_measured_without_the_prefix_does_not_match_a_prefix_workload()
     record = SimpleNamespace(target="910c", model="m", release=SimpleNamespace(vllm_ascend="0.23.0"), workload=workload)
     assert _record_matches("m", "910c", facts)(record)
     assert not _record_matches("m", "910c", {**facts, "workload.shared_prefix_len": 256})(record)
+
+
+# --------------------------------------------------------------------------- rules keyed to their page (issue 25)
+
+
+def _mtp_risks(workspace, result) -> list[str]:
+    from optkit.resolve.classify import risks_that_hold
+
+    recipe = next(r for r in workspace.catalog if r.id == "mtp-enable-k4")
+    return [" ".join(r.text.split()) for r in risks_that_hold(recipe, result.facts)]
+
+
+@pytest.mark.parametrize("fields, value, recipe, says", [
+    # the 35B page's "may not help low-concurrency workloads": not at c1 even with --dp auto
+    (dict(concurrency=1, goal="throughput", dp="auto"), None, None, None),
+    (dict(concurrency=8, goal="throughput"), None, None, None),
+    (dict(concurrency=16, goal="throughput"), True, "flashcomm1-sequence-parallel", "Qwen3.6-35B-A3B.md"),
+    # the 397B page's high-throughput row runs no sequence parallelism, its FAQ warns of regressions
+    (dict(model="qwen3.5-397b", target="910b", tp=8, dp=2, concurrency=32, goal="throughput"), False,
+     "flashcomm1-sequence-parallel", "no sequence parallelism"),
+], ids=["35b-c1-dp-auto", "35b-c8-throughput", "35b-c16-throughput", "397b-multi-node"])
+def test_flashcomm1_rule_holds_only_where_its_page_says(workspace, fields, value, recipe, says):
+    result = _plan(workspace, **fields)
+    chosen = [c for c in result.choices if c.field == "flashcomm1"]
+    assert result.facts["parallel.flashcomm1"] is bool(value)
+    if value is None:
+        assert chosen == []
+    else:
+        assert (chosen[0].value, chosen[0].recipe) == (value, recipe)
+        assert says in chosen[0].why
+
+
+@pytest.mark.parametrize("fields, dp, says", [
+    (dict(model="qwen3.5-397b", target="910b", tp=8, nodes=2, concurrency=32), 2, "16 per DP"),
+    (dict(model="qwen3.5-397b", target="910c", tp=8, concurrency=32), 2, "optkit's own generalization"),
+    (dict(concurrency=64), 2, "Qwen3.6-35B-A3B.md"),
+    (dict(model="qwen3.6-27b", concurrency=64), 2, "Qwen3.5-27B-Qwen3.6-27B.md"),
+], ids=["397b-a2", "397b-a3", "35b", "27b"])
+def test_dp_auto_takes_the_group_size_of_the_models_own_page(workspace, fields, dp, says):
+    result = _plan(workspace, goal="throughput", dp="auto", **fields)
+    (chosen,) = [c for c in result.choices if c.field == "dp"]
+    assert (chosen.value, chosen.recipe) == (dp, "sched-capacity-for-load")
+    assert says in chosen.why
+
+
+@pytest.mark.parametrize("fields, tokens", [
+    (dict(model="qwen3.5-397b", target="910b", tp=8, dp=2, concurrency=32), 4096),  # Qwen3.5-397B-A17B.md:881
+    (dict(concurrency=64, flashcomm1=False), 8192),  # Qwen3.6-35B-A3B.md's high-throughput row
+], ids=["397b", "35b"])
+def test_batched_tokens_follow_the_models_page(workspace, fields, tokens):
+    result = _plan(workspace, goal="throughput", **fields)
+    assert [d.value for d in result.derivations if d.target == "serve:--max-num-batched-tokens"] == [tokens]
+
+
+@pytest.mark.parametrize("fields, present, absent", [
+    # the 300I DUO tab's "fewer than two concurrent requests": on 910C only as optkit's own generalization
+    (dict(concurrency=64, goal="throughput"), ["optkit's own generalization of a line read on another hardware tab"],
+     ["disable speculative decoding by default"]),
+    # the 35B low-latency row (:344, :350 in 0.30.0rc2) is cited where the plan runs MTP at low latency
+    (dict(concurrency="1,4,8"), ["disable speculative decoding by default"], ["fewer than two", "below two"]),
+    # the 397B page runs MTP 3 in every A2/A3 command and says start with 3: no "below two" risk
+    (dict(model="qwen3.5-397b", target="910b", tp=8, dp=2, concurrency=32, goal="throughput"),
+     ["Start with num_speculative_tokens set to 3"], ["below two", "disable speculative decoding"]),
+], ids=["35b-throughput", "35b-latency", "397b"])
+def test_mtp_risks_come_from_the_models_own_page_and_tab(workspace, fields, present, absent):
+    risks = " | ".join(_mtp_risks(workspace, _plan(workspace, mtp=True, **fields)))
+    assert all(p in risks for p in present), risks
+    assert not any(a in risks for a in absent), risks

@@ -124,3 +124,20 @@ def test_a_multi_node_plan_has_no_baseline_and_says_why():
     (estimate, *_) = plan(Request(**{**FLAGSHIP, **TWO_NODES}), WORKSPACE).estimates
     assert estimate.baseline_ms is None and estimate.estimate_ms is None
     assert "measured on one 910c card, and this plan runs on 2 nodes" in estimate.basis
+
+
+# --------------------------------------------------------------------------- the model page's node counts (issue 25)
+
+
+@pytest.mark.parametrize("fields, refused", [
+    (dict(tp=8, quantized=True), r"requires 2 Atlas 800 A2 nodes for its W8A8 weights .*:264 in 0\.30\.0rc2"),
+    (dict(tp=8), r"requires 4 Atlas 800 A2 nodes for its BF16 weights"),
+    (dict(tp=8, dp=2, quantized=True), None),  # the page's own MP deployment: one DP rank of TP8 per node
+], ids=["w8a8-one-a2-node", "bf16-one-a2-node", "w8a8-two-a2-nodes"])
+def test_the_397b_page_node_count_on_a2_is_kept(fields, refused):
+    request = Request(model="qwen3.5-397b", target="910b", **fields)
+    if refused is None:
+        assert plan(request, WORKSPACE).layout.nodes == 2
+    else:
+        with pytest.raises(RequestError, match=refused):
+            plan(request, WORKSPACE)

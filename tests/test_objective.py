@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from argv_support import flag_value
 from optkit.bundle.writer import bundle_files
 from optkit.cli.main import cli
+from optkit.errors import RequestError
 from optkit.resolve.plan import load_workspace, plan
 from optkit.resolve.request_record import parse_request
 from vllm_support import paired_python
@@ -288,3 +289,48 @@ def test_explain_json_carries_the_derived_values():
     derived = json.loads(result.output)["sched-capacity-for-load"]["derived"]
     assert [(d["set"], d["value"], d["basis"]) for d in derived] == [
         ("serve:--max-num-seqs", 64, "rule"), ("serve:--max-num-batched-tokens", 8192, "rule")]
+
+
+# --------------------------------------------------------------------------- honest objectives (issue 25 item 4)
+
+
+@pytest.mark.parametrize("fields, checks", [
+    (dict(slo="tpot_p99<=1ms"), [("tpot_p99<=1ms", "infeasible", 6.338)]),
+    (dict(slo="tpot_p99<=1ms", mtp=True), [("tpot_p99<=1ms", "infeasible", 4.572)]),
+    (dict(slo="tpot_mean<=20ms,ttft_p99<=1s"), [("ttft_p99<=1s", "no-estimate", None),
+                                                ("tpot_mean<=20ms", "within-estimate", -12.662)]),
+    (dict(slo="tpot_p10<=1ms"), [("tpot_p10<=1ms", "no-estimate", None)]),
+    (dict(slo="tpot_p99<=1ms", model="qwen3.6-27b"), [("tpot_p99<=1ms", "no-estimate", None)]),  # no baseline
+    (dict(), []),
+], ids=["p99-below-estimate", "p99-below-mtp-estimate", "mean-and-ttft", "low-percentile", "no-estimate", "no-slo"])
+def test_an_slo_is_held_against_the_plans_own_estimate(workspace, fields, checks):
+    result = _plan(workspace, **fields)
+    assert [(c.bound, c.verdict, c.margin_ms) for c in result.slo_checks] == checks
+    out = CliRunner().invoke(cli, ["plan", fields.get("model", "qwen3.5-35b"), "--target", "910c", "--json",
+                                   *(["--slo", fields["slo"]] if "slo" in fields else []),
+                                   *(["--mtp"] if fields.get("mtp") else [])])
+    assert out.exit_code == 0, out.output
+    assert [(c["bound"], c["verdict"]) for c in json.loads(out.output)["slo_checks"]] == [c[:2] for c in checks]
+
+
+def test_the_plan_table_says_an_slo_is_infeasible_with_its_margin():
+    out = CliRunner().invoke(cli, ["plan", "qwen3.5-35b", "--target", "910c", "--slo", "tpot_p99<=1ms"])
+    assert out.exit_code == 0, out.output
+    assert "SLO check: tpot_p99<=1ms: infeasible by the plan's own estimate" in " ".join(out.output.split())
+    assert "6.34 ms over the bound" in " ".join(out.output.split())
+
+
+@pytest.mark.parametrize("fields, refused", [
+    (dict(goal="latency", concurrency=512, mtp=True), r"--goal latency at concurrency 512: a decode step of c512 × "
+                                                       r"\(1 \+ k = 5\) = 2560 tokens is above 512.*--goal throughput"),
+    (dict(goal="latency", concurrency=1024), r"--goal latency at concurrency 1024: a decode step of c1024: 1024 "
+                                             r"tokens"),
+    (dict(goal="latency", concurrency=102, mtp=True), None),  # 510 tokens: within vLLM's capture range
+    (dict(goal="throughput", concurrency=512, mtp=True), None),  # the throughput goal sizes the load
+], ids=["latency-c512-mtp", "latency-c1024", "latency-c102-mtp", "throughput-c512-mtp"])
+def test_the_latency_goal_refuses_a_load_its_shapes_cannot_serve(workspace, fields, refused):
+    if refused is None:
+        _plan(workspace, **fields)
+    else:
+        with pytest.raises(RequestError, match=refused):
+            _plan(workspace, **fields)

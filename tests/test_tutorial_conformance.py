@@ -289,3 +289,31 @@ def test_prune_takes_out_what_no_longer_holds(monkeypatch):
              cs.Difference("0.23.0", "T.md", "W", "--max-model-len", "128", "64", 12, "scheduling-recipe")]
     assert cs.pruned(still, ["0.23.0", "0.30.0rc2"]) == [
         entry("--max-num-seqs", {"0.30.0rc2": 21}), entry("--max-model-len", {"0.23.0": 12, "0.18.0": 5})]
+
+
+# the 397B's single-node long-context command (A3) exports FlashComm1 on these releases and not on the others;
+# optkit's rule leaves it off for that architecture (recipes/flashcomm1-sequence-parallel: its high-throughput row
+# runs no sequence parallelism and its FAQ warns of regressions), and says so in the rule's text
+FLASHCOMM1_LONG_CONTEXT_ONLY = {(r, "Qwen3.5-397B-A17B.md") for r in (
+    "0.18.0", "0.19.1rc1", "0.20.2rc1", "0.21.0rc1", "0.22.1rc1", "0.23.0rc1", "0.24.0rc1", "0.25.1rc1", "0.26.0rc1")}
+
+
+@pytest.mark.tree
+@pytest.mark.parametrize("release", RELEASES)
+def test_the_flashcomm1_rule_left_open_agrees_with_the_tutorial_commands(release):
+    """The conformance requests pin FlashComm1 as each command sets it; left open, optkit's rule (keyed to the
+    model's page) must choose the same, except where the page's own commands disagree among releases (above)."""
+    from optkit.resolve.plan import load_workspace, plan
+    from optkit.resolve.request import Request
+
+    workspace = load_workspace()
+    found = []
+    for r in _release(release)[0]:
+        if r.entry.get("role"):
+            continue
+        open_request = {k: v for k, v in r.request.items() if k != "flashcomm1"}
+        chosen = plan(Request(**open_request), workspace).facts["parallel.flashcomm1"]
+        if chosen != r.request["flashcomm1"]:
+            found.append((release, r.tutorial, r.command.where, r.request["flashcomm1"], chosen))
+    expected = [(release, t, w, True, False) for (rel, t, w, *_rest) in found if (rel, t) in FLASHCOMM1_LONG_CONTEXT_ONLY]
+    assert found == expected

@@ -35,7 +35,8 @@ from optkit.errors import ConditionError, RequestError
 MAX_VALUE = 1 << 24
 """Largest value a derived launch value may take (vLLM's token and sequence limits are far below)."""
 MAX_LADDER_SIZES = 256
-"""Most capture sizes a ladder may ask for (vLLM's own default list has about 70)."""
+"""Most capture sizes a ladder may ask for: a sanity bound on the expression, no upstream number (vLLM 0.23.0's
+default list holds at most 51 sizes, 1, 2, 4, every 8 below 256 and every 16 up to 512)."""
 _VARIADIC = {"add": sum, "max": max, "min": min}
 _BINARY = ("ceil_div", "round_up", "lcm")
 _LADDER_KEYS = ("up_to", "rows_per_request", "multiple_of", "max_sizes")

@@ -82,7 +82,13 @@ def _choices(plan: Plan) -> list[Block]:
 
 
 def _objective(plan: Plan) -> list[Block]:
-    """The goal and the SLO, when the request names either or the goal is not the article's (latency)."""
+    """The goal and the SLO, when the request names either or the goal is not the article's (latency); each SLO
+    bound against the plan's own estimate (``Plan.slo_checks``)."""
+    lines = _objective_line(plan)
+    return lines + [f"  SLO check: {check.text}" for check in plan.slo_checks] if lines else lines
+
+
+def _objective_line(plan: Plan) -> list[Block]:
     facts = plan.facts
     if not facts["objective.slo"] and facts["objective.goal"] == "latency" and not plan.request.goal:
         return []

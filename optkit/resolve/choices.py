@@ -18,8 +18,11 @@ How a request's open fields are filled in (``choose``):
 - the first entry, in catalog order, of a recipe the request does not leave out (``--without``)
   whose ``when`` holds decides; with none, the field takes its default: what an open field meant
   before these rules existed, so a latency plan is unchanged;
-- with ``--pd`` no rule fills FlashComm1 in (upstream turns it on for prefill nodes only, and the plan is
-  one request for both roles: it stays off, and the plan says why); ``--dp auto`` is refused there;
+- with ``--pd`` no rule fills FlashComm1 in (0.23.0's PD tutorials turn it on for the prefill node only,
+  0.30.0rc2's on neither role, and the plan is one request for both roles: it stays off, and the plan says
+  why); ``--dp auto`` is refused there;
+- each rule is keyed to the model page and hardware tab it is read on (its ``when`` names the page's
+  architecture), and says so; applied beyond them, its text calls it optkit's own generalization;
 - a DP size is the expression's value raised to the smallest size the model splits over (experts
   over TP × DP ranks, ``optkit.resolve.sharding``), at most the devices of the request's nodes; a
   load larger than the node holds gets the node's largest size, and says so.
@@ -45,9 +48,9 @@ DEFAULTS = {"dp": 1, "flashcomm1": False, "prefix_caching": False}
 """What an open field is when no rule applies (what it meant before rules could fill it in)."""
 FACT = {"dp": "parallel.dp", "flashcomm1": "parallel.flashcomm1", "prefix_caching": "workload.prefix_caching"}
 """The fact each field sets."""
-PD_FLASHCOMM1 = ("no rule chooses it for a prefill/decode pair: upstream's PD tutorials turn FlashComm1 on for the "
-                 "prefill node only (Qwen3.5-397B-A17B.md, Qwen3.5-27B-Qwen3.6-27B.md), and the plan is one request for "
-                 "both roles")
+PD_FLASHCOMM1 = ("no rule chooses it for a prefill/decode pair: vllm-ascend 0.23.0's PD tutorials turn FlashComm1 on for "
+                 "the prefill node only (Qwen3.5-27B-Qwen3.6-27B.md:587, Qwen3.5-397B-A17B.md:671 on its 950DT prefill "
+                 "node), 0.30.0rc2's on neither role, and the plan is one request for both roles")
 """Why an open FlashComm1 stays off with ``--pd``."""
 FLAGS = {"dp": ("--dp auto", "--dp N"), "flashcomm1": ("no --flashcomm1/--no-flashcomm1", "--flashcomm1 / --no-flashcomm1"),
          "prefix_caching": ("no --prefix-caching/--no-prefix-caching", "--prefix-caching / --no-prefix-caching")}

@@ -82,6 +82,30 @@ class Benefit:
         return round(self.total_ms * 1000)
 
 
+LATENCY_STEP_TOKENS_MAX = 512
+"""The largest decode step the latency goal's shapes serve: vLLM's default capture list ends at 512 (vllm/config/
+vllm.py:1679 in vLLM 0.23.0) and vllm-ascend caps the largest size at min(max_num_seqs × (1 + k), 512)
+(vllm_ascend/platform.py:241 in 0.23.0, :1537 in 0.30.0rc2)."""
+
+
+def latency_goal_problem(facts) -> str:
+    """Why the latency goal's launch shapes mean nothing for this load ('' when they do): the latency goal
+    sizes no scheduler (no --max-num-seqs) and captures c × (1 + k) per concurrency, so a decode step above
+    ``LATENCY_STEP_TOKENS_MAX`` would be captured at a size vLLM never reaches by default, and its TPOT
+    gains would be carried up from the article's c ≤ 8 numbers."""
+    if facts["objective.goal"] != "latency":
+        return ""
+    c, k = facts["workload.concurrency_max"], facts["spec.num_speculative_tokens"]
+    if c * (1 + k) <= LATENCY_STEP_TOKENS_MAX:
+        return ""
+    step = f"c{c} × (1 + k = {1 + k}) = {c * (1 + k)} tokens" if k else f"c{c}: {c} tokens"
+    return (f"--goal latency at concurrency {c}: a decode step of {step} is above {LATENCY_STEP_TOKENS_MAX}, the "
+            "largest capture size vLLM's default list and vllm-ascend's cap reach; the latency goal sizes no "
+            "scheduler (no --max-num-seqs) and carries the article's c <= 8 gains up to this load. Use --goal "
+            "throughput (it sizes --max-num-seqs and the capture ladder for the load), or a concurrency of at most "
+            f"{LATENCY_STEP_TOKENS_MAX // (1 + k)}")
+
+
 def load_baselines(root: Path) -> list[Baseline]:
     """Read models/reference/article-baselines.yaml (absent file: no baselines), through the catalog cache."""
     folder = root / "models" / "reference"

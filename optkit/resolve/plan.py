@@ -16,9 +16,10 @@ from optkit.errors import InternalError, OptkitError, RequestError
 from optkit.resolve.assumptions import Assumption, mark_decisions, workload_assumptions
 from optkit.resolve.choices import Chosen, choose
 from optkit.resolve.facts import Facts, compute_facts
-from optkit.resolve.layout import NodeLayout, layout_of
+from optkit.resolve.layout import NodeLayout, layout_of, page_nodes_problem
 from optkit.resolve.pd import PDLayout, pd_layout
-from optkit.resolve.objective import Baseline, PlanCapacity, capacity_lookup, find_baseline, load_baselines, measured_lookup
+from optkit.resolve.objective import (Baseline, PlanCapacity, capacity_lookup, find_baseline, latency_goal_problem,
+                                      load_baselines, measured_lookup)
 from optkit.resolve.profile_catalog import find_model, find_target, load_models, load_targets
 from optkit.resolve.profile_records import ModelProfileRecord, TargetRecord
 from optkit.resolve.request_record import RequestRecord, as_request_record
@@ -125,6 +126,8 @@ class Plan:
     serve_args: list[Setting] = field(default_factory=list)
     config_sources: dict[str, str] = field(default_factory=dict)  # "additional_config.a.b" → recipe
     estimates: list[Estimate] = field(default_factory=list)
+    slo_checks: list = field(default_factory=list)
+    """Each bound of the request's SLO against ``estimates`` (``optkit.resolve.slo.feasibility``)."""
     release: Any = None  # optkit.versions.onrelease.ReleaseView: the release (or tree) planned for
     verdicts: dict[str, Any] = field(default_factory=dict)  # recipe → optkit.versions.onrelease.Verdict
     restricted_to: list[str] | None = None
@@ -281,6 +284,8 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
     ws = workspace or load_workspace()
     request, choices, model, target, release = filled_request(given, ws)
     facts = compute_facts(request, model, target, release)  # the facts `optkit facts` shows: request_facts
+    if problem := latency_goal_problem(facts) or page_nodes_problem(facts):
+        raise RequestError(problem)
     version_ranges(ws.catalog, facts)  # packaging's answers, from the cache, for the verdicts and the resolver
     verdicts = {r.id: verdict(r, release) for r in ws.catalog}
     layout = layout_of(request.tp, request.dp, facts["parallel.nodes"])
@@ -365,6 +370,11 @@ def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
     for rid in result.selected:
         _collect(result, ws.catalog[rid], result.facts, result.verdicts[rid])
     result.estimates = _estimates(result, baseline_for)
+    if result.facts["objective.slo"]:
+        from optkit.resolve.slo import feasibility, parse_slo
+
+        result.slo_checks = feasibility(parse_slo(result.facts["objective.slo"]),
+                                        [(e.concurrency, e.estimate_ms) for e in result.estimates])
     return result
 
 

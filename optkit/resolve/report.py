@@ -108,6 +108,7 @@ def plan_data(plan: Plan) -> dict[str, Any]:
                  "basis": e.basis, "regression_fixes_left_out_ms": round(e.left_out_ms, 4), "note": e.note}
                 for e in plan.estimates],
         },
+        "slo_checks": [check.data() for check in plan.slo_checks],
     }
 
 

@@ -120,6 +120,60 @@ class Slo:
         return terms
 
 
+@valueclass(frozen=True)
+class BoundCheck:
+    """One bound of the request's SLO held against the plan's own TPOT estimate (``feasibility``)."""
+
+    bound: str  # the bound's canonical text, e.g. tpot_p99<=1ms
+    verdict: str  # infeasible, within-estimate or no-estimate
+    margin_ms: float | None  # the highest estimate minus the limit (> 0: over the bound); None without a number
+    text: str
+
+    def data(self) -> dict:
+        return {"bound": self.bound, "verdict": self.verdict, "margin_ms": self.margin_ms, "text": self.text}
+
+
+def feasibility(slo: Slo, estimates: list[tuple[int, float | None]]) -> list[BoundCheck]:
+    """Each bound of ``slo`` against the plan's TPOT estimate per concurrency (``(c, ms or None)``).
+
+    The estimate is of a typical TPOT (the article's figures), so it speaks for a bound on TPOT's mean,
+    median or a percentile of 50 or more: where it exceeds the limit at a requested concurrency, such a
+    bound cannot hold by the plan's own number (``infeasible``, with the margin); where it is within the
+    limit, a mean or median bound holds by it and a percentile is not estimated (``within-estimate``,
+    saying so). Any other bound (TTFT, ITL, E2EL, a percentile below 50), or TPOT with no estimate at
+    any concurrency, is ``no-estimate``, said in those words."""
+    known = [(c, ms) for c, ms in estimates if ms is not None]
+    out = []
+    for b in slo.bounds:
+        pct = b.percentile
+        if b.metric != "tpot" or (pct is not None and pct < 50):
+            out.append(BoundCheck(b.text(), "no-estimate", None,
+                                  f"{b.text()}: no estimate for this statistic (optkit estimates a typical TPOT only)"))
+            continue
+        if not known:
+            out.append(BoundCheck(b.text(), "no-estimate", None,
+                                  f"{b.text()}: no estimate for this statistic (the plan estimates no TPOT for "
+                                  "this request)"))
+            continue
+        c, worst = max(known, key=lambda pair: (pair[1], -pair[0]))
+        margin = round(worst - b.limit_ms, 3)
+        missing = [cc for cc, ms in estimates if ms is None]
+        at = ", ".join(f"c{cc} ≈ {ms:.3g} ms" for cc, ms in known) + (
+            f"; none at {', '.join(f'c{cc}' for cc in missing)}" if missing else "")
+        if margin > 0:
+            out.append(BoundCheck(b.text(), "infeasible", margin,
+                                  f"{b.text()}: infeasible by the plan's own estimate ({at}): c{c} is "
+                                  f"{margin:.3g} ms over the bound"))
+        elif pct is None or b.stat == "median":
+            out.append(BoundCheck(b.text(), "within-estimate", margin,
+                                  f"{b.text()}: within the plan's estimate ({at}; {-margin:.3g} ms to spare)"))
+        else:
+            out.append(BoundCheck(b.text(), "within-estimate", margin,
+                                  f"{b.text()}: the plan's typical TPOT ({at}) is {-margin:.3g} ms under the "
+                                  f"bound; no estimate for the {b.stat} itself"))
+    return out
+
+
 def parse_slo(text: str, where: str = "--slo") -> Slo:
     """Parse an SLO; ``where`` names the flag or ``file:line: field`` an error points at."""
     if not isinstance(text, str):

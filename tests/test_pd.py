@@ -478,6 +478,10 @@ def test_other_shapes_pass_the_parser_on_every_instance(tmp_path, fields, names)
     report = check_bundle(bundle)
     assert [c.name for c in report.checks if c.status == "fail"] == [], report.problems
     assert f"({names}), --kv-transfer-config included" in next(c.note for c in report.checks if c.name == "vllm")
+    engine = next(c for c in report.checks if c.name == "engine")  # each instance a server of its own: no handshake
+    assert engine.status == "pass" and "DP handshake" not in engine.note, engine.note
+    assert re.search(r"the KV connector \S+ \(vllm-ascend's: its class is not loaded here, the configuration is built "
+                     r"without --kv-transfer-config\)", engine.note), engine.note
     extra = json.loads(lock["launch"]["roles"]["decode"]["instances"][0]["kv_transfer_config"])["kv_connector_extra_config"]
     assert extra["prefill"] == extra["decode"] == {"dp_size": fields.get("dp", 1), "tp_size": fields.get("tp", 2)}
 

@@ -66,8 +66,9 @@ def _note(results: list[dict], names: list[str], found: str) -> str:
     note += "".join(f"; {mode}" for mode in modes)
     if stubbed:
         note += f"; the model class inspected without {', '.join(stubbed)} (absent here, not read for the configuration)"
+    nodes = any(name.startswith("node ") for name in names)  # a PD plan's instances are servers of their own
     not_run = engines[0]["not_run"] + (["the DP handshake (its headless rule applied to the modes above)"]
-                                       if len(results) > 1 and modes else [])
+                                       if nodes and modes else [])
     return note + f"; not run without a device: {', '.join(not_run)}"
 
 

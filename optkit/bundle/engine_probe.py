@@ -43,18 +43,33 @@ def resolve(vllm, args, labels: list[str], argv: list[str], model_config: str | 
                 "problems": [], "stubbed": []}
     headless = bool(getattr(args, "headless", False))
     finder = _AbsentFinder()
+    not_run = list(NOT_RUN)
     with _model_dir(model_config) as model_dir, _inspected_here(vllm, finder):
         args.model = model_dir
         try:
-            engine_args = vllm.engine_args.from_cli_args(args)
-            config = engine_args.create_engine_config(headless=headless)
+            config = _engine_config(vllm, args, headless, not_run)
         except Exception as exc:  # noqa: BLE001 - vLLM refuses with many types
             message = f"vLLM {vllm.version} refuses it in create_engine_config: {type(exc).__name__}: {_first_line(exc)}"
-            return {"ran": ["AsyncEngineArgs.from_cli_args"], "not_run": NOT_RUN, "parallel": None,
+            return {"ran": ["AsyncEngineArgs.from_cli_args"], "not_run": not_run, "parallel": None,
                     "problems": [{"check": "engine", "message": message, "blame": _named(str(exc), argv, labels)}],
                     "stubbed": sorted(finder.stubbed)}
-    return {"ran": ["AsyncEngineArgs.from_cli_args", "create_engine_config"], "not_run": NOT_RUN,
+    return {"ran": ["AsyncEngineArgs.from_cli_args", "create_engine_config"], "not_run": not_run,
             "parallel": _parallel(config.parallel_config, headless), "problems": [], "stubbed": sorted(finder.stubbed)}
+
+
+def _engine_config(vllm, args, headless: bool, not_run: list[str]):
+    """``create_engine_config``; a KV connector vLLM does not know (vllm-ascend's plugin registers its own,
+    and vLLM loads the connector's class to build the config) is left out, and ``not_run`` says so."""
+    try:
+        return vllm.engine_args.from_cli_args(args).create_engine_config(headless=headless)
+    except ValueError as exc:
+        connector = re.search(r"Unsupported connector type: (\S+)", str(exc))
+        if connector is None or args.kv_transfer_config is None:
+            raise
+    not_run.append(f"the KV connector {connector.group(1)} (vllm-ascend's: its class is not loaded here, "
+                   "the configuration is built without --kv-transfer-config)")
+    args.kv_transfer_config = None
+    return vllm.engine_args.from_cli_args(args).create_engine_config(headless=headless)
 
 
 def _parallel(parallel, headless: bool) -> dict:
@@ -64,13 +79,14 @@ def _parallel(parallel, headless: bool) -> dict:
 
 
 def handshake(requests: list[dict], results: list[dict]) -> None:
-    """Across the nodes of one DP group: the leader's handshake requires a remote engine to be
+    """Across the nodes of one DP group (``requests`` numbered by ``node``): the leader's handshake requires a remote engine to be
     headless exactly when the leader resolved internal load balancing (``remote_should_be_headless``
     in ``HANDSHAKE_SOURCE``, 0.23.0 and 0.30.0 alike). A refusal is added to the leader's problems,
     blamed on the owner of the flag that made the leader's mode."""
-    engines = [r.get("engine") or {} for r in results]
-    parallels = [e.get("parallel") for e in engines]
-    if len(results) < 2 or parallels[0] is None or parallels[0]["headless"]:
+    if len(results) < 2 or any("node" not in request for request in requests):  # PD instances: servers of their own
+        return
+    parallels = [(r.get("engine") or {}).get("parallel") for r in results]
+    if parallels[0] is None or parallels[0]["headless"]:
         return
     should_be_headless = parallels[0]["lb"] == "internal"
     leader = requests[0]

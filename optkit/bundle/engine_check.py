@@ -10,6 +10,10 @@ applied to those modes. The check says which parts ran and which cannot run with
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from optkit.bundle.check import Check
 
 FIXTURE_CONFIGS = {"qwen3.5-35b-a3b": "qwen3_5_moe"}
 """Profiles whose config.json fixture (tests/fixtures/hf/) is not named after the profile id (models/*.yaml
@@ -41,7 +45,7 @@ def engine_requests(requests: list[dict], config: str | None) -> list[dict]:
     return [{**request, "model_config": config} for request in requests]
 
 
-def check_engine(results: list[dict], names: list[str], found: str, who) -> "Check":
+def check_engine(results: list[dict], names: list[str], found: str, who) -> Check:
     """The ``engine`` check from the probe's answers (``names``: whose argv each is, ``probe_names``;
     ``found``: where the config.json came from; ``who``: words for an argv label)."""
     from optkit.bundle.check import Check

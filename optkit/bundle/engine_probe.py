@@ -136,8 +136,12 @@ def _inspected_here(vllm, finder: "_AbsentFinder"):
     vLLM's inspection cache neither read nor written (a stand-in must not leave a record behind)."""
     from vllm.model_executor.models import registry
 
+    lazy = getattr(registry, "_LazyRegisteredModel", None)
+    if not all(hasattr(owner, name) for owner, name in ((registry, "_run_in_subprocess"), (lazy, "_load_modelinfo_from_cache"),
+                                                         (lazy, "_save_modelinfo_to_cache"))):
+        yield  # another vLLM's registry: its own inspection runs (a class it cannot import is its refusal)
+        return
     saved = registry._run_in_subprocess
-    lazy = registry._LazyRegisteredModel
     cache = lazy._load_modelinfo_from_cache, lazy._save_modelinfo_to_cache
 
     def in_process(fn):

@@ -81,7 +81,7 @@ def check_bundle(bundle: Path, *, tree: Path | None = None, use_vllm: bool = Tru
     bundle = Path(bundle)
     lock = read_lock(bundle)
     python, found = find_vllm_python(lock["versions"]["vllm"], vllm_python) if use_vllm else (None, NO_VLLM)
-    config, config_found = model_config_for(lock, model_config)
+    config, config_found = model_config_for(lock, model_config) if use_vllm else (None, NO_VLLM)
     with probe_session(python) as probe:
         if probe is not None:  # its vLLM import runs while the checks below run here
             probe.ask("vllm", {"batch": engine_requests(probe_requests(lock), config)})

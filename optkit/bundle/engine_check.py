@@ -28,10 +28,11 @@ def model_config_for(lock: dict, given: Path | None = None) -> tuple[str | None,
 
     if given is not None:
         return str(given), f"--model-config {given}"
-    own = lock["request"].get("model_config")
-    if own and Path(own).is_file():
+    request = lock.get("request")
+    own = request.get("model_config") if isinstance(request, dict) else None
+    if isinstance(own, str) and own and Path(own).is_file():
         return str(own), f"the request's model config {own}"
-    profile = lock["launch"]["parameters"].get("SERVED_NAME", "")
+    profile = lock["launch"]["parameters"].get("SERVED_NAME") or ""
     root = checkout_root()
     fixture = f"tests/fixtures/hf/{FIXTURE_CONFIGS.get(profile, profile)}/config.json"
     if root is not None and (root / fixture).is_file():

@@ -193,7 +193,7 @@ def optkit_side(plan, launch, entry: dict) -> dict[str, tuple[Any, str]]:
 
 def _node_argv(launch, rank: int) -> tuple[list[str], list[str]]:
     """The argv one node runs: serve.sh's node placeholders filled in, the worker's arguments added."""
-    from optkit.bundle.launch import WORKER_ARGS
+    from optkit.bundle.launch import worker_args
 
     layout = launch.plan.layout
     values = {"$NODE_RANK": str(rank), "$DP_START_RANK": str(rank * (layout.dp_local or 1)),
@@ -203,12 +203,9 @@ def _node_argv(launch, rank: int) -> tuple[list[str], list[str]]:
         from optkit.bundle.pd import KV_PLACEHOLDER
 
         values[KV_PLACEHOLDER] = launch.instances_data()[0]["kv_transfer_config"]
-    argv = [values.get(token, token) for token in launch.argv]
-    sources = list(launch.sources)
-    if rank > 0:
-        argv += WORKER_ARGS
-        sources += ["optkit"] * len(WORKER_ARGS)
-    return argv, sources
+    added = worker_args(layout) if rank > 0 else []
+    argv = [values.get(token, token) for token in launch.argv + added]
+    return argv, list(launch.sources) + ["optkit"] * len(added)
 
 
 def _json_source(plan, launch, key: str) -> str:

@@ -1041,6 +1041,6 @@ def test_bundle_check_cli_fails_when_vllm_is_missing(flagship, monkeypatch):
     result = CliRunner().invoke(cli, ["bundle", "check", str(flagship)])
     assert result.exit_code == 1
     assert "SKIP  vllm  (skipped: vLLM 0.23.0 not installed (test))" in result.output
-    assert "(the way to vLLM 0.23.0 is printed above; or pass --no-vllm to skip the check)" in result.output
+    assert result.output.count("not installed (test)") == 1  # the error refers to the SKIP line, not repeating it
     no_vllm = CliRunner().invoke(cli, ["bundle", "check", str(flagship), "--no-vllm"])
-    assert "vllm" not in [line.split()[1] for line in no_vllm.output.splitlines() if line[:4] in ("PASS", "SKIP", "FAIL")]
+    assert no_vllm.exit_code == 0 and "SKIP  vllm  (skipped: --no-vllm)" in no_vllm.output

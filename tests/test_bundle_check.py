@@ -128,7 +128,9 @@ def test_the_check_reads_the_tree_once_and_runs_one_probe_process(tmp_path, monk
     bundle = bundle_for(tmp_path, release)
     python, log = counting_python(tmp_path, paired_python(vllm)) if vllm else (None, tmp_path / "runs.log")
     report = check_bundle(bundle, use_vllm=bool(vllm), vllm_python=python)
-    assert report.problems == [] and not [c for c in report.checks if c.name == "vllm" and c.status != "pass"]
+    vllm_side = {c.name: (c.status, c.note) for c in report.checks if c.name in ("vllm", "engine")}
+    assert report.problems == [] and all(status == "pass" for status, _ in vllm_side.values()) if vllm else \
+        vllm_side == {"vllm": ("skipped", "skipped: --no-vllm"), "engine": ("skipped", "skipped: --no-vllm")}
     runs = log.read_text().splitlines() if log.exists() else []
     assert (len(scans), len(runs)) == (1, probes), runs
     if release == "0.30.0rc2":
@@ -149,3 +151,103 @@ def test_docs_show_what_bundle_check_prints_for_the_example_bundle(monkeypatch):
     result = CliRunner().invoke(cli, ["bundle", "check", "docs/example-bundle"])
     assert result.exit_code == 0, result.output
     assert shown == result.output.splitlines()
+
+
+# --------------------------------------------------------------------------- the engine configuration
+
+
+def two_node_bundle(tmp_path: Path, monkeypatch, release: str, launch: str) -> Path:
+    """The two-node TP8 × DP2 bundle of finding 3 (issue 25): ``fixed`` as optkit writes it, ``leader-start-rank``
+    as it was written before (every node, the leader too, passing --data-parallel-start-rank)."""
+    import optkit.bundle.launch as launch_module
+
+    if launch == "leader-start-rank":
+        real = launch_module.node_options
+        monkeypatch.setattr(launch_module, "node_options", lambda layout: real(layout)[:2] + list(
+            launch_module.DP_WORKER_ARGS) + real(layout)[2:])
+        monkeypatch.setattr(launch_module, "worker_args", lambda layout: list(launch_module.WORKER_ARGS))
+    workspace = load_workspace()
+    out = tmp_path / f"two-nodes-{release}-{launch}"
+    write_bundle(plan(Request(model="qwen3.5-397b", target="910b", tp=8, dp=2, nodes=2, vllm_ascend_version=release),
+                      workspace), workspace, out)
+    monkeypatch.undo()
+    return out
+
+
+LEADER_REFUSED = ("node 0 (leader): the request (optkit plan flags): vLLM 0.30.0 resolves external DP load balancing on "
+                  "the leader (create_engine_config), so its handshake would refuse node 1: \"Remote engine 1 must not "
+                  "use --headless in external or hybrid dp lb mode\" (the handshake's rule in vllm/v1/engine/utils.py, "
+                  "applied to the modes vLLM resolved: the handshake itself needs the engines)")
+
+
+@pytest.mark.tree
+@pytest.mark.vllm
+@pytest.mark.parametrize("release, vllm, launch, problems, leader", [
+    pytest.param("0.30.0rc2", "0.30.0", "leader-start-rank", [LEADER_REFUSED], "external load balancing",
+                 id="0.30-start-rank-on-the-leader-refused"),
+    pytest.param("0.30.0rc2", "0.30.0", "fixed", [], "internal load balancing", id="0.30-fixed"),
+    pytest.param("0.23.0", "0.23.0", "leader-start-rank", [], "internal load balancing",
+                 id="0.23-start-rank-0-read-as-none"),
+    pytest.param("0.23.0", "0.23.0", "fixed", [], "internal load balancing", id="0.23-fixed"),
+])
+def test_the_engine_check_resolves_each_nodes_launch_as_the_paired_vllm_does(tmp_path, monkeypatch, release, vllm,
+                                                                             launch, problems, leader):
+    bundle = two_node_bundle(tmp_path, monkeypatch, release, launch)
+    report = check_bundle(bundle, vllm_python=paired_python(vllm))
+    engine = next(c for c in report.checks if c.name == "engine")
+    assert (engine.status, engine.problems, report.problems) == ("fail" if problems else "pass", problems, problems)
+    assert f"node 0 (leader): DP rank 0 of 2, {leader}; node 1 (worker): DP rank 1 of 2, headless" in engine.note
+    assert engine.note.startswith(f"vLLM {vllm} ran AsyncEngineArgs.from_cli_args and create_engine_config on its "
+                                  "CPU platform with tests/fixtures/hf/qwen3.5-397b-a17b/config.json")
+    assert engine.note.endswith("not run without a device: the NPU platform's config updates (vllm-ascend's "
+                                "check_and_update_config), the engines, the DP handshake (its headless rule "
+                                "applied to the modes above)")
+
+
+@pytest.mark.parametrize("given, own, checkout, expected", [
+    pytest.param("mine.json", None, True, ("mine.json", "--model-config mine.json"), id="given"),
+    pytest.param(None, "own.json", True, ("own.json", "the request's model config own.json"), id="the-requests-own"),
+    pytest.param(None, None, True, ("{root}/tests/fixtures/hf/qwen3_5_moe/config.json",
+                                    "tests/fixtures/hf/qwen3_5_moe/config.json"), id="the-profiles-fixture"),
+    pytest.param(None, None, False, (None, "no config.json for the model: pass --model-config PATH (the checkpoint's "
+                                           "config.json; no weights are read)"), id="installed-optkit"),
+])
+def test_the_engine_configuration_is_built_with_the_models_config(tmp_path, monkeypatch, given, own, checkout, expected):
+    from optkit.bundle.engine_check import model_config_for
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "own.json").write_text("{}")
+    if not checkout:
+        monkeypatch.setattr(paths, "checkout_root", lambda: None)
+    lock = {"request": {"model_config": own}, "launch": {"parameters": {"SERVED_NAME": "qwen3.5-35b-a3b"}}}
+    found = model_config_for(lock, Path(given) if given else None)
+    assert found == (expected[0] and expected[0].format(root=ROOT), expected[1])
+
+
+# --------------------------------------------------------------------------- what is skipped, said once
+
+
+@pytest.mark.tree
+@pytest.mark.parametrize("args, lines, error", [
+    pytest.param(["--no-vllm"], ["SKIP  vllm  (skipped: --no-vllm)", "SKIP  engine  (skipped: --no-vllm)",
+                                 "SKIP  ascend-config  (skipped: --no-vllm)"], None, id="no-vllm-says-skip"),
+    pytest.param([], ["SKIP  vllm  (skipped: vLLM 0.30.0 not installed here; the way to get it)",
+                      "SKIP  engine  (skipped: no vLLM to run it in (the vllm line says why))",
+                      "SKIP  ascend-config  (skipped: no vLLM to run it in (the vllm line says why))"],
+                 "optkit: error: bundle {bundle}: the vllm and engine checks did not run: no vLLM 0.30.0 here (its SKIP "
+                 "line says how to get it); pass --no-vllm to check without it", id="missing-vllm-said-once"),
+])
+def test_skipped_vllm_checks_are_listed_and_the_error_does_not_repeat_them(tmp_path, monkeypatch, args, lines, error):
+    import optkit.bundle.check as check_module
+
+    monkeypatch.setattr(check_module, "find_vllm_python",
+                        lambda version, given=None: (None, f"vLLM {version} not installed here; the way to get it"))
+    bundle = bundle_for(tmp_path, "0.30.0rc2")
+    result = CliRunner().invoke(cli, ["bundle", "check", str(bundle), *args])
+    shown = [line for line in result.output.splitlines() if line.startswith("SKIP  ")]
+    assert shown == lines, result.output
+    assert result.output.count("the way to get it") == (0 if args else 1)
+    if error is None:
+        assert result.exit_code == 0, result.output
+    else:
+        assert (result.exit_code, result.output.splitlines()[-1]) == (1, error.format(bundle=bundle))

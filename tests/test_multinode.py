@@ -53,11 +53,11 @@ def tp_across(tmp_path_factory) -> Path:
 def test_every_node_runs_the_same_argv_with_its_own_values(two_nodes, tp_across):
     dp = read_lock(two_nodes)["launch"]
     assert dp["nodes"] == {"count": 2, "layout": "dp-across-nodes", "node_devices": 16, "dp_local": 8,
-                           "worker_args": ["--headless"], "env": {"HCCL_IF_IP": "LOCAL_IP", "GLOO_SOCKET_IFNAME": "NIC_NAME",
+                           "worker_args": ["--headless", "--data-parallel-start-rank", "$DP_START_RANK"], "env": {"HCCL_IF_IP": "LOCAL_IP", "GLOO_SOCKET_IFNAME": "NIC_NAME",
                                                                   "TP_SOCKET_IFNAME": "NIC_NAME", "HCCL_SOCKET_IFNAME": "NIC_NAME"}}
     start = dp["argv"].index("--data-parallel-size-local")
-    assert dp["argv"][start - 2:start + 8] == [
-        "--data-parallel-size", "16", "--data-parallel-size-local", "8", "--data-parallel-start-rank", "$DP_START_RANK",
+    assert dp["argv"][start - 2:start + 6] == [
+        "--data-parallel-size", "16", "--data-parallel-size-local", "8",
         "--data-parallel-address", "$LEADER_IP", "--data-parallel-rpc-port", "$RPC_PORT"]
     assert dp["parameters"]["RPC_PORT"] == "13389"
     tp = read_lock(tp_across)["launch"]
@@ -65,6 +65,7 @@ def test_every_node_runs_the_same_argv_with_its_own_values(two_nodes, tp_across)
     assert tp["argv"][start:start + 10] == ["--distributed-executor-backend", "mp", "--nnodes", "2", "--node-rank",
                                             "$NODE_RANK", "--master-addr", "$LEADER_IP", "--master-port", "$RPC_PORT"]
     assert tp["parameters"]["RPC_PORT"] == "29501" and tp["nodes"]["layout"] == "tp-across-nodes"
+    assert tp["nodes"]["worker_args"] == ["--headless"]
 
 
 def test_a_single_node_lock_has_no_nodes(tmp_path):
@@ -73,8 +74,8 @@ def test_a_single_node_lock_has_no_nodes(tmp_path):
 
 def test_probe_requests_give_each_node_its_values(two_nodes):
     leader, worker = probe_requests(read_lock(two_nodes))
-    assert flag_value(leader["argv"], "--data-parallel-start-rank") == "0" and "--headless" not in leader["argv"]
-    assert flag_value(worker["argv"], "--data-parallel-start-rank") == "8" and worker["argv"][-1] == "--headless"
+    assert "--data-parallel-start-rank" not in leader["argv"] and "--headless" not in leader["argv"]
+    assert worker["argv"][-3:] == ["--headless", "--data-parallel-start-rank", "8"]
     assert flag_value(worker["argv"], "--data-parallel-address") == "192.0.2.1"
     assert len(worker["labels"]) == len(worker["argv"])
 
@@ -161,7 +162,8 @@ def test_serve_takes_the_node_role(request, tmp_path, bundle, args, env, values,
     bundle = request.getfixturevalue(bundle)
     code, records, stderr = serve(bundle, tmp_path, args, env)
     assert code == 0, stderr
-    expected = served_argv(bundle, **values) + (["--headless"] if worker else [])
+    added = read_lock(bundle)["launch"]["nodes"]["worker_args"] if worker else []
+    expected = served_argv(bundle, **values) + [values.get(t[1:], t) for t in added]
     assert records == [{"argv": expected, "env": {"HCCL_IF_IP": "10.1.0.7", **{n: "enp1" for n in NODE_ENV[1:]}}}]
     assert "this node 10.1.0.7 on enp1" in stderr
 
@@ -257,8 +259,10 @@ def test_a_worker_the_parser_rejects_is_named(two_nodes):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda b: _replace(b / "serve.sh", "WORKER_ARGS=(--headless)", "WORKER_ARGS=()"),
-     "serve.sh's worker nodes add [], but the lock's launch.nodes.worker_args is ['--headless']"),
+    (lambda b: _replace(b / "serve.sh", 'WORKER_ARGS=(--headless --data-parallel-start-rank "$DP_START_RANK")',
+                        "WORKER_ARGS=(--headless)"),
+     "serve.sh's worker nodes add ['--headless'], but the lock's launch.nodes.worker_args is ['--headless', "
+     "'--data-parallel-start-rank', '$DP_START_RANK']"),
     (lambda b: _replace(b / "serve.sh", '  ${ROLE_ARGS[@]+"${ROLE_ARGS[@]}"} \\\n', ""),
      "serve.sh's vllm serve command does not end with the worker arguments and the extra arguments"),
     (lambda b: _replace(b / "k8s" / "configmap.yaml", "--headless", "--headles"),

@@ -379,6 +379,28 @@ def test_serve_runs_the_instance_with_its_values(bundle, tmp_path, role, env, de
                                 "HCCL_IF_IP": "10.1.0.7", "HCCL_SOCKET_IFNAME": "enp1"}}]
 
 
+@pytest.mark.parametrize("fields, code, said", [
+    pytest.param({}, 0, "this node 127.0.0.1 on lo", id="one-node-meets-proxy-sh-on-loopback"),
+    pytest.param(dict(pd="1:2", tp=8), 1, "serve.sh: this node's address came out as 127.0.1.1 (loopback); set "
+                 "LOCAL_IP to the address the other nodes reach", id="two-nodes-refuse-loopback"),
+])
+def test_serve_on_a_host_whose_name_is_loopback(tmp_path, fields, code, said):
+    """A host whose name resolves to loopback (Debian's 127.0.1.1): a one-node PD plan keeps loopback, where
+    proxy.sh looks for its instances by default (127.0.0.1); a plan over several nodes needs an address the
+    others reach."""
+    bundle = write(tmp_path / "b", k8s=False, **fields)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text('import socket\nsocket.gethostbyname = lambda name: "127.0.1.1"\n')
+    args = ["--instance", "0"] if fields else []
+    found, records, stderr = _run(bundle / "prefill" / "serve.sh", tmp_path, args, {"PYTHONPATH": str(site)})
+    assert found == code and said in stderr, stderr
+    if code == 0:
+        assert records[0]["env"]["HCCL_IF_IP"] == "127.0.0.1" and records[0]["env"]["HCCL_SOCKET_IFNAME"] == "lo"
+        proxy = (bundle / "proxy.sh").read_text()
+        assert 'NODE_HOSTS=127.0.0.1' in proxy
+
+
 def test_serve_refuses_an_instance_the_plan_does_not_have(bundle, tmp_path):
     code, records, stderr = _run(bundle / "prefill" / "serve.sh", tmp_path, ["--instance", "1"], PINNED)
     assert (code, records) == (2, [])
@@ -478,6 +500,10 @@ def test_other_shapes_pass_the_parser_on_every_instance(tmp_path, fields, names)
     report = check_bundle(bundle)
     assert [c.name for c in report.checks if c.status == "fail"] == [], report.problems
     assert f"({names}), --kv-transfer-config included" in next(c.note for c in report.checks if c.name == "vllm")
+    engine = next(c for c in report.checks if c.name == "engine")  # each instance a server of its own: no handshake
+    assert engine.status == "pass" and "DP handshake" not in engine.note, engine.note
+    assert re.search(r"the KV connector \S+ \(vllm-ascend's: its class is not loaded here, the configuration is built "
+                     r"without --kv-transfer-config\)", engine.note), engine.note
     extra = json.loads(lock["launch"]["roles"]["decode"]["instances"][0]["kv_transfer_config"])["kv_connector_extra_config"]
     assert extra["prefill"] == extra["decode"] == {"dp_size": fields.get("dp", 1), "tp_size": fields.get("tp", 2)}
 

@@ -7,7 +7,8 @@ parser probe that runs in a subprocess (vLLM is never imported by optkit itself)
 Modules: ``writer`` (``write_bundle``, ``bundle_files``), ``launch`` (the serve command),
 ``lock`` (``optkit.lock.json`` and ``--from-lock``), ``scripts``, ``readme`` and ``k8s`` (the data
 of the shell scripts, README.md + expected.json, the Deployment or LeaderWorkerSet), ``render`` (Jinja2 and the
-quoting filter; the only module that imports Jinja2), ``check``, ``vllm_probe``. The files' shape
+quoting filter; the only module that imports Jinja2), ``check``, ``vllm_probe`` and ``engine_probe`` (run in the
+paired vLLM's Python), ``engine_check``. The files' shape
 is in ``templates/``. ``BundleWriteError`` lives here so that every module can raise it.
 
 May import: ``optkit.errors``, ``optkit.catalog``, ``optkit.tree``, ``optkit.versions``,

@@ -32,6 +32,7 @@ from typing import Any, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from optkit.bundle.engine_check import check_engine, engine_requests, model_config_for
 from optkit.bundle.launch_check import launch_problems
 from optkit.bundle.probe import ProbeSession, find_vllm_python, probe_names, probe_requests, probe_session, run_probe
 from optkit.errors import BundleError, did_you_mean
@@ -69,38 +70,50 @@ class BundleReport:
 
 
 def check_bundle(bundle: Path, *, tree: Path | None = None, use_vllm: bool = True,
-                 vllm_python: Path | None = None) -> BundleReport:
+                 vllm_python: Path | None = None, model_config: Path | None = None) -> BundleReport:
     """Run every check on the bundle directory ``bundle``.
 
     ``tree`` is the vllm-ascend source tree to check config keys and env vars against (default:
     the pristine tree of the lock's version, fetched and cached by ``optkit.tree.fetch.fetch``).
-    vLLM's parser is the one of the vLLM the bundle's release pairs with (``find_vllm_python``).
+    vLLM's parser is the one of the vLLM the bundle's release pairs with (``find_vllm_python``); its
+    engine configuration is built with ``model_config`` (default: ``engine_check.model_config_for``).
     """
     bundle = Path(bundle)
     lock = read_lock(bundle)
-    python, found = find_vllm_python(lock["versions"]["vllm"], vllm_python) if use_vllm else (None, "")
+    python, found = find_vllm_python(lock["versions"]["vllm"], vllm_python) if use_vllm else (None, NO_VLLM)
+    config, config_found = model_config_for(lock, model_config) if use_vllm else (None, NO_VLLM)
     with probe_session(python) as probe:
         if probe is not None:  # its vLLM import runs while the checks below run here
-            probe.ask("vllm", {"batch": probe_requests(lock)})
+            probe.ask("vllm", {"batch": engine_requests(probe_requests(lock), config)})
         launch, scripts = check_launch(bundle, lock), check_scripts(bundle)
         with prepared_tree(bundle, lock, tree) as (root, patch_problems):
             knobs = tree_knobs(root)
             config_keys, env = check_config_keys(lock, knobs, patch_problems), check_env(lock, knobs)
             pd = [check_pd(lock, root)] if lock["launch"].get("pd") else []
-            vllm = _vllm_checks(probe, lock, knobs, root, found) if use_vllm else []
-    return BundleReport(bundle, [launch, *vllm[:1], *pd, config_keys, *vllm[1:], env, scripts])
+            vllm = _vllm_checks(probe, lock, knobs, root, found, config_found)
+    return BundleReport(bundle, [launch, *vllm[:2], *pd, config_keys, *vllm[2:], env, scripts])
 
 
-def _vllm_checks(probe: ProbeSession | None, lock: dict, knobs, root: Path, found: str) -> list[Check]:
-    """The vllm and ascend-config checks from the session's answers (the latter asked for now that
-    the tree is ready); without a session both are skipped, ``found`` says why."""
+NO_VLLM = "--no-vllm"
+"""Why the vLLM-side checks are skipped when the user asked so."""
+
+
+def _vllm_checks(probe: ProbeSession | None, lock: dict, knobs, root: Path, found: str, config_found: str) -> list[Check]:
+    """The vllm, engine and ascend-config checks from the session's answers (the last asked for now
+    that the tree is ready); without a session all three are skipped, ``found`` says why."""
     strict = knobs.additional_config.unknown_keys == "rejected"
-    if probe is None:
-        return [check_vllm(lock, missing=found), check_ascend_config(lock, knobs, missing=found)]
+    if probe is None:  # the reason is said once, on the vllm line
+        short = found if found == NO_VLLM else "no vLLM to run it in (the vllm line says why)"
+        return [check_vllm(lock, missing=found), Check("engine", "skipped", [], f"skipped: {short}"),
+                check_ascend_config(lock, knobs, missing=short)]
     if strict:
         probe.ask("ascend-config", ascend_config_request(lock, knobs, root))
     answers = probe.answers()
-    return [check_vllm(lock, answers[0]["results"]),
+    results = answers[0]["results"]
+    vllm = check_vllm(lock, results)
+    engine = vllm if vllm.status == "skipped" else check_engine(results, probe_names(lock), config_found, _who)
+    skipped = Check("engine", "skipped", [], "skipped: no vLLM to run it in (the vllm line says why)")
+    return [vllm, skipped if engine is vllm else engine,
             check_ascend_config(lock, knobs, answers[1] if strict else None, missing=found)]
 
 
@@ -198,7 +211,7 @@ def check_vllm(lock: dict, result: dict | list[dict] | None = None, *, python: s
         return Check("vllm", "skipped", [], f"skipped: {skipped['reason']}")
     names = probe_names(lock)
     problems = [f"{names[n] + ': ' if names[n] else ''}{', '.join(_who(b) for b in _blame(p, lock))}: {p['message']}"
-                for n, r in enumerate(results) for p in r["problems"]]
+                for n, r in enumerate(results) for p in r["problems"] if p["check"] != "engine"]
     sizes = next((r["capture_sizes"] for r in results if r.get("capture_sizes")), None)  # a PD prefiller has none
     note = f"vLLM {results[0]['vllm_version']}" + (f"; capture sizes {sizes['given']} → {sizes['effective']}" if sizes else "")
     if lock["launch"].get("roles"):

@@ -34,6 +34,12 @@ PLACEHOLDERS = ("$MODEL", "$SERVED_NAME", "$PORT", *NODE_PLACEHOLDERS, "$KV_TRAN
 WORKER_ARGS = ["--headless"]
 """What the nodes other than the leader add: no API server there, the leader's serves the whole group
 (vllm-ascend 0.23.0 Qwen3.5-397B-A17B.md §5.2; 0.30.0rc2 pipeline_parallel.md)."""
+DP_WORKER_ARGS = ["--data-parallel-start-rank", "$DP_START_RANK"]
+"""What the workers of a ``dp-across-nodes`` plan add besides ``WORKER_ARGS``: their first DP rank. The
+leader leaves it out, as the tutorials' node 0 does: vLLM 0.23.0 reads a start rank of 0 as none
+(``if self.data_parallel_start_rank``, engine/arg_utils.py:1888), but 0.30.0 tests ``is not None`` (:2262),
+so a leader passing 0 infers hybrid load balancing, with one local DP rank switches to external
+(:2266-2274), and its handshake then refuses the --headless workers (v1/engine/utils.py:1349-1356)."""
 RPC_PORTS = {"dp-across-nodes": "13389", "tp-across-nodes": "29501"}
 """serve.sh's default RPC_PORT per layout: the DP RPC port of vllm-ascend's multi-node DP tutorial
 (Qwen3.5-397B-A17B.md §5.2), and vLLM's own default master port (ParallelConfig.master_port)."""
@@ -88,13 +94,19 @@ class Launch:
         if layout.nodes == 1:
             return None
         return {"count": layout.nodes, "layout": layout.kind, "node_devices": layout.node_devices,
-                "dp_local": layout.dp_local, "worker_args": list(WORKER_ARGS), "env": dict(NODE_ENV)}
+                "dp_local": layout.dp_local, "worker_args": worker_args(layout), "env": dict(NODE_ENV)}
+
+
+def worker_args(layout) -> list[str]:
+    """What the nodes other than the leader add to the argv every node runs (``WORKER_ARGS``, and on a
+    ``dp-across-nodes`` plan ``DP_WORKER_ARGS``)."""
+    return WORKER_ARGS + (DP_WORKER_ARGS if layout.kind == "dp-across-nodes" else [])
 
 
 def node_options(layout) -> list[str]:
     """The options every node of a multi-node plan passes (``optkit.resolve.layout`` cites the launches)."""
     if layout.kind == "dp-across-nodes":
-        return ["--data-parallel-size-local", str(layout.dp_local), "--data-parallel-start-rank", "$DP_START_RANK",
+        return ["--data-parallel-size-local", str(layout.dp_local),
                 "--data-parallel-address", "$LEADER_IP", "--data-parallel-rpc-port", "$RPC_PORT"]
     if layout.kind == "tp-across-nodes":
         return ["--distributed-executor-backend", "mp", "--nnodes", str(layout.nodes), "--node-rank", "$NODE_RANK",
@@ -152,4 +164,4 @@ def serve_argv(plan: Plan, speculative: dict, speculative_sources: list[str], *,
     return argv, sources
 
 
-__all__ = ["Launch", "serve_argv", "node_options", "speculative_config", "compact_json"]
+__all__ = ["Launch", "serve_argv", "node_options", "worker_args", "speculative_config", "compact_json"]

@@ -136,7 +136,8 @@ def role_serve_data(launch: RoleLaunch, lock: dict) -> dict[str, Any]:
     return {**data, "role": launch.role, "shape": launch.plan.pd.summary, "count": len(instances),
             "ports": [i["port"] for i in instances], "device_lists": [i["devices"] for i in instances],
             "kv_configs": [i["kv_transfer_config"] for i in instances],
-            "node_env": [{"name": k, "source": v} for k, v in NODE_ENV.items()]}
+            "node_env": [{"name": k, "source": v} for k, v in NODE_ENV.items()],
+            "loopback_ok": launch.plan.pd.nodes == 1}
 
 
 def role_preflight_data(launch: RoleLaunch, lock: dict) -> dict[str, Any]:

@@ -78,7 +78,8 @@ def _shown(path: Path, cwd: Path | None) -> str:
 def probe_request(lock: dict, node: int = 0, instance: dict | None = None) -> dict:
     """What ``optkit.bundle.vllm_probe`` gets: the argv after ``vllm serve`` with serve.sh's defaults
     and, on a multi-node plan, the values serve.sh gives node ``node`` (a worker's arguments added);
-    on a PD role (``lock`` is its view, ``optkit.bundle.pd.lock_view``), those of ``instance``."""
+    on a PD role (``lock`` is its view, ``optkit.bundle.pd.lock_view``), those of ``instance``. A node of a
+    multi-node plan is numbered (``node``): the probe applies the DP handshake across those."""
     launch = lock["launch"]
     params = {f"${name}": value or name.lower() for name, value in launch["parameters"].items()}
     if instance is not None:
@@ -90,7 +91,8 @@ def probe_request(lock: dict, node: int = 0, instance: dict | None = None) -> di
                        "$DP_START_RANK": str(node * nodes["dp_local"])})
         if node:
             argv, labels = argv + nodes["worker_args"], labels + ["optkit"] * len(nodes["worker_args"])
-    return {"argv": [params.get(token, token) for token in argv], "labels": labels, "vllm": lock["versions"]["vllm"]}
+    request = {"argv": [params.get(token, token) for token in argv], "labels": labels, "vllm": lock["versions"]["vllm"]}
+    return {**request, "node": node} if nodes else request
 
 
 def probe_requests(lock: dict) -> list[dict]:

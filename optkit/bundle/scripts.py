@@ -33,6 +33,7 @@ def serve_data(launch: Launch, lock: dict) -> dict[str, Any]:
     nodes = launch.nodes
     return {**_header(launch), "model_default": _shell_default(params["MODEL"]), "served_name": params["SERVED_NAME"],
             "port": params["PORT"], "options": _option_lines(launch.argv[3:]), "nodes": nodes,
+            "worker_args": [_word(token) for token in nodes["worker_args"]] if nodes else [],
             "rpc_port": params.get("RPC_PORT", ""),
             "node_env": [{"name": k, "source": v} for k, v in nodes["env"].items()] if nodes else []}
 
@@ -47,12 +48,17 @@ def _shell_default(text: str) -> str:
                            "--model-id with a Hugging Face repo id or a path of letters, digits and ._/-")
 
 
+def _word(token: str) -> str | ShellVar:
+    """An argv token as serve.sh writes it: serve.sh's own parameters (``$PORT`` …) stay variables."""
+    return ShellVar(token[1:]) if token in PLACEHOLDERS else token
+
+
 def _option_lines(argv: list[str]) -> list[list[str | ShellVar]]:
     """The serve argv after ``vllm serve $MODEL`` as lines of words, one option (with its value) per
     line; serve.sh's own parameters (``$PORT`` …) stay variables."""
     lines: list[list[str | ShellVar]] = []
     for token in argv:
-        word = ShellVar(token[1:]) if token in PLACEHOLDERS else token
+        word = _word(token)
         if not lines or (isinstance(word, str) and word.startswith("--") and plain(word)):
             lines.append([])
         lines[-1].append(word)

@@ -20,10 +20,14 @@ the recipe that added it. What is checked, in vLLM's own code:
 3. the capture sizes survive ``CompilationConfig.adjust_cudagraph_sizes_for_spec_decode`` (vLLM's
    own method), applied as ``VllmConfig._set_cudagraph_sizes`` and
    ``resolve_cudagraph_mode_and_sizes`` do: under a FULL decode mode with k speculative tokens,
-   sizes are rounded up to multiples of 1 + k and those above the largest are dropped.
+   sizes are rounded up to multiples of 1 + k and those above the largest are dropped;
+4. given ``model_config`` (a config.json, or null when there is none), the engine configuration vLLM
+   builds from the arguments (``engine_probe.resolve``: ``create_engine_config`` on the CPU platform),
+   and across a batch's nodes the DP handshake's headless rule (``engine_probe.handshake``).
 
 Result: ``{"status": "ok"|"failed"|"skipped", "vllm_version", "problems": [{"check", "message",
-"blame": [label, ...]}], "capture_sizes": {"given", "effective"}}``.
+"blame": [label, ...]}], "capture_sizes": {"given", "effective"}, "engine": {"ran", "not_run", "parallel",
+"stubbed"} or null}``.
 """
 
 from __future__ import annotations
@@ -69,8 +73,18 @@ def session(requests: typing.TextIO, out: typing.TextIO) -> int:
 
 def answer(request: dict) -> dict:
     if "batch" in request:  # several argvs, one import
-        return {"results": [probe(item) for item in request["batch"]]}
+        results = [probe(item) for item in request["batch"]]
+        _engine_probe().handshake(request["batch"], results)
+        return {"results": results}
     return probe(request)
+
+
+def _engine_probe():
+    if __package__:
+        from . import engine_probe
+    else:  # run by path: this directory is sys.path[0]
+        import engine_probe
+    return engine_probe
 
 
 def _ascend_config(request: dict) -> dict:
@@ -97,12 +111,15 @@ def probe(request: dict) -> dict:
     problems: list[dict] = []
     argv, labels = list(request["argv"]), list(request["labels"])
     args = _parse(vllm, argv, labels, problems)
-    sizes = None
+    sizes = engine = None
     if args is not None:
         _speculative_keys(vllm, args, labels, argv, problems)
         sizes = _capture_sizes(vllm, args, problems, _owner(argv, labels, "--compilation-config"))
+        if "model_config" in request:  # 4. the engine configuration (engine_probe)
+            engine = _engine_probe().resolve(vllm, args, labels, argv, request["model_config"])
+            problems += engine.pop("problems")
     return {"status": "failed" if problems else "ok", "vllm_version": vllm.version,
-            "problems": problems, "capture_sizes": sizes}
+            "problems": problems, "capture_sizes": sizes, "engine": engine}
 
 
 class _Vllm:

@@ -6,7 +6,8 @@
 # --kv-transfer-config (its kv_port) as the plan placed them. INSTANCE, MODEL, SERVED_NAME, PORT and DEVICES
 # may also be set in the environment; DEVICES='' leaves the visible devices alone (a Kubernetes pod: the
 # device plugin chose them). This node's address and network interface are found at run time (or give
-# LOCAL_IP and NIC_NAME).
+# LOCAL_IP and NIC_NAME); the plan runs on one node, so a loopback address is used as
+# 127.0.0.1 on lo, where proxy.sh looks for the instances by default.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 MODEL="${MODEL:-Qwen/Qwen3.5-35B-A3B}"
@@ -90,7 +91,7 @@ else:
             route.connect((leader_ip, 9))  # a UDP connect sends nothing: it picks the route to the leader
             local = route.getsockname()[0]
 if local.startswith("127.") and not given:
-    sys.exit(f"serve.sh: this node's address came out as {local} (loopback); set LOCAL_IP to the address the other nodes reach")
+    local, nic = "127.0.0.1", nic or "lo"  # a one-node plan: its instances and proxy.sh (default 127.0.0.1) meet on loopback
 if not nic:
     for _, name in socket.if_nameindex():
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:

@@ -1,0 +1,193 @@
+"""vLLM's own engine-argument resolution for one node's argv, run in the paired vLLM's Python by
+``vllm_probe`` (a sibling imported by path: nothing of optkit is imported here).
+
+For each argv the parser accepted, ``resolve`` runs what ``vllm serve`` runs before it starts an
+engine: ``AsyncEngineArgs.from_cli_args`` and ``create_engine_config`` (``headless=True`` on a
+``--headless`` node, as ``vllm serve --headless`` does), with the model's ``config.json`` and no
+weights, on vLLM's CPU platform (``vllm_probe`` pins it). What it cannot run here is said in each
+answer's ``not_run``: the NPU platform's own config updates (vllm-ascend's ``check_and_update_config``),
+the engines and, across the nodes, the DP handshake, whose headless rule ``handshake`` applies to the
+load-balancing mode vLLM resolved on the leader.
+
+vLLM inspects the model's class (``ModelRegistry.inspect_model_cls``) in a subprocess that imports
+the model's module; on a CPU Python that module's vision and quantization imports (``STUBBED``) may
+be missing, so the class is inspected in this process with those modules, only when absent, as empty
+stand-ins: the interface flags vLLM reads (hybrid, multimodal, pipeline support ...) are the real class's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import importlib.machinery
+import os
+import re
+import shutil
+import sys
+import tempfile
+import types
+
+STUBBED = ("einops", "torchvision", "compressed_tensors")
+"""Packages a model module imports at its top that a CPU-only vLLM environment may lack; none is used
+to decide a configuration (einops: tensor reshapes, torchvision: image transforms, compressed_tensors:
+a quantization format)."""
+NOT_RUN = ["the NPU platform's config updates (vllm-ascend's check_and_update_config)", "the engines"]
+HANDSHAKE_SOURCE = "vllm/v1/engine/utils.py"
+
+
+def resolve(vllm, args, labels: list[str], argv: list[str], model_config: str | None) -> dict:
+    """The engine configuration vLLM builds from the parsed ``args`` of one node: ``{"ran", "not_run",
+    "parallel", "problems"}`` (``parallel``: the data-parallel load balancing vLLM resolved)."""
+    if not model_config:
+        return {"ran": [], "not_run": ["create_engine_config (no config.json for the model)"], "parallel": None,
+                "problems": [], "stubbed": []}
+    headless = bool(getattr(args, "headless", False))
+    finder = _AbsentFinder()
+    not_run = list(NOT_RUN)
+    with _model_dir(model_config) as model_dir, _inspected_here(vllm, finder):
+        args.model = model_dir
+        try:
+            config = _engine_config(vllm, args, headless, not_run)
+        except Exception as exc:  # noqa: BLE001 - vLLM refuses with many types
+            message = f"vLLM {vllm.version} refuses it in create_engine_config: {type(exc).__name__}: {_first_line(exc)}"
+            return {"ran": ["AsyncEngineArgs.from_cli_args"], "not_run": not_run, "parallel": None,
+                    "problems": [{"check": "engine", "message": message, "blame": _named(str(exc), argv, labels)}],
+                    "stubbed": sorted(finder.stubbed)}
+    return {"ran": ["AsyncEngineArgs.from_cli_args", "create_engine_config"], "not_run": not_run,
+            "parallel": _parallel(config.parallel_config, headless), "problems": [], "stubbed": sorted(finder.stubbed)}
+
+
+def _engine_config(vllm, args, headless: bool, not_run: list[str]):
+    """``create_engine_config``; a KV connector vLLM does not know (vllm-ascend's plugin registers its own,
+    and vLLM loads the connector's class to build the config) is left out, and ``not_run`` says so."""
+    try:
+        return vllm.engine_args.from_cli_args(args).create_engine_config(headless=headless)
+    except ValueError as exc:
+        connector = re.search(r"Unsupported connector type: (\S+)", str(exc))
+        if connector is None or args.kv_transfer_config is None:
+            raise
+    not_run.append(f"the KV connector {connector.group(1)} (vllm-ascend's: its class is not loaded here, "
+                   "the configuration is built without --kv-transfer-config)")
+    args.kv_transfer_config = None
+    return vllm.engine_args.from_cli_args(args).create_engine_config(headless=headless)
+
+
+def _parallel(parallel, headless: bool) -> dict:
+    mode = "external" if parallel.data_parallel_external_lb else "hybrid" if parallel.data_parallel_hybrid_lb else "internal"
+    return {"lb": mode, "rank": parallel.data_parallel_rank, "size": parallel.data_parallel_size,
+            "size_local": parallel.data_parallel_size_local, "headless": headless}
+
+
+def handshake(requests: list[dict], results: list[dict]) -> None:
+    """Across the nodes of one DP group (``requests`` numbered by ``node``): the leader's handshake requires a remote engine to be
+    headless exactly when the leader resolved internal load balancing (``remote_should_be_headless``
+    in ``HANDSHAKE_SOURCE``, 0.23.0 and 0.30.0 alike). A refusal is added to the leader's problems,
+    blamed on the owner of the flag that made the leader's mode."""
+    if len(results) < 2 or any("node" not in request for request in requests):  # PD instances: servers of their own
+        return
+    parallels = [(r.get("engine") or {}).get("parallel") for r in results]
+    if parallels[0] is None or parallels[0]["headless"]:
+        return
+    should_be_headless = parallels[0]["lb"] == "internal"
+    leader = requests[0]
+    for node, parallel in enumerate(parallels[1:], start=1):
+        if parallel is None or parallel["headless"] == should_be_headless:
+            continue
+        rule = ("must not use --headless in external or hybrid dp lb mode" if parallel["headless"]
+                else "must use --headless unless in external or hybrid dp lb mode")
+        blame = _owners(leader, "--data-parallel-start-rank") or _owners(leader, "--data-parallel-size-local") or ["optkit"]
+        results[0]["problems"].append({"check": "engine", "blame": blame, "message": (
+            f"vLLM {results[0]['vllm_version']} resolves {parallels[0]['lb']} DP load balancing on the leader "
+            f"(create_engine_config), so its handshake would refuse node {node}: \"Remote engine {parallel['rank']} "
+            f"{rule}\" (the handshake's rule in {HANDSHAKE_SOURCE}, applied to the modes vLLM resolved: the handshake "
+            "itself needs the engines)")})
+        results[0]["status"] = "failed"
+
+
+def _owners(request: dict, flag: str) -> list[str]:
+    argv, labels = request["argv"], request["labels"]
+    return [part for part in labels[argv.index(flag)].split(",") if part] if flag in argv else []
+
+
+def _named(message: str, argv: list[str], labels: list[str]) -> list[str]:
+    """The owners of the options vLLM's message names (``--data-parallel-size-local`` ...), else optkit."""
+    flags = [flag for flag in dict.fromkeys(re.findall(r"--[a-z][\w-]*", message)) if flag in argv]
+    owners = [part for flag in flags for part in labels[argv.index(flag)].split(",") if part]
+    return list(dict.fromkeys(owners)) or ["optkit"]
+
+
+def _first_line(exc: Exception) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return " ".join(lines[:3])[:400]
+
+
+@contextlib.contextmanager
+def _model_dir(config: str):
+    """A directory holding only ``config`` as ``config.json`` (vLLM reads a model directory; no weights)."""
+    with tempfile.TemporaryDirectory(prefix="optkit-engine-") as tmp:
+        shutil.copyfile(os.path.join(config, "config.json") if os.path.isdir(config) else config,
+                        os.path.join(tmp, "config.json"))
+        yield tmp
+
+
+@contextlib.contextmanager
+def _inspected_here(vllm, finder: "_AbsentFinder"):
+    """vLLM's model-class inspection in this process, ``STUBBED`` modules standing in when absent, and
+    vLLM's inspection cache neither read nor written (a stand-in must not leave a record behind)."""
+    from vllm.model_executor.models import registry
+
+    lazy = getattr(registry, "_LazyRegisteredModel", None)
+    if not all(hasattr(owner, name) for owner, name in ((registry, "_run_in_subprocess"), (lazy, "_load_modelinfo_from_cache"),
+                                                         (lazy, "_save_modelinfo_to_cache"))):
+        yield  # another vLLM's registry: its own inspection runs (a class it cannot import is its refusal)
+        return
+    saved = registry._run_in_subprocess
+    cache = lazy._load_modelinfo_from_cache, lazy._save_modelinfo_to_cache
+
+    def in_process(fn):
+        sys.meta_path.append(finder)
+        try:
+            return fn()
+        finally:
+            sys.meta_path.remove(finder)
+
+    registry._run_in_subprocess = in_process
+    lazy._load_modelinfo_from_cache, lazy._save_modelinfo_to_cache = (lambda *a: None), (lambda *a: None)
+    try:
+        yield
+    finally:
+        registry._run_in_subprocess = saved
+        lazy._load_modelinfo_from_cache, lazy._save_modelinfo_to_cache = cache
+
+
+class _Absent(types.ModuleType):
+    """An absent module: any name it is asked for is an empty class (importable, callable, subclassable)."""
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = type(name, (), {"__init__": lambda self, *a, **k: None})
+        setattr(self, name, value)
+        return value
+
+
+class _AbsentFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds ``STUBBED`` packages (and their submodules) that nothing else on ``sys.path`` provides."""
+
+    def __init__(self):
+        self.stubbed: set[str] = set()
+
+    def find_spec(self, fullname, path, target=None):
+        root = fullname.split(".")[0]
+        if root not in STUBBED or (root not in self.stubbed and importlib.machinery.PathFinder.find_spec(root)):
+            return None
+        self.stubbed.add(root)
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+
+    def create_module(self, spec):
+        module = _Absent(spec.name)
+        module.__path__ = []
+        return module
+
+    def exec_module(self, module):
+        pass

@@ -1,0 +1,173 @@
+"""A plan's launch settings: each selected recipe's env, config fragments, serve arguments and derived values
+merged into the plan as its release reads them (a clash is an error naming both recipes), and the serve flags
+the request itself sets. ``optkit.resolve.plan`` calls ``collect`` once per selected recipe."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from optkit.errors import OptkitError, RequestError
+from optkit.resolve.facts import Facts
+from optkit.resolve.request_record import RequestRecord
+from optkit.value import valueclass
+
+_TEMPLATE = re.compile(r"^\$\{([a-z_.]+)\}$")
+
+
+@valueclass
+class Setting:
+    """One launch setting and the recipe that set it."""
+
+    key: str
+    value: Any
+    recipe: str
+
+
+@valueclass
+class Derivation:
+    """A launch value a recipe computed from the request (``optkit.catalog.derive``), and why."""
+
+    target: str  # 'serve:--max-num-seqs', 'compilation_config:cudagraph_capture_sizes'
+    value: Any
+    recipe: str
+    how: str  # the evaluation in words, facts and their values included
+    why: str  # the rule
+    basis: str  # 'rule' (unquantified) or 'measured'
+
+
+class ConflictingSettings(OptkitError):
+    """Two selected recipes set the same launch setting to different values."""
+
+
+def substitute(value: Any, facts: Facts, owner: str = "") -> Any:
+    """Replace values of the exact form ``${fact.name}`` by the fact's value (recursively); ``owner``, the recipe
+    whose value it is, names it when the fact does not exist."""
+    if isinstance(value, str):
+        match = _TEMPLATE.match(value)
+        if match:
+            if match.group(1) not in facts.values:  # a user catalog's template (`optkit lint` names it too)
+                from optkit.catalog.factspec import unknown_fact_hint
+
+                hint = unknown_fact_hint(match.group(1))
+                raise RequestError(f"{owner}: {value}: no fact of that name" + (f"; {hint}" if hint else "")
+                                   + "; `optkit facts --list` lists them")
+            fact = facts[match.group(1)]
+            return str(fact) if type(fact).__name__ == "Version" else fact
+        return value
+    if isinstance(value, dict):
+        return {k: substitute(v, facts, owner) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute(v, facts, owner) for v in value]
+    return value
+
+
+def merge_into(target: dict, fragment: dict, recipe: str, sources: dict[str, str], prefix: str) -> None:
+    """Deep-merge ``fragment`` into ``target``; a different value for a set key is an error."""
+    for key, value in fragment.items():
+        path = f"{prefix}.{key}"
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge_into(target[key], value, recipe, sources, path)
+        elif key in target and target[key] != value:
+            raise ConflictingSettings(f"{path}: {sources[path]} sets {target[key]!r} but {recipe} sets {value!r}")
+        else:
+            target[key] = value
+            _record(value, recipe, sources, path)
+
+
+def _record(value: Any, recipe: str, sources: dict[str, str], path: str) -> None:
+    sources[path] = recipe
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            _record(inner, recipe, sources, f"{path}.{key}")
+
+
+def launch_flags(request: RequestRecord, facts: Facts) -> list[Setting]:
+    """The serve flags the request sets (its facts' values), in the order the argv carries them; the nodes' own
+    flags of a multi-node layout follow TP and DP there (``optkit.bundle.launch.node_options``)."""
+    words = [f"--tensor-parallel-size {facts['parallel.tp']}"]
+    words += [f"--data-parallel-size {facts['parallel.dp']}"] * (facts["parallel.dp"] > 1)
+    words += [f"--dtype {facts['runtime.dtype']}"] + ["--enable-expert-parallel"] * facts["parallel.ep"]
+    words += ["--no-async-scheduling"] * (not facts["workload.async_scheduling"])
+    words += ["--enable-prefix-caching" if facts["workload.prefix_caching"] else "--no-enable-prefix-caching"]
+    words += ["--enforce-eager"] * facts["runtime.enforce_eager"]
+    return [Setting(word, None, "request") for word in words]
+
+
+def collect(result, recipe, facts: Facts, verdict) -> None:
+    """Merge the recipe's settings into the plan, each knob as the release reads it (``verdict``)."""
+    sources = result.config_sources
+    emitted = {k.knob: k for k in verdict.knobs}
+    additional = substitute(recipe.additional_config, facts, recipe.id)
+    for env in recipe.env:
+        if env.build_time:
+            continue
+        value = str(substitute(env.value, facts, recipe.id))
+        knob = emitted.get(f"env:{env.name}")
+        if knob is not None and not knob.emitted.startswith("env:"):
+            _set_path(additional, knob.emitted.split(":", 1)[1], _convert(value, knob.convert))
+            continue
+        name = knob.emitted.split(":", 1)[1] if knob is not None else env.name
+        clash = next((s for s in result.env if s.key == name and s.value != value), None)
+        if clash:
+            raise ConflictingSettings(f"env {name}: {clash.recipe} sets {clash.value!r} but {recipe.id} sets {value!r}")
+        result.env.append(Setting(name, value, recipe.id))
+    for knob in verdict.knobs:
+        if knob.knob.startswith("additional_config:") and knob.emitted != knob.knob:
+            old = knob.knob.split(":", 1)[1]
+            _set_path(additional, knob.emitted.split(":", 1)[1], _pop_path(additional, old))
+    merge_into(result.additional_config, additional, recipe.id, sources, "additional_config")
+    merge_into(result.compilation_config, substitute(recipe.compilation_config, facts, recipe.id), recipe.id, sources, "compilation_config")
+    merge_into(result.speculative_config, substitute(recipe.speculative_config, facts, recipe.id), recipe.id, sources, "speculative_config")
+    result.serve_args.extend(Setting(arg, None, recipe.id) for arg in recipe.serve_args)
+    for entry in recipe.derived:
+        _derive(result, recipe.id, entry, facts)
+
+
+def _derive(result, rid: str, entry, facts: Facts) -> None:
+    """Set one derived launch value (``optkit.catalog.derive``) and record how it was computed."""
+    from optkit.catalog.derive import DerivedValueError, evaluate
+
+    try:
+        value, how = evaluate(entry.value, facts.values)
+    except DerivedValueError as exc:
+        raise DerivedValueError(f"{rid}: {entry.set}: {exc}") from None
+    kind, _, key = entry.set.partition(":")
+    if kind == "serve":
+        clash = next((s for s in result.serve_args if s.key.split()[0] == key), None)
+        if clash:
+            raise ConflictingSettings(f"serve argument {key}: {clash.recipe} sets it and {rid} derives {value}")
+        result.serve_args.append(Setting(f"{key} {value}", None, rid))
+    else:
+        fragment: dict = {}
+        _set_path(fragment, key, value)
+        merge_into(getattr(result, kind), fragment, rid, result.config_sources, kind)
+    result.derivations.append(Derivation(entry.set, value, rid, how, " ".join(entry.why.split()), entry.basis))
+
+
+def _convert(value: str, how: str) -> Any:
+    """An env var's string as the config key that replaced it takes it."""
+    if how == "int":
+        return int(value)
+    if how == "bool":
+        return value.strip().lower() in ("1", "true", "yes")
+    return value
+
+
+def _set_path(fragment: dict, dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    for key in parents:
+        fragment = fragment.setdefault(key, {})
+    fragment[last] = value
+
+
+def _pop_path(fragment: dict, dotted: str) -> Any:
+    *parents, last = dotted.split(".")
+    chain = [fragment]
+    for key in parents:
+        chain.append(chain[-1][key])
+    value = chain[-1].pop(last)
+    for key, parent in zip(reversed(parents), reversed(chain[:-1])):
+        if not parent[key]:
+            del parent[key]
+    return value

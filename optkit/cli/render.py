@@ -92,14 +92,14 @@ def _objective_line(plan: Plan) -> list[Block]:
     facts = plan.facts
     if not facts["objective.slo"] and facts["objective.goal"] == "latency" and not plan.request.goal:
         return []
-    slo = facts["objective.slo"] or "none given"
+    slo = f"under SLO {facts['objective.slo']}" if facts["objective.slo"] else "with no SLO given"
     if plan.capacity is not None:
-        return [f"Objective: {facts['objective.goal']} under SLO {slo}: {plan.capacity.text()}"]
+        return [f"Objective: {facts['objective.goal']} {slo}: {plan.capacity.text()}"]
     if any(gain is not None and gain.capacity is not None for gain in map(plan.gain, plan.selected)):
-        return [f"Objective: {facts['objective.goal']} under SLO {slo} (no record measured this selection's capacity "
+        return [f"Objective: {facts['objective.goal']} {slo} (no record measured this selection's capacity "
                 "under it; the recipes whose gain says \"measured capacity\" were measured under it, the other choices "
                 "rest on rules, unquantified)"]
-    return [f"Objective: {facts['objective.goal']} under SLO {slo} (nothing here measures the SLO or throughput: "
+    return [f"Objective: {facts['objective.goal']} {slo} (nothing here measures the SLO or throughput: "
             "values chosen for the goal rest on rules, unquantified; a run on an NPU host checks them)"]
 
 

@@ -69,7 +69,7 @@ class Chosen:
 
     def text(self) -> str:
         """One line for ``optkit plan`` and ``explain``."""
-        by = f"chosen by {self.recipe}'s rule" if self.recipe else "no rule applies, the default"
+        by = f"chosen by {self.recipe}'s rule" if self.recipe else "no rule applies"  # `how` names the default
         fixed = FLAGS[self.field][1]
         return f"{self.field} = {_shown(self.value)} ({by}; {self.how}; {fixed} fixes it): {self.why}"
 

@@ -134,6 +134,13 @@ def check_views_agree(result, workspace) -> None:
         assert all("counted_at" not in g for g in recipe["other_reported"])
         assert readme.count("— counted at c") >= sum(1 for g in recipe["gains"])
 
+    # SLO checks: the table, plan --json, the lock and README show the plan's own (Plan.slo_checks), in its words
+    checks = [check.data() for check in result.slo_checks]
+    assert data["slo_checks"] == checks and lock["slo_checks"] == checks, "plan --json or the lock differs"
+    assert bool(checks) == bool(facts["objective.slo"]), "an SLO without its checks, or checks without an SLO"
+    assert re.findall(r"^  SLO check: (.*)$", table, re.M) == [c["text"] for c in checks], "the table differs"
+    assert re.findall(r"^- SLO check: (.*)$", readme, re.M) == [c["text"] for c in checks], "README differs"
+
     # estimates: README and expected.json show the plan's, summed over the selected recipes' gains alone
     assert expected["estimate"] == data["estimate"]
     for e in result.estimates:
@@ -161,6 +168,9 @@ FINDINGS = [  # issue 25, finding 17: explain said no-effect then "expected gain
     pytest.param(dict(model="qwen3.5-35b", target="910c", mtp=True), id="flagship-mtp"),
     pytest.param(dict(model="qwen3.5-397b", target="910b", tp=8, dp=2, nodes=2, vllm_ascend_version="0.30.0rc2"),
                  id="two-nodes-0.30"),
+    pytest.param(dict(model="qwen3.5-35b", target="910c", slo="tpot_p99<=1ms"), id="slo-infeasible"),  # finding 7
+    pytest.param(dict(model="qwen3.6-35b", target="910c", goal="throughput", concurrency=[64],
+                      slo="ttft_p95<=1s,tpot_p99.9<=30ms"), id="slo-throughput"),
 ]
 
 
@@ -248,7 +258,8 @@ def _requests():
         vllm_ascend_version=st.sampled_from(RELEASES), tp=st.sampled_from([1, 2, 4, 8, 16]),
         dp=st.sampled_from([1, 2, 4, "auto"]), nodes=st.sampled_from([None, 1, 2]),
         goal=st.sampled_from([None, "latency", "throughput"]),
-        slo=st.sampled_from([None, "tpot_p99<=50ms", "ttft_p95<=1s,tpot_p99<=30ms", "ttft_p99<=2s"]),
+        slo=st.sampled_from([None, "tpot_p99<=50ms", "ttft_p95<=1s,tpot_p99<=30ms", "ttft_p99<=2s", "tpot_p99<=1ms",
+                             "tpot_mean<=1ms,ttft_p95<=1s"]),  # the last two infeasible by any plan's estimate
         concurrency=st.lists(st.sampled_from([1, 2, 4, 8, 16, 32, 64, 128, 512]), min_size=1, max_size=3, unique=True),
         input_len=st.sampled_from([128, 1024, 8192]), output_len=st.sampled_from([64, 512, 2048]),
         sampling=st.sampled_from(["greedy", "sampled"]), min_tokens=st.booleans(), mtp=mtp,

@@ -78,7 +78,8 @@ def readme_data(launch: Launch, lock: dict) -> dict[str, Any]:
         "ladder_step": lock["bundle"].get("selection_reason", "") if "selection" in lock["bundle"] else "",
         "versions": lock["versions"], "kernels": bool(launch.kernels), "k8s": lock["bundle"]["k8s"],
         "pending": pending_names(lock), "patches": lock["patches"], "estimates": plan.estimates, "choices": plan.choices,
-        "assumptions": plan.assumptions, "slo": bench_slo(plan.request), "expected_basis": EXPECTED_BASIS,
+        "assumptions": plan.assumptions, "slo": bench_slo(plan.request),
+        "slo_checks": [check.text for check in plan.slo_checks], "expected_basis": EXPECTED_BASIS,
         "total_len_max": plan.facts["workload.total_len_max"],
         "recipes": [_recipe_data(plan, launch.catalog[rid], lock) for rid in plan.selected],
         "excluded": [(rid, decisions[rid].status.value, _with_assumptions(plan, decisions[rid]))

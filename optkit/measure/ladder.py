@@ -170,8 +170,8 @@ def ladder_data(plan: Plan, workspace: Workspace, ladder: Ladder, steps: list[di
 def _recipe_data(plan: Plan, workspace: Workspace, rid: str) -> dict[str, Any]:
     from optkit.catalog.records import patch_hashes
 
-    recipe, decision = workspace.catalog[rid], plan.resolution.decisions[rid]
-    gain = decision.benefit
+    recipe = workspace.catalog[rid]
+    gain = plan.gain(rid)  # the one value every view shows: none for a recipe the plan does not select
     return {
         "title": recipe.title, "kind": recipe.kind.value,
         "accuracy": recipe.accuracy.dump(mode="json") if recipe.accuracy else None,

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for comp
 from k8s_support import KUBERNETES_VERSION, schema_problems  # noqa: E402
 from optkit.cli.main import cli  # noqa: E402
 from optkit.measure import MeasureError  # noqa: E402
-from optkit.measure.ladder import ladder_files, write_ladder  # noqa: E402
+from optkit.measure.ladder import _recipe_data, ladder_files, write_ladder  # noqa: E402
 from optkit.measure.steps import ladder_steps  # noqa: E402
 from optkit.resolve.plan import load_workspace, plan  # noqa: E402
 from optkit.resolve.request import Request  # noqa: E402
@@ -235,3 +235,34 @@ def test_run_ladder_starts_with_good_inputs(written, tmp_path, model):
     # past the checks: the first run begins (and stops, as the fake curl says the port is taken)
     assert "run-ladder: [1/6] 00-baseline repeat 1/2" in proc.stdout, proc.stderr
     assert "optkit revert --tree" in (tmp_path / "calls.log").read_text()
+
+
+GAINS = [  # issue 25, item 1: a ladder step showed the decision's benefit, which a recipe left out also carries
+    pytest.param(dict(model="qwen3.5-35b", target="910c", mtp=True), "gdn-l2norm-fused-recurrent-kernel", "regresses",
+                 id="regresses"),
+    pytest.param(dict(model="qwen3.6-35b", target="910c", concurrency=[64]), "gdn-rearrange-qkv-view", "no-effect",
+                 id="no-effect"),
+    pytest.param(dict(model="qwen3.5-35b", target="910c", mtp=True), "moe-skip-dispatch-combine-events", "selected",
+                 id="selected"),
+]
+
+
+@pytest.mark.parametrize("request_fields, rid, status", GAINS)
+def test_a_ladder_recipe_shows_the_gain_the_plan_counts(request_fields, rid, status):
+    full = plan(Request(**request_fields), WS)
+    decision = full.resolution.decisions[rid]
+    assert decision.status.value == status and decision.benefit is not None and decision.benefit.per_concurrency
+    gain = full.gain(rid)
+    data = _recipe_data(full, WS, rid)
+    assert data["estimate_saving_ms"] == {str(c): None if v is None else round(v, 4)
+                                          for c, v in sorted((gain.per_concurrency if gain else {}).items())}
+    assert bool(data["estimate_saving_ms"]) == (status == "selected")
+
+
+def test_the_ladder_json_gains_are_the_plans(written):
+    full = plan(Request(**REQUEST), WS)
+    recipes = json.loads((written / "ladder.json").read_text())["recipes"]
+    assert recipes and set(recipes) <= set(full.selected)
+    for rid, data in recipes.items():
+        assert data["estimate_saving_ms"] == {str(c): None if v is None else round(v, 4)
+                                              for c, v in sorted(full.gain(rid).per_concurrency.items())}, rid

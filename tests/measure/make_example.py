@@ -4,8 +4,8 @@
 
 It runs the same machinery as the end-to-end test (the real run-ladder.sh and `vllm bench serve`,
 real `optkit apply` on a copy of the real 0.23.0 tree, the simulated server), for a ladder of five
-recipes with two repeats and an injected regression, with the capacity sweep (`--sweep --slo
-'tpot_p90<=38ms'`; the simulated server's knee moves per recipe: KNEES), then copies what the report
+recipes (one run each) and an injected regression, with the capacity sweep (`--sweep --slo
+'tpot_p90<=38ms' --sweep-max 16`; the simulated server's knee moves per recipe: KNEES), then copies what the report
 reads: ladder.json, the prompts and the runs' results (vLLM's JSON, accuracy.json, host.json,
 sweep.json and the sweep's probes; not the logs) into docs/example-ladder/.
 Those are inputs and stay as they are; `optkit docs` writes docs/example-ladder/report/ from them
@@ -29,14 +29,21 @@ from test_ladder_e2e import SIGNS, INJECTED, L2NORM, SAMPLER, STATIC, profile  #
 
 from optkit.measure.ladder import sweep_options, write_ladder  # noqa: E402
 from optkit.measure.steps import ladder_steps  # noqa: E402
+from optkit.measure.sweep_fit import plan_for_sweep  # noqa: E402
 from optkit.resolve.plan import load_workspace, plan  # noqa: E402
 from optkit.resolve.request import Request  # noqa: E402
 from optkit.resolve.slo import parse_slo  # noqa: E402
 
 HCCL, SUPER = "waterfall-hccl-aiv", "compile-super-kernel"
 EXAMPLE = REPO / "docs" / "example-ladder"
-REQUEST = {"model": "qwen3.5-35b", "target": "910c", "concurrency": [1, 4], "input_len": 32, "output_len": 8}
-KEPT = ("c1.json", "c4.json", "accuracy.json", "host.json", "sweep.json")
+REQUEST = {"model": "qwen3.5-35b", "target": "910c", "concurrency": [1, 4], "input_len": 32, "output_len": 8,
+           "goal": "throughput", "min_tokens": False, "with": [L2NORM]}
+"""A request `optkit ladder --sweep` accepts: the throughput goal, so the sweep's range is planned for
+(``plan_for_sweep``: concurrency 1,4,16, --max-num-seqs and capture sizes for c16); clients without
+min_tokens, so the greedy bf16 fast path applies; the L2Norm kernel forced in (``--with``; the plan
+estimates it regresses at c16) to show a flagged regression."""
+SWEEP_MAX = 16
+KEPT = ("c1.json", "c4.json", "c16.json", "accuracy.json", "host.json", "sweep.json")
 SLO = "tpot_p90<=38ms"
 BASE_KNEE = 6
 KNEES = {L2NORM: -1, SAMPLER: 0, HCCL: 2, STATIC: 4, SUPER: 1}
@@ -51,10 +58,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         workspace = load_workspace()
-        full = plan(Request(**REQUEST), workspace)
+        sweep = sweep_options(parse_slo(SLO), low=1, high=SWEEP_MAX)
+        full = plan_for_sweep(plan(Request(**REQUEST), workspace), workspace, sweep)
         ladder = ladder_steps(full, workspace.catalog, only=[L2NORM, SAMPLER, HCCL, STATIC, SUPER])
-        write_ladder(full, workspace, ladder, base / "ladder", repeat=2,
-                     sweep=sweep_options(parse_slo(SLO), low=1, high=32))
+        write_ladder(full, workspace, ladder, base / "ladder", repeat=1,
+                     sweep=sweep)
         loaded = profile(diverge=False)
         loaded["load"] = {"knee": BASE_KNEE, "steep": 0.6, "batch_ms": 0.1}
         for rid, move in KNEES.items():

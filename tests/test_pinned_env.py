@@ -169,3 +169,16 @@ def test_a_failed_install_stops_the_vllm_venv_build_and_what_it_started(tmp_path
     else:
         os.kill(child, signal.SIGKILL)
         raise AssertionError("scripts/test exited but the vLLM virtualenv build's child still runs")
+
+
+# What PyPI's torch (its CUDA build on x86_64 Linux, the one a pip that sees PyPI alone installs) pins exactly,
+# read from torch 2.13.0's wheel metadata: a lock naming another version of these cannot install beside it.
+TORCH_PYPI_PINS = {"2.13.0": {"triton": "3.7.1"}}
+
+
+@pytest.mark.parametrize("lock", sorted(path.name for path in LOCKS.glob("*.lock")))
+def test_a_lock_installs_beside_pypis_torch(lock):
+    pins = _pins(LOCKS / lock)
+    wanted = TORCH_PYPI_PINS.get(pins.get("torch", ""), {})
+    clash = {name: (pins[name], version) for name, version in wanted.items() if name in pins and pins[name] != version}
+    assert clash == {}, f"requirements/{lock}: PyPI's torch {pins.get('torch')} pins {clash} (locked, torch's)"

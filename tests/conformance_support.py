@@ -40,7 +40,7 @@ import yaml
 if __package__ in (None, ""):  # run as a script: the tests folder and the repo are importable
     sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
 
-from tutorial_commands import Command, bench_lengths, commands, option_entries, options  # noqa: E402
+from optkit.versions.tutorial_commands import Command, bench_lengths, commands, option_entries, options  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "conformance"

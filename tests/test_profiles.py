@@ -188,7 +188,7 @@ CATALOG_DERIVATIONS = {
     "qwen3.5-27b": "qwen3.5-27b", "qwen3.5-35b-a3b": "qwen3_5_moe", "qwen3.5-397b-a17b": "qwen3.5-397b-a17b",
     "qwen3.6-27b": "qwen3.6-27b", "qwen3.6-35b-a3b": "qwen3.6-35b-a3b",
 }
-NOT_DERIVED = {"id", "aliases", "family", "source", "sources"}
+NOT_DERIVED = {"id", "aliases", "family", "source", "sources", "params_b", "checkpoints", "tutorials"}
 
 
 def test_every_catalog_profile_has_a_fixture(models):

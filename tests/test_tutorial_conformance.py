@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 import conformance_support as cs
-from tutorial_commands import bench_lengths, commands
+from optkit.versions.tutorial_commands import bench_lengths, commands
 
 RELEASES = cs.data()["releases"]
 

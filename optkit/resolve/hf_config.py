@@ -50,6 +50,9 @@ _RANGES = {
     "linear_num_key_heads": (1, 1 << 14), "linear_num_value_heads": (1, 1 << 14), "head_dim": (1, 1 << 16),
     "full_attention_interval": (0, 10_000), "experts": (0, 1 << 20), "num_experts_per_tok": (1, 1 << 20),
     "shared_expert_intermediate_size": (0, 1 << 24), "n_shared_experts": (0, 1 << 20), "mtp": (0, 64),
+    "kv_lora_rank": (0, 1 << 16), "qk_rope_head_dim": (0, 1 << 16), "sliding_window": (0, 1 << 26),
+    "intermediate_size": (0, 1 << 24), "moe_intermediate_size": (0, 1 << 24), "first_k_dense_replace": (0, 10_000),
+    "max_position_embeddings": (0, 1 << 30),
 }
 
 
@@ -149,7 +152,38 @@ class _ConfigReader:
         )
         fields.update(self._layer_split(num_layers))
         fields.update(self._moe())
+        fields.update(self._shapes(fields))
         return fields
+
+    def _shapes(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """The widths and spans that size weights and KV cache (MLA rank, sliding window, FFN widths,
+        context length); an absent or 0 value reads as None (the model has no such part)."""
+        def optional(key: str, field: str) -> int | None:
+            value = self.integer(key, default=0, field=field)
+            return value or None
+
+        mla = optional("kv_lora_rank", "kv_lora_rank")
+        moe_width = optional("moe_intermediate_size", "moe_intermediate_size") if fields.get("is_moe") else None
+        shared_width = self.integer("shared_expert_intermediate_size", default=0) or None
+        if shared_width is None and moe_width and fields.get("shared_experts"):
+            shared_width = self.integer("n_shared_experts", default=0) * moe_width or None
+        window = self.integer("sliding_window", default=0, field="sliding_window") or None
+        layer_types = self.lm.get("layer_types")
+        sliding = layer_types.count("sliding_attention") if isinstance(layer_types, list) else 0
+        tied = self.value("tie_word_embeddings")[1]
+        return dict(
+            kv_lora_rank=mla,
+            qk_rope_head_dim=optional("qk_rope_head_dim", "qk_rope_head_dim") if mla else None,
+            sliding_window=window if window and (sliding or not isinstance(layer_types, list)) else None,
+            sliding_window_layers=sliding,
+            intermediate_size=optional("intermediate_size", "intermediate_size"),
+            moe_intermediate_size=moe_width,
+            shared_expert_intermediate_size=shared_width if fields.get("shared_experts") else None,
+            first_dense_layers=self.integer("first_k_dense_replace", default=0, field="first_dense_layers")
+            if fields.get("is_moe") else 0,
+            max_position_embeddings=optional("max_position_embeddings", "max_position_embeddings"),
+            tie_word_embeddings=tied is True,
+        )
 
     def value(self, *keys: str, top: bool = False) -> tuple[str, Any]:
         """The first of ``keys`` present (language-model config first, then top level)."""

@@ -29,6 +29,22 @@ from optkit.resolve.profile_records import ModelProfileBehaviour, ModelProfileRe
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 Name = typing.Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 
+QUANTIZATIONS = ("bf16", "w8a8", "w8a8c8", "w8a8-mxfp8", "w4a8", "w4a8c8", "w4a4", "w4a4-mxfp4", "w8a8sc")
+"""Weight formats a checkpoint is published in, as upstream's tutorials name them ("W8A8", "W4A8",
+"W8A8C8": KV cache in int8 too; "mxfp": the A5 microscaling formats; "w8a8sc": sparse-compressed).
+Every format but bf16 is served with ``--quantization ascend`` (msModelSlim's output)."""
+Quantization = Literal["bf16", "w8a8", "w8a8c8", "w8a8-mxfp8", "w4a8", "w4a8c8", "w4a4", "w4a4-mxfp4", "w8a8sc"]
+
+
+class Checkpoint(BaseModel):
+    """One published checkpoint of a model (its weights in one format), as a tutorial's weight table lists it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # see catalog.schema._Strict
+
+    id: str = Field(min_length=1, description="What `vllm serve` loads: the repo id, e.g. 'Eco-Tech/Qwen3.5-397B-A17B-w8a8'.")
+    quantization: Quantization = Field(description="Weight format: " + ", ".join(QUANTIZATIONS) + ".")
+    source: str = Field(min_length=1, description="Where the checkpoint is named: a tutorial file:line of a release.")
+
 
 class ModelProfile(ModelProfileBehaviour, BaseModel):
     """Architecture facts of one model checkpoint."""
@@ -66,6 +82,25 @@ class ModelProfile(ModelProfileBehaviour, BaseModel):
         ge=0, description="Multi-token-prediction layers the checkpoint ships, counted as vLLM counts them "
         "(`mtp_num_hidden_layers`, `num_nextn_predict_layers`); 0 if none; null if config.json cannot tell.")
     is_vl: bool = Field(description="Config carries `vision_config` (makes vllm-ascend's is_vl_model() True).")
+    kv_lora_rank: Optional[int] = Field(
+        None, gt=0, description="Multi-head latent attention: rank of the compressed KV (`kv_lora_rank`); null "
+        "without MLA. The KV cache holds kv_lora_rank + qk_rope_head_dim values per token and layer.")
+    qk_rope_head_dim: Optional[int] = Field(
+        None, gt=0, description="Multi-head latent attention: rotary part of each head (`qk_rope_head_dim`); null without MLA.")
+    sliding_window: Optional[int] = Field(
+        None, gt=0, description="Sliding-window attention span in tokens (`sliding_window`); null without one.")
+    sliding_window_layers: int = Field(
+        0, ge=0, description="Layers whose attention is the sliding window (`layer_types` 'sliding_attention').")
+    intermediate_size: Optional[int] = Field(None, gt=0, description="Dense FFN width (`intermediate_size`).")
+    moe_intermediate_size: Optional[int] = Field(None, gt=0, description="Width of one routed expert (`moe_intermediate_size`).")
+    shared_expert_intermediate_size: Optional[int] = Field(
+        None, gt=0, description="Width of the shared expert(s) (`shared_expert_intermediate_size`, or "
+        "`n_shared_experts` × `moe_intermediate_size`); null without shared experts.")
+    first_dense_layers: int = Field(
+        0, ge=0, description="Leading decoder layers with a dense FFN in a MoE model (`first_k_dense_replace`).")
+    max_position_embeddings: Optional[int] = Field(
+        None, gt=0, description="Longest context the config declares (`max_position_embeddings`).")
+    tie_word_embeddings: bool = Field(False, description="lm_head shares the embedding's weights (`tie_word_embeddings`).")
     dtype: str = Field(description="Checkpoint dtype (`torch_dtype`/`dtype`), e.g. 'bfloat16'; 'unknown' if unset.")
     source: Literal["catalog", "config.json"] = Field(
         default="catalog", description="Where the profile came from: the YAML catalog or a user's config.json."
@@ -73,6 +108,15 @@ class ModelProfile(ModelProfileBehaviour, BaseModel):
     sources: list[str] = Field(
         default_factory=list, description="Provenance of the numbers, one note each; uncertain ones say so."
     )
+    params_b: Optional[float] = Field(
+        None, gt=0, description="Total parameters in billions, as the model card states (catalog only; the "
+        "weights' size for fit-before-launch). Null: unknown, counted from the architecture.")
+    checkpoints: list[Checkpoint] = Field(
+        default_factory=list, description="Published checkpoints per weight format, from the tutorials' weight tables "
+        "(catalog only).")
+    tutorials: list[str] = Field(
+        default_factory=list, description="Upstream tutorial pages about this model (file names under "
+        "docs/source/tutorials/models/, catalog only): the pages whose rules apply to it.")
 
     @field_validator("full_attention_layers")
     @classmethod
@@ -80,6 +124,15 @@ class ModelProfile(ModelProfileBehaviour, BaseModel):
         layers, gdn = info.data.get("num_layers"), info.data.get("gdn_layers")
         if layers is not None and gdn is not None and gdn + value > layers:
             raise ValueError(f"gdn_layers + full_attention_layers = {gdn + value} exceeds num_layers {layers}")
+        return value
+
+    @field_validator("sliding_window_layers")
+    @classmethod
+    def _sliding_fits(cls, value: int, info: ValidationInfo) -> int:
+        layers = info.data.get("num_layers")
+        counted = value + (info.data.get("gdn_layers") or 0) + (info.data.get("full_attention_layers") or 0)
+        if layers is not None and counted > layers:
+            raise ValueError(f"gdn + full-attention + sliding-window layers = {counted} exceed num_layers {layers}")
         return value
 
     @field_validator("num_experts")
@@ -129,7 +182,8 @@ class Target(TargetBehaviour, BaseModel):
     dies_per_card: int = Field(gt=0, description="NPU dies (devices seen by torch_npu) per physical card.")
     devices_per_node: int = Field(gt=0, description="NPU devices (dies) in one standard server node.")
     variants: list[TargetVariant] = Field(default_factory=list, description="Named SKUs of this target.")
-    device_generation: Literal["A2", "A3"] = Field(description="vllm-ascend device type: 'A2' (910B), 'A3' (910C).")
+    device_generation: Literal["A2", "A3", "A5", "310P"] = Field(
+        description="vllm-ascend device type: 'A2' (910B), 'A3' (910C), 'A5' (950), '310P' (Atlas 300I DUO).")
     hbm_gib_per_device: int = Field(gt=0, description="HBM per device (die) in GiB.")
     npu_smi_name_pattern: str = Field(description="Regex searched in `npu-smi info` chip names to detect the target.")
 

@@ -283,3 +283,6 @@ def _int_option(words: list[str], flag: str) -> int | None:
         if word in (flag, flag + "-len"):
             return int(words[i + 1])
     return None
+
+
+__all__ = ["JSON_FLAGS", "SEPARATOR", "Command", "bench_lengths", "commands", "flatten", "option_entries", "options"]

@@ -182,12 +182,21 @@ def test_published_config_matches_catalog_architecture(models, fixture, catalog_
         "some-checkpoint", "Qwen/Some-Checkpoint", "custom", "config.json")
 
 
-# Each catalog profile and the config.json fixture it is derived from (tests/fixtures/hf/README.md says
-# where each came from): the whole profile but its names, family and provenance is the derivation.
+# Each catalog profile and the config.json fixture it is derived from (tests/fixtures/hf/README.md, or the
+# folder's SOURCE.md, says where each came from): the whole profile but its names, family and provenance is
+# the derivation. A fixture folder names the profile it derives in its CATALOG file (one catalog id).
 CATALOG_DERIVATIONS = {
     "qwen3.5-27b": "qwen3.5-27b", "qwen3.5-35b-a3b": "qwen3_5_moe", "qwen3.5-397b-a17b": "qwen3.5-397b-a17b",
     "qwen3.6-27b": "qwen3.6-27b", "qwen3.6-35b-a3b": "qwen3.6-35b-a3b",
+    **{(folder / "CATALOG").read_text().strip(): folder.name for folder in sorted(HF.iterdir())
+       if (folder / "CATALOG").is_file()},
 }
+
+
+def test_every_fixture_says_where_it_came_from():
+    listed = (HF / "README.md").read_text()
+    for folder in sorted(d for d in HF.iterdir() if d.is_dir()):
+        assert f"`{folder.name}/`" in listed or (folder / "SOURCE.md").is_file(), folder.name
 NOT_DERIVED = {"id", "aliases", "family", "source", "sources", "params_b", "checkpoints", "tutorials"}
 
 

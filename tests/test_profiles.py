@@ -41,8 +41,9 @@ def targets():
 
 
 def test_catalogs_load(models, targets):
-    assert sorted(models) == ["qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3.5-397b-a17b", "qwen3.6-27b",
-                              "qwen3.6-35b-a3b"]
+    assert sorted(models) == ["glm-4.5", "glm-4.6", "glm-4.7", "glm-5", "gpt-oss-120b", "hunyuan-a13b-instruct",
+                              "minimax-m2.5", "mixtral-8x7b-instruct-v0.1", "qwen3.5-27b", "qwen3.5-35b-a3b",
+                              "qwen3.5-397b-a17b", "qwen3.6-27b", "qwen3.6-35b-a3b"]
     assert sorted(targets) == ["910b", "910c"]
     assert all(m.source == "catalog" and m.sources for m in models.values())
 
@@ -501,3 +502,32 @@ def test_profiles_are_frozen(models):
     assert isinstance(models["qwen3.6-27b"], ModelProfileRecord)
     with pytest.raises(AttributeError, match="frozen"):
         models["qwen3.6-27b"].num_layers = 1
+
+
+# --- per-layer lists (Hunyuan's moe_topk / num_shared_expert / moe_intermediate_size) ----------------
+
+
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (dict(num_experts=64, moe_topk=[8] * 8, num_shared_expert=[1] * 8, moe_intermediate_size=[3072] * 8),
+         dict(is_moe=True, experts_per_token=8, shared_experts=True, moe_intermediate_size=3072,
+              shared_expert_intermediate_size=3072)),
+        (dict(num_experts=64, moe_topk=[8] * 8, num_shared_expert=[0] * 8),
+         dict(experts_per_token=8, shared_experts=False, shared_expert_intermediate_size=None)),
+        (dict(num_experts=64, num_experts_per_tok=4, moe_topk=[8] * 8), dict(experts_per_token=4)),
+    ],
+    ids=["uniform-lists", "no-shared-expert", "standard-key-wins"],
+)
+def test_per_layer_lists_read_as_one_value(tmp_path, overrides, expected):
+    profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(_config(**overrides), indent=2)))
+    assert {k: getattr(profile, k) for k in expected} == expected
+
+
+def test_per_layer_list_that_varies_is_a_problem(tmp_path):
+    text = json.dumps(_config(num_experts=64, moe_topk=[8] * 7 + [4]), indent=2)
+    path = _write_json(tmp_path, text)
+    with pytest.raises(ValidationFailed) as exc:
+        profile_from_hf_config(path)
+    line = _line_of(text, '"moe_topk"')
+    assert str(exc.value) == f"{path}:{line}: moe_topk: must be an integer (got [8, 8, 8, 8, 8, 8, 8, 4])"

@@ -52,8 +52,11 @@ _RANGES = {
     "shared_expert_intermediate_size": (0, 1 << 24), "n_shared_experts": (0, 1 << 20), "mtp": (0, 64),
     "kv_lora_rank": (0, 1 << 16), "qk_rope_head_dim": (0, 1 << 16), "sliding_window": (0, 1 << 26),
     "intermediate_size": (0, 1 << 24), "moe_intermediate_size": (0, 1 << 24), "first_k_dense_replace": (0, 10_000),
-    "max_position_embeddings": (0, 1 << 30),
+    "max_position_embeddings": (0, 1 << 30), "moe_topk": (1, 1 << 20), "num_shared_expert": (0, 1 << 20),
 }
+# Hunyuan's configs spell per-layer MoE shapes as lists (moe_topk, num_shared_expert,
+# moe_intermediate_size); a list whose entries are all one integer reads as that integer.
+PER_LAYER_ALIASES = {"num_experts_per_tok": "moe_topk", "n_shared_experts": "num_shared_expert"}
 
 
 def profile_from_hf_config(path: Path, model_id: str | None = None, text: str | None = None) -> ModelProfileRecord:
@@ -197,11 +200,12 @@ class _ConfigReader:
     def integer(self, *keys: str, default: int | None = None, field: str = "", limits: str = "") -> int:
         """An integer within its plausible range (``_RANGES``); a missing key with no default, a
         non-integer or an impossible value is a problem (and reads as 0)."""
-        key, value = self.value(*keys)
+        key, value = self.value(*keys, *(PER_LAYER_ALIASES[k] for k in keys if k in PER_LAYER_ALIASES))
         if field:
             self.keys[field] = self._path(key)
         if value is None and default is not None:
             return default
+        value = _one_per_layer(value)
         low, high = _RANGES[limits or key]
         if value is None:
             self._missing(key)
@@ -312,6 +316,14 @@ class _ConfigReader:
             position = match.end()
             line = self.text.count("\n", 0, match.start()) + 1
         return line
+
+
+def _one_per_layer(value: Any) -> Any:
+    """A per-layer list whose entries are all the same integer, as that integer (Hunyuan's
+    ``moe_topk: [8, 8, …]``); any other value unchanged (a mixed list stays a list: a problem)."""
+    if isinstance(value, list) and value and all(type(v) is int and v == value[0] for v in value):
+        return value[0]
+    return value
 
 
 def _shown(value: Any) -> str:

@@ -42,7 +42,7 @@ def targets():
 
 def test_catalogs_load(models, targets):
     assert sorted(models) == ["glm-4.5", "glm-4.6", "glm-4.7", "glm-5", "gpt-oss-120b", "hunyuan-a13b-instruct",
-                              "minimax-m2.5", "mixtral-8x7b-instruct-v0.1", "qwen3.5-27b", "qwen3.5-35b-a3b",
+                              "hy3-preview", "minimax-m2.5", "mixtral-8x7b-instruct-v0.1", "qwen3.5-27b", "qwen3.5-35b-a3b",
                               "qwen3.5-397b-a17b", "qwen3.6-27b", "qwen3.6-35b-a3b"]
     assert sorted(targets) == ["910b", "910c"]
     assert all(m.source == "catalog" and m.sources for m in models.values())
@@ -504,7 +504,7 @@ def test_profiles_are_frozen(models):
         models["qwen3.6-27b"].num_layers = 1
 
 
-# --- per-layer lists (Hunyuan's moe_topk / num_shared_expert / moe_intermediate_size) ----------------
+# --- other spellings: Hunyuan's per-layer lists (moe_topk, num_shared_expert), Hy3's num_shared_experts ---
 
 
 @pytest.mark.parametrize(
@@ -516,8 +516,10 @@ def test_profiles_are_frozen(models):
         (dict(num_experts=64, moe_topk=[8] * 8, num_shared_expert=[0] * 8),
          dict(experts_per_token=8, shared_experts=False, shared_expert_intermediate_size=None)),
         (dict(num_experts=64, num_experts_per_tok=4, moe_topk=[8] * 8), dict(experts_per_token=4)),
+        (dict(num_experts=192, num_experts_per_tok=8, num_shared_experts=1, moe_intermediate_size=1536),
+         dict(shared_experts=True, shared_expert_intermediate_size=1536)),
     ],
-    ids=["uniform-lists", "no-shared-expert", "standard-key-wins"],
+    ids=["uniform-lists", "no-shared-expert", "standard-key-wins", "hy3-num-shared-experts"],
 )
 def test_per_layer_lists_read_as_one_value(tmp_path, overrides, expected):
     profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(_config(**overrides), indent=2)))

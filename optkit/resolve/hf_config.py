@@ -53,10 +53,12 @@ _RANGES = {
     "kv_lora_rank": (0, 1 << 16), "qk_rope_head_dim": (0, 1 << 16), "sliding_window": (0, 1 << 26),
     "intermediate_size": (0, 1 << 24), "moe_intermediate_size": (0, 1 << 24), "first_k_dense_replace": (0, 10_000),
     "max_position_embeddings": (0, 1 << 30), "moe_topk": (1, 1 << 20), "num_shared_expert": (0, 1 << 20),
+    "num_shared_experts": (0, 1 << 20),
 }
-# Hunyuan's configs spell per-layer MoE shapes as lists (moe_topk, num_shared_expert,
-# moe_intermediate_size); a list whose entries are all one integer reads as that integer.
-PER_LAYER_ALIASES = {"num_experts_per_tok": "moe_topk", "n_shared_experts": "num_shared_expert"}
+# Other spellings of a key, read when the usual one is absent: Hunyuan-A13B's per-layer lists
+# (moe_topk, num_shared_expert: a list whose entries are all one integer reads as that integer)
+# and Hy3's num_shared_experts.
+KEY_ALIASES = {"num_experts_per_tok": ("moe_topk",), "n_shared_experts": ("num_shared_expert", "num_shared_experts")}
 
 
 def profile_from_hf_config(path: Path, model_id: str | None = None, text: str | None = None) -> ModelProfileRecord:
@@ -200,7 +202,7 @@ class _ConfigReader:
     def integer(self, *keys: str, default: int | None = None, field: str = "", limits: str = "") -> int:
         """An integer within its plausible range (``_RANGES``); a missing key with no default, a
         non-integer or an impossible value is a problem (and reads as 0)."""
-        key, value = self.value(*keys, *(PER_LAYER_ALIASES[k] for k in keys if k in PER_LAYER_ALIASES))
+        key, value = self.value(*keys, *(alias for k in keys for alias in KEY_ALIASES.get(k, ())))
         if field:
             self.keys[field] = self._path(key)
         if value is None and default is not None:

@@ -42,7 +42,7 @@ def targets():
 
 def test_catalogs_load(models, targets):
     assert sorted(models) == ["glm-4.5", "glm-4.6", "glm-4.7", "glm-5", "gpt-oss-120b", "hunyuan-a13b-instruct",
-                              "hy3-preview", "minimax-m2.5", "mixtral-8x7b-instruct-v0.1", "qwen3.5-27b", "qwen3.5-35b-a3b",
+                              "hy3-preview", "hy4-preview", "minimax-m2.5", "mixtral-8x7b-instruct-v0.1", "qwen3.5-27b", "qwen3.5-35b-a3b",
                               "qwen3.5-397b-a17b", "qwen3.6-27b", "qwen3.6-35b-a3b"]
     assert sorted(targets) == ["910b", "910c"]
     assert all(m.source == "catalog" and m.sources for m in models.values())
@@ -533,3 +533,20 @@ def test_per_layer_list_that_varies_is_a_problem(tmp_path):
         profile_from_hf_config(path)
     line = _line_of(text, '"moe_topk"')
     assert str(exc.value) == f"{path}:{line}: moe_topk: must be an integer (got [8, 8, 8, 8, 8, 8, 8, 4])"
+
+
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (dict(n_routed_experts=8, num_experts_per_tok=2, mlp_layer_types=["dense", "dense"] + ["sparse"] * 6),
+         dict(first_dense_layers=2)),
+        (dict(n_routed_experts=8, num_experts_per_tok=2, first_k_dense_replace=3, mlp_layer_types=["dense"] * 8),
+         dict(first_dense_layers=3)),
+        (dict(mlp_layer_types=["dense"] * 8), dict(first_dense_layers=0)),
+        (dict(model_type="hy_v4", num_nextn_predict_layers=1), dict(mtp_layers=1)),
+    ],
+    ids=["mlp-layer-types", "first-k-dense-replace-wins", "dense-model", "hy-v4-mtp"],
+)
+def test_first_dense_layers_and_vllm_030_mtp(tmp_path, overrides, expected):
+    profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(_config(**overrides), indent=2)))
+    assert {k: getattr(profile, k) for k in expected} == expected

@@ -31,13 +31,14 @@ VLLM_MTP_LAYER_KEYS: dict[str, str] = {
     **dict.fromkeys(
         ("qwen3_next", "deepseek_v3", "deepseek_v32", "deepseek_v4", "deepseek_mtp", "glm_moe_dsa", "glm4_moe",
          "glm4_moe_lite", "glm_ocr", "ernie4_5_moe", "pangu_ultra_moe", "mimo", "exaone_moe", "exaone4_5",
-         "hy_v3", "longcat_flash", "step3p5", "nemotron_h"),
+         "hy_v3", "longcat_flash", "step3p5", "nemotron_h", "hy_v4"),
         "num_nextn_predict_layers"),
 }
 """Top-level ``model_type`` → the config key vLLM 0.23.0 takes the MTP layer count from
 (``SpeculativeConfig.hf_config_override``, vllm/config/speculative.py:300-522; vllm-ascend 0.23.0
 maps qwen3_5 / qwen3_5_moe the same way in patch/platform/patch_speculative_config.py:104-113).
-A model_type not listed has no MTP drafter in vLLM 0.23.0."""
+A model_type not listed has no MTP drafter in vLLM 0.23.0. ``hy_v4`` is vLLM 0.30.0's (Hy4-preview's MTP
+layer: vllm/config/speculative.py, hy_v4 -> hy_v4_mtp from ``num_nextn_predict_layers``)."""
 
 NAME_KEYS = ("_name_or_path", "name_or_path")
 """config.json keys that name the checkpoint (written by ``save_pretrained``; absent from most
@@ -184,11 +185,19 @@ class _ConfigReader:
             intermediate_size=optional("intermediate_size", "intermediate_size"),
             moe_intermediate_size=moe_width,
             shared_expert_intermediate_size=shared_width if fields.get("shared_experts") else None,
-            first_dense_layers=self.integer("first_k_dense_replace", default=0, field="first_dense_layers")
-            if fields.get("is_moe") else 0,
+            first_dense_layers=self._first_dense_layers() if fields.get("is_moe") else 0,
             max_position_embeddings=optional("max_position_embeddings", "max_position_embeddings"),
             tie_word_embeddings=tied is True,
         )
+
+    def _first_dense_layers(self) -> int:
+        """Leading dense-FFN layers of a MoE model: ``first_k_dense_replace``, else the leading
+        ``"dense"`` entries of ``mlp_layer_types`` (the per-layer spelling of GLM-5's and Hy4's configs)."""
+        kinds = self.lm.get("mlp_layer_types")
+        if self.value("first_k_dense_replace")[1] is None and isinstance(kinds, list):
+            self.keys["first_dense_layers"] = self._path("mlp_layer_types")
+            return next((i for i, kind in enumerate(kinds) if kind != "dense"), len(kinds))
+        return self.integer("first_k_dense_replace", default=0, field="first_dense_layers")
 
     def value(self, *keys: str, top: bool = False) -> tuple[str, Any]:
         """The first of ``keys`` present (language-model config first, then top level)."""

@@ -544,9 +544,33 @@ def test_per_layer_list_that_varies_is_a_problem(tmp_path):
          dict(first_dense_layers=3)),
         (dict(mlp_layer_types=["dense"] * 8), dict(first_dense_layers=0)),
         (dict(model_type="hy_v4", num_nextn_predict_layers=1), dict(mtp_layers=1)),
+        (dict(num_local_experts=8, num_experts_per_tok=2, moe_layer_freq=[0, 0, 0] + [1] * 5),
+         dict(first_dense_layers=3)),
+        (dict(n_routed_experts=8, num_experts_per_tok=2, moe_layer_freq=1), dict(first_dense_layers=0)),
     ],
-    ids=["mlp-layer-types", "first-k-dense-replace-wins", "dense-model", "hy-v4-mtp"],
+    ids=["mlp-layer-types", "first-k-dense-replace-wins", "dense-model", "hy-v4-mtp", "moe-layer-freq-list",
+         "moe-layer-freq-stride"],
 )
 def test_first_dense_layers_and_vllm_030_mtp(tmp_path, overrides, expected):
+    profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(_config(**overrides), indent=2)))
+    assert {k: getattr(profile, k) for k in expected} == expected
+
+
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (dict(num_local_experts=8, num_experts_per_tok=2, intermediate_size=14336),
+         dict(intermediate_size=None, moe_intermediate_size=14336, shared_expert_intermediate_size=None)),
+        (dict(num_local_experts=128, num_experts_per_tok=4, n_shared_experts=1, intermediate_size=3072,
+              dense_intermediate_size=12288, shared_intermediate_size=3072),
+         dict(intermediate_size=12288, moe_intermediate_size=3072, shared_expert_intermediate_size=3072)),
+        (dict(n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=2, intermediate_size=4096,
+              moe_intermediate_size=512),
+         dict(intermediate_size=4096, moe_intermediate_size=512, shared_expert_intermediate_size=1024)),
+        (dict(intermediate_size=4096), dict(intermediate_size=4096, moe_intermediate_size=None)),
+    ],
+    ids=["mixtral-expert-width", "minimax-m3-dense-and-shared", "deepseek-style", "dense"],
+)
+def test_ffn_widths(tmp_path, overrides, expected):
     profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(_config(**overrides), indent=2)))
     assert {k: getattr(profile, k) for k in expected} == expected

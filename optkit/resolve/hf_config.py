@@ -54,7 +54,8 @@ _RANGES = {
     "kv_lora_rank": (0, 1 << 16), "qk_rope_head_dim": (0, 1 << 16), "sliding_window": (0, 1 << 26),
     "intermediate_size": (0, 1 << 24), "moe_intermediate_size": (0, 1 << 24), "first_k_dense_replace": (0, 10_000),
     "max_position_embeddings": (0, 1 << 30), "moe_topk": (1, 1 << 20), "num_shared_expert": (0, 1 << 20),
-    "num_shared_experts": (0, 1 << 20),
+    "num_shared_experts": (0, 1 << 20), "dense_intermediate_size": (0, 1 << 24),
+    "shared_intermediate_size": (0, 1 << 24),
 }
 # Other spellings of a key, read when the usual one is absent: Hunyuan-A13B's per-layer lists
 # (moe_topk, num_shared_expert: a list whose entries are all one integer reads as that integer)
@@ -169,10 +170,7 @@ class _ConfigReader:
             return value or None
 
         mla = optional("kv_lora_rank", "kv_lora_rank")
-        moe_width = optional("moe_intermediate_size", "moe_intermediate_size") if fields.get("is_moe") else None
-        shared_width = self.integer("shared_expert_intermediate_size", default=0) or None
-        if shared_width is None and moe_width and fields.get("shared_experts"):
-            shared_width = self.integer("n_shared_experts", default=0) * moe_width or None
+        dense_width, moe_width, shared_width = self._ffn_widths(fields, optional)
         window = self.integer("sliding_window", default=0, field="sliding_window") or None
         layer_types = self.lm.get("layer_types")
         sliding = layer_types.count("sliding_attention") if isinstance(layer_types, list) else 0
@@ -182,21 +180,46 @@ class _ConfigReader:
             qk_rope_head_dim=optional("qk_rope_head_dim", "qk_rope_head_dim") if mla else None,
             sliding_window=window if window and (sliding or not isinstance(layer_types, list)) else None,
             sliding_window_layers=sliding,
-            intermediate_size=optional("intermediate_size", "intermediate_size"),
+            intermediate_size=dense_width,
             moe_intermediate_size=moe_width,
-            shared_expert_intermediate_size=shared_width if fields.get("shared_experts") else None,
+            shared_expert_intermediate_size=shared_width,
             first_dense_layers=self._first_dense_layers() if fields.get("is_moe") else 0,
             max_position_embeddings=optional("max_position_embeddings", "max_position_embeddings"),
             tie_word_embeddings=tied is True,
         )
 
+    def _ffn_widths(self, fields: dict[str, Any], optional) -> tuple[int | None, int | None, int | None]:
+        """(dense FFN, one routed expert, the shared experts) widths, None where the model has no such part.
+
+        A MoE config without ``moe_intermediate_size`` writes one expert's width as ``intermediate_size``
+        (Mixtral, gpt-oss, MiniMax-M2/M3) and a dense FFN's, if it has dense layers, as
+        ``dense_intermediate_size`` (MiniMax-M3); the shared experts' width is
+        ``shared_expert_intermediate_size`` (MiniMax-M3: ``shared_intermediate_size``), else
+        ``n_shared_experts`` × the expert width."""
+        dense_width = optional("intermediate_size", "intermediate_size")
+        if not fields.get("is_moe"):
+            return dense_width, None, None
+        moe_width = optional("moe_intermediate_size", "moe_intermediate_size")
+        if moe_width is None and dense_width:
+            self.keys["moe_intermediate_size"] = self.keys["intermediate_size"]
+            moe_width, dense_width = dense_width, optional("dense_intermediate_size", "intermediate_size")
+        if not fields.get("shared_experts"):
+            return dense_width, moe_width, None
+        shared_width = self.integer("shared_expert_intermediate_size", "shared_intermediate_size", default=0) or None
+        if shared_width is None and moe_width:
+            shared_width = self.integer("n_shared_experts", default=0) * moe_width or None
+        return dense_width, moe_width, shared_width
+
     def _first_dense_layers(self) -> int:
-        """Leading dense-FFN layers of a MoE model: ``first_k_dense_replace``, else the leading
-        ``"dense"`` entries of ``mlp_layer_types`` (the per-layer spelling of GLM-5's and Hy4's configs)."""
-        kinds = self.lm.get("mlp_layer_types")
-        if self.value("first_k_dense_replace")[1] is None and isinstance(kinds, list):
-            self.keys["first_dense_layers"] = self._path("mlp_layer_types")
-            return next((i for i, kind in enumerate(kinds) if kind != "dense"), len(kinds))
+        """Leading dense-FFN layers of a MoE model: ``first_k_dense_replace``, else the leading dense
+        entries of a per-layer list: ``mlp_layer_types`` ``"dense"`` (GLM-5, Hy4) or ``moe_layer_freq`` 0
+        (MiniMax-M3; DeepSeek's integer ``moe_layer_freq`` is a stride, not read here)."""
+        if self.value("first_k_dense_replace")[1] is None:
+            for key, dense in (("mlp_layer_types", "dense"), ("moe_layer_freq", 0)):
+                kinds = self.lm.get(key)
+                if isinstance(kinds, list):
+                    self.keys["first_dense_layers"] = self._path(key)
+                    return next((i for i, kind in enumerate(kinds) if kind != dense), len(kinds))
         return self.integer("first_k_dense_replace", default=0, field="first_dense_layers")
 
     def value(self, *keys: str, top: bool = False) -> tuple[str, Any]:

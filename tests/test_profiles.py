@@ -42,7 +42,7 @@ def targets():
 
 def test_catalogs_load(models, targets):
     assert sorted(models) == ["glm-4.5", "glm-4.6", "glm-4.7", "glm-5", "gpt-oss-120b", "hunyuan-a13b-instruct",
-                              "hy3-preview", "hy4-preview", "minimax-m2.5", "mixtral-8x7b-instruct-v0.1", "qwen3.5-27b", "qwen3.5-35b-a3b",
+                              "hy3-preview", "hy4-preview", "minimax-m2.5", "minimax-m3", "mixtral-8x7b-instruct-v0.1", "qwen3.5-27b", "qwen3.5-35b-a3b",
                               "qwen3.5-397b-a17b", "qwen3.6-27b", "qwen3.6-35b-a3b"]
     assert sorted(targets) == ["910b", "910c"]
     assert all(m.source == "catalog" and m.sources for m in models.values())
@@ -544,11 +544,14 @@ def test_per_layer_list_that_varies_is_a_problem(tmp_path):
          dict(first_dense_layers=3)),
         (dict(mlp_layer_types=["dense"] * 8), dict(first_dense_layers=0)),
         (dict(model_type="hy_v4", num_nextn_predict_layers=1), dict(mtp_layers=1)),
+        (dict(model_type="minimax_m3_vl", num_mtp_modules=2), dict(mtp_layers=2)),
+        (dict(model_type="minimax_m3_vl"), dict(mtp_layers=None)),
         (dict(num_local_experts=8, num_experts_per_tok=2, moe_layer_freq=[0, 0, 0] + [1] * 5),
          dict(first_dense_layers=3)),
         (dict(n_routed_experts=8, num_experts_per_tok=2, moe_layer_freq=1), dict(first_dense_layers=0)),
     ],
-    ids=["mlp-layer-types", "first-k-dense-replace-wins", "dense-model", "hy-v4-mtp", "moe-layer-freq-list",
+    ids=["mlp-layer-types", "first-k-dense-replace-wins", "dense-model", "hy-v4-mtp", "minimax-m3-mtp",
+         "minimax-m3-mtp-unknown", "moe-layer-freq-list",
          "moe-layer-freq-stride"],
 )
 def test_first_dense_layers_and_vllm_030_mtp(tmp_path, overrides, expected):

@@ -33,12 +33,14 @@ VLLM_MTP_LAYER_KEYS: dict[str, str] = {
          "glm4_moe_lite", "glm_ocr", "ernie4_5_moe", "pangu_ultra_moe", "mimo", "exaone_moe", "exaone4_5",
          "hy_v3", "longcat_flash", "step3p5", "nemotron_h", "hy_v4"),
         "num_nextn_predict_layers"),
+    "minimax_m3_vl": "num_mtp_modules",
 }
 """Top-level ``model_type`` → the config key vLLM 0.23.0 takes the MTP layer count from
 (``SpeculativeConfig.hf_config_override``, vllm/config/speculative.py:300-522; vllm-ascend 0.23.0
 maps qwen3_5 / qwen3_5_moe the same way in patch/platform/patch_speculative_config.py:104-113).
-A model_type not listed has no MTP drafter in vLLM 0.23.0. ``hy_v4`` is vLLM 0.30.0's (Hy4-preview's MTP
-layer: vllm/config/speculative.py, hy_v4 -> hy_v4_mtp from ``num_nextn_predict_layers``)."""
+A model_type not listed has no MTP drafter in vLLM 0.23.0. ``hy_v4`` and ``minimax_m3_vl`` are vLLM 0.30.0's
+(vllm/config/speculative.py: hy_v4 -> hy_v4_mtp from ``num_nextn_predict_layers``; minimax_m3_vl ->
+minimax_m3_mtp from the language model's ``num_mtp_modules``)."""
 
 NAME_KEYS = ("_name_or_path", "name_or_path")
 """config.json keys that name the checkpoint (written by ``save_pretrained``; absent from most

@@ -41,8 +41,9 @@ def targets():
 
 
 def test_catalogs_load(models, targets):
-    assert sorted(models) == ["qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3.5-397b-a17b", "qwen3.6-27b",
-                              "qwen3.6-35b-a3b"]
+    assert sorted(models) == ["glm-4.5", "glm-4.6", "glm-4.7", "glm-5", "gpt-oss-120b", "hunyuan-a13b-instruct",
+                              "hy3-preview", "hy4-preview", "minimax-m2.5", "minimax-m3", "mixtral-8x7b-instruct-v0.1", "qwen3.5-27b", "qwen3.5-35b-a3b",
+                              "qwen3.5-397b-a17b", "qwen3.6-27b", "qwen3.6-35b-a3b"]
     assert sorted(targets) == ["910b", "910c"]
     assert all(m.source == "catalog" and m.sources for m in models.values())
 
@@ -501,3 +502,78 @@ def test_profiles_are_frozen(models):
     assert isinstance(models["qwen3.6-27b"], ModelProfileRecord)
     with pytest.raises(AttributeError, match="frozen"):
         models["qwen3.6-27b"].num_layers = 1
+
+
+# --- other spellings: Hunyuan's per-layer lists (moe_topk, num_shared_expert), Hy3's num_shared_experts ---
+
+
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (dict(num_experts=64, moe_topk=[8] * 8, num_shared_expert=[1] * 8, moe_intermediate_size=[3072] * 8),
+         dict(is_moe=True, experts_per_token=8, shared_experts=True, moe_intermediate_size=3072,
+              shared_expert_intermediate_size=3072)),
+        (dict(num_experts=64, moe_topk=[8] * 8, num_shared_expert=[0] * 8),
+         dict(experts_per_token=8, shared_experts=False, shared_expert_intermediate_size=None)),
+        (dict(num_experts=64, num_experts_per_tok=4, moe_topk=[8] * 8), dict(experts_per_token=4)),
+        (dict(num_experts=192, num_experts_per_tok=8, num_shared_experts=1, moe_intermediate_size=1536),
+         dict(shared_experts=True, shared_expert_intermediate_size=1536)),
+    ],
+    ids=["uniform-lists", "no-shared-expert", "standard-key-wins", "hy3-num-shared-experts"],
+)
+def test_per_layer_lists_read_as_one_value(tmp_path, overrides, expected):
+    profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(_config(**overrides), indent=2)))
+    assert {k: getattr(profile, k) for k in expected} == expected
+
+
+def test_per_layer_list_that_varies_is_a_problem(tmp_path):
+    text = json.dumps(_config(num_experts=64, moe_topk=[8] * 7 + [4]), indent=2)
+    path = _write_json(tmp_path, text)
+    with pytest.raises(ValidationFailed) as exc:
+        profile_from_hf_config(path)
+    line = _line_of(text, '"moe_topk"')
+    assert str(exc.value) == f"{path}:{line}: moe_topk: must be an integer (got [8, 8, 8, 8, 8, 8, 8, 4])"
+
+
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (dict(n_routed_experts=8, num_experts_per_tok=2, mlp_layer_types=["dense", "dense"] + ["sparse"] * 6),
+         dict(first_dense_layers=2)),
+        (dict(n_routed_experts=8, num_experts_per_tok=2, first_k_dense_replace=3, mlp_layer_types=["dense"] * 8),
+         dict(first_dense_layers=3)),
+        (dict(mlp_layer_types=["dense"] * 8), dict(first_dense_layers=0)),
+        (dict(model_type="hy_v4", num_nextn_predict_layers=1), dict(mtp_layers=1)),
+        (dict(model_type="minimax_m3_vl", num_mtp_modules=2), dict(mtp_layers=2)),
+        (dict(model_type="minimax_m3_vl"), dict(mtp_layers=None)),
+        (dict(num_local_experts=8, num_experts_per_tok=2, moe_layer_freq=[0, 0, 0] + [1] * 5),
+         dict(first_dense_layers=3)),
+        (dict(n_routed_experts=8, num_experts_per_tok=2, moe_layer_freq=1), dict(first_dense_layers=0)),
+    ],
+    ids=["mlp-layer-types", "first-k-dense-replace-wins", "dense-model", "hy-v4-mtp", "minimax-m3-mtp",
+         "minimax-m3-mtp-unknown", "moe-layer-freq-list",
+         "moe-layer-freq-stride"],
+)
+def test_first_dense_layers_and_vllm_030_mtp(tmp_path, overrides, expected):
+    profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(_config(**overrides), indent=2)))
+    assert {k: getattr(profile, k) for k in expected} == expected
+
+
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (dict(num_local_experts=8, num_experts_per_tok=2, intermediate_size=14336),
+         dict(intermediate_size=None, moe_intermediate_size=14336, shared_expert_intermediate_size=None)),
+        (dict(num_local_experts=128, num_experts_per_tok=4, n_shared_experts=1, intermediate_size=3072,
+              dense_intermediate_size=12288, shared_intermediate_size=3072),
+         dict(intermediate_size=12288, moe_intermediate_size=3072, shared_expert_intermediate_size=3072)),
+        (dict(n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=2, intermediate_size=4096,
+              moe_intermediate_size=512),
+         dict(intermediate_size=4096, moe_intermediate_size=512, shared_expert_intermediate_size=1024)),
+        (dict(intermediate_size=4096), dict(intermediate_size=4096, moe_intermediate_size=None)),
+    ],
+    ids=["mixtral-expert-width", "minimax-m3-dense-and-shared", "deepseek-style", "dense"],
+)
+def test_ffn_widths(tmp_path, overrides, expected):
+    profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(_config(**overrides), indent=2)))
+    assert {k: getattr(profile, k) for k in expected} == expected

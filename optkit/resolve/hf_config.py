@@ -31,13 +31,16 @@ VLLM_MTP_LAYER_KEYS: dict[str, str] = {
     **dict.fromkeys(
         ("qwen3_next", "deepseek_v3", "deepseek_v32", "deepseek_v4", "deepseek_mtp", "glm_moe_dsa", "glm4_moe",
          "glm4_moe_lite", "glm_ocr", "ernie4_5_moe", "pangu_ultra_moe", "mimo", "exaone_moe", "exaone4_5",
-         "hy_v3", "longcat_flash", "step3p5", "nemotron_h"),
+         "hy_v3", "longcat_flash", "step3p5", "nemotron_h", "hy_v4"),
         "num_nextn_predict_layers"),
+    "minimax_m3_vl": "num_mtp_modules",
 }
 """Top-level ``model_type`` → the config key vLLM 0.23.0 takes the MTP layer count from
 (``SpeculativeConfig.hf_config_override``, vllm/config/speculative.py:300-522; vllm-ascend 0.23.0
 maps qwen3_5 / qwen3_5_moe the same way in patch/platform/patch_speculative_config.py:104-113).
-A model_type not listed has no MTP drafter in vLLM 0.23.0."""
+A model_type not listed has no MTP drafter in vLLM 0.23.0. ``hy_v4`` and ``minimax_m3_vl`` are vLLM 0.30.0's
+(vllm/config/speculative.py: hy_v4 -> hy_v4_mtp from ``num_nextn_predict_layers``; minimax_m3_vl ->
+minimax_m3_mtp from the language model's ``num_mtp_modules``)."""
 
 NAME_KEYS = ("_name_or_path", "name_or_path")
 """config.json keys that name the checkpoint (written by ``save_pretrained``; absent from most
@@ -52,8 +55,14 @@ _RANGES = {
     "shared_expert_intermediate_size": (0, 1 << 24), "n_shared_experts": (0, 1 << 20), "mtp": (0, 64),
     "kv_lora_rank": (0, 1 << 16), "qk_rope_head_dim": (0, 1 << 16), "sliding_window": (0, 1 << 26),
     "intermediate_size": (0, 1 << 24), "moe_intermediate_size": (0, 1 << 24), "first_k_dense_replace": (0, 10_000),
-    "max_position_embeddings": (0, 1 << 30),
+    "max_position_embeddings": (0, 1 << 30), "moe_topk": (1, 1 << 20), "num_shared_expert": (0, 1 << 20),
+    "num_shared_experts": (0, 1 << 20), "dense_intermediate_size": (0, 1 << 24),
+    "shared_intermediate_size": (0, 1 << 24),
 }
+# Other spellings of a key, read when the usual one is absent: Hunyuan-A13B's per-layer lists
+# (moe_topk, num_shared_expert: a list whose entries are all one integer reads as that integer)
+# and Hy3's num_shared_experts.
+KEY_ALIASES = {"num_experts_per_tok": ("moe_topk",), "n_shared_experts": ("num_shared_expert", "num_shared_experts")}
 
 
 def profile_from_hf_config(path: Path, model_id: str | None = None, text: str | None = None) -> ModelProfileRecord:
@@ -163,10 +172,7 @@ class _ConfigReader:
             return value or None
 
         mla = optional("kv_lora_rank", "kv_lora_rank")
-        moe_width = optional("moe_intermediate_size", "moe_intermediate_size") if fields.get("is_moe") else None
-        shared_width = self.integer("shared_expert_intermediate_size", default=0) or None
-        if shared_width is None and moe_width and fields.get("shared_experts"):
-            shared_width = self.integer("n_shared_experts", default=0) * moe_width or None
+        dense_width, moe_width, shared_width = self._ffn_widths(fields, optional)
         window = self.integer("sliding_window", default=0, field="sliding_window") or None
         layer_types = self.lm.get("layer_types")
         sliding = layer_types.count("sliding_attention") if isinstance(layer_types, list) else 0
@@ -176,14 +182,47 @@ class _ConfigReader:
             qk_rope_head_dim=optional("qk_rope_head_dim", "qk_rope_head_dim") if mla else None,
             sliding_window=window if window and (sliding or not isinstance(layer_types, list)) else None,
             sliding_window_layers=sliding,
-            intermediate_size=optional("intermediate_size", "intermediate_size"),
+            intermediate_size=dense_width,
             moe_intermediate_size=moe_width,
-            shared_expert_intermediate_size=shared_width if fields.get("shared_experts") else None,
-            first_dense_layers=self.integer("first_k_dense_replace", default=0, field="first_dense_layers")
-            if fields.get("is_moe") else 0,
+            shared_expert_intermediate_size=shared_width,
+            first_dense_layers=self._first_dense_layers() if fields.get("is_moe") else 0,
             max_position_embeddings=optional("max_position_embeddings", "max_position_embeddings"),
             tie_word_embeddings=tied is True,
         )
+
+    def _ffn_widths(self, fields: dict[str, Any], optional) -> tuple[int | None, int | None, int | None]:
+        """(dense FFN, one routed expert, the shared experts) widths, None where the model has no such part.
+
+        A MoE config without ``moe_intermediate_size`` writes one expert's width as ``intermediate_size``
+        (Mixtral, gpt-oss, MiniMax-M2/M3) and a dense FFN's, if it has dense layers, as
+        ``dense_intermediate_size`` (MiniMax-M3); the shared experts' width is
+        ``shared_expert_intermediate_size`` (MiniMax-M3: ``shared_intermediate_size``), else
+        ``n_shared_experts`` × the expert width."""
+        dense_width = optional("intermediate_size", "intermediate_size")
+        if not fields.get("is_moe"):
+            return dense_width, None, None
+        moe_width = optional("moe_intermediate_size", "moe_intermediate_size")
+        if moe_width is None and dense_width:
+            self.keys["moe_intermediate_size"] = self.keys["intermediate_size"]
+            moe_width, dense_width = dense_width, optional("dense_intermediate_size", "intermediate_size")
+        if not fields.get("shared_experts"):
+            return dense_width, moe_width, None
+        shared_width = self.integer("shared_expert_intermediate_size", "shared_intermediate_size", default=0) or None
+        if shared_width is None and moe_width:
+            shared_width = self.integer("n_shared_experts", default=0) * moe_width or None
+        return dense_width, moe_width, shared_width
+
+    def _first_dense_layers(self) -> int:
+        """Leading dense-FFN layers of a MoE model: ``first_k_dense_replace``, else the leading dense
+        entries of a per-layer list: ``mlp_layer_types`` ``"dense"`` (GLM-5, Hy4) or ``moe_layer_freq`` 0
+        (MiniMax-M3; DeepSeek's integer ``moe_layer_freq`` is a stride, not read here)."""
+        if self.value("first_k_dense_replace")[1] is None:
+            for key, dense in (("mlp_layer_types", "dense"), ("moe_layer_freq", 0)):
+                kinds = self.lm.get(key)
+                if isinstance(kinds, list):
+                    self.keys["first_dense_layers"] = self._path(key)
+                    return next((i for i, kind in enumerate(kinds) if kind != dense), len(kinds))
+        return self.integer("first_k_dense_replace", default=0, field="first_dense_layers")
 
     def value(self, *keys: str, top: bool = False) -> tuple[str, Any]:
         """The first of ``keys`` present (language-model config first, then top level)."""
@@ -197,11 +236,12 @@ class _ConfigReader:
     def integer(self, *keys: str, default: int | None = None, field: str = "", limits: str = "") -> int:
         """An integer within its plausible range (``_RANGES``); a missing key with no default, a
         non-integer or an impossible value is a problem (and reads as 0)."""
-        key, value = self.value(*keys)
+        key, value = self.value(*keys, *(alias for k in keys for alias in KEY_ALIASES.get(k, ())))
         if field:
             self.keys[field] = self._path(key)
         if value is None and default is not None:
             return default
+        value = _one_per_layer(value)
         low, high = _RANGES[limits or key]
         if value is None:
             self._missing(key)
@@ -312,6 +352,14 @@ class _ConfigReader:
             position = match.end()
             line = self.text.count("\n", 0, match.start()) + 1
         return line
+
+
+def _one_per_layer(value: Any) -> Any:
+    """A per-layer list whose entries are all the same integer, as that integer (Hunyuan's
+    ``moe_topk: [8, 8, …]``); any other value unchanged (a mixed list stays a list: a problem)."""
+    if isinstance(value, list) and value and all(type(v) is int and v == value[0] for v in value):
+        return value[0]
+    return value
 
 
 def _shown(value: Any) -> str:

@@ -234,3 +234,55 @@ def test_without_committed_data_the_plan_reads_no_page(workspace, committed):
     result = _plan(workspace, model="qwen3.5-397b-a17b", target="910c")
     assert result.facts["page.present"] is False and result.page_advice.values == ()
     assert result.request.dp == 4  # the architecture rule the page rules replace, kept for releases without data
+
+
+def test_a_page_silent_on_the_scenario_leaves_the_model_to_its_own_pages_rules(workspace, committed):
+    """With the 397B page's scenario tables gone, no row states its high-throughput numbers: the rule read on its
+    own page (16 per DP: 128 / 16 = 8, cited per release in sched-capacity-for-load) applies, never the 35B page's 32 that the
+    generic rule carries to models without a page."""
+    data = json.loads(json.dumps(DATA))
+    data["0.30.0rc2"]["pages"][OWN_397B]["tables"] = []
+    committed(data)
+    result = _plan(workspace, model="qwen3.5-397b-a17b", target="910c", concurrency=128)
+    assert (result.facts["page.present"], result.facts["page.model_pages"]) == (False, "Qwen3.5-397B-A17B.md")
+    assert result.request.dp == 8 and "page.model_pages" in {c.field: c for c in result.choices}["dp"].how
+
+
+def test_an_unnamed_command_is_read_only_where_it_agrees_with_the_row():
+    """A command the page places under no scenario is the row's own when it runs on the row's tab and deployment
+    and agrees with every number the row states (Qwen3.5-397B-A17B.md's multi-node MP script for its A2 row)."""
+    model = type("M", (), {"tutorials": ["X.md"], "id": "x"})()
+    table = {"kind": "scenario", "line": 10, "tabs": [], "columns": ["Scenario", "Node Role", "Max Num Seqs", "DP"],
+             "rows": [{"line": 12, "cells": ["High throughput", "MP node (A2)", "16 per DP", "1 per node, 2 global"]}]}
+
+    def command(line: int, seqs: str, deployment: str = "multi-node") -> dict:
+        return {"line": line, "hardware": "A2", "scenario": None, "pd_role": None, "deployment": deployment,
+                "options": {"--max-num-seqs": {"value": seqs, "line": line + 1},
+                            "--data-parallel-size": {"value": "2", "line": line + 2}}, "env": {}}
+
+    def read(*commands) -> dict:
+        page = {"tables": [table], "commands": list(commands)}
+        return _values(page_rules.advice(model, "A2", "0.30.0rc2", "throughput",
+                                         source=_source({"0.30.0rc2": {"pages": {"models/X.md": page}}})))
+
+    assert read(command(30, "16"))["data_parallel_size"] == (2, "models/X.md", 32)
+    assert read(command(30, "128"))["data_parallel_size"] == (None, "models/X.md", 12)  # disagrees: another row's
+    assert read(command(30, "16", "single-node"))["data_parallel_size"] == (None, "models/X.md", 12)
+
+
+def test_the_committed_data_gives_the_397b_its_own_page():
+    """Once the tutorial data is committed (versions/tutorials/, optkit.versions.tutorial_data): the same reading
+    on the real extraction of 0.30.0rc2, with the multi-node MP command of the A2 row (:306-325) filling in DP."""
+    tutorial_data = pytest.importorskip("optkit.versions.tutorial_data")
+    if "0.30.0rc2" not in tutorial_data.releases():
+        pytest.skip("no committed tutorial data for 0.30.0rc2")
+    workspace = load_workspace()
+    page_rules._ADVICE.clear()
+    advice = page_rules.advice(workspace.models["qwen3.5-397b-a17b"], "A2", "0.30.0rc2", "throughput",
+                               catalog_models=tuple(workspace.models.values()))
+    found = _values(advice)
+    assert {k: found[k] for k in ("max_num_seqs", "max_num_batched_tokens", "num_speculative_tokens",
+                                  "sequence_parallel", "data_parallel_size")} == {
+        "max_num_seqs": (16, OWN_397B, 881), "max_num_batched_tokens": (4096, OWN_397B, 881),
+        "num_speculative_tokens": (3, OWN_397B, 881), "sequence_parallel": (False, OWN_397B, 881),
+        "data_parallel_size": (2, OWN_397B, 309)}

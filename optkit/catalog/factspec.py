@@ -121,6 +121,8 @@ _SPECS = [
     # the model's tutorial page (optkit.resolve.page_rules): what it advises for the goal's scenario on this tab
     _f("page.present", "bool", "A tutorial page advises this request's scenario: the model's own, or (page.own false) "
        "the nearest page by architecture, optkit's generalization."),
+    _f("page.model_pages", "str", "The model's own tutorial pages (its profile's tutorials:, comma-separated, sorted; "
+       "'' for a model without one): rules read on one page key on it."),
     _f("page.own", "bool", "The advice is the model's own page's, on this hardware tab (not optkit's generalization)."),
     _f("page.scenario", "str", "The scenario row read ('high throughput', 'low latency'; '' without a page)."),
     _f("page.max_num_seqs", "int", "Sequences per DP group the page runs for the scenario (0: not stated as a number)."),

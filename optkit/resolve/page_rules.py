@@ -41,6 +41,8 @@ GENERATIONS = ("A2", "A3", "A5", "310P")
 _HARDWARE_WORDS = (("A2", ("a2", "910b")), ("A3", ("a3", "910c", "superpod")), ("A5", ("950", "a5")),
                    ("310P", ("300i", "310p")))
 """Words that name a hardware family in a scenario table's cell ("16 A2 NPUs", "Single-Node (A3)")."""
+_PREFIXES = ("910b", "910c", "950", "300i", "310p")
+"""Those of them that also name the family as a word's start ("950DT", "910B4"); 'a2' or 'a3' do not ("A3B")."""
 _COLUMNS = {"max num seqs": "max_num_seqs", "max-num-seqs": "max_num_seqs", "max num batched tokens": "max_num_batched_tokens",
             "max-num-batched-tokens": "max_num_batched_tokens", "max model len": "max_model_len",
             "max-model-len": "max_model_len", "tp": "tensor_parallel_size", "dp": "data_parallel_size",
@@ -96,6 +98,7 @@ class PageAdvice:
     page_release: str = ""  # the release whose page was read (an earlier one when the plan's has none)
     generalized: str = ""  # '' when the model's own page states it for this tab; else why the advice is optkit's
     values: tuple = ()  # PageValue, sorted by knob
+    model_pages: tuple = ()  # the model's own pages (file names), whether or not one states the scenario
 
     def value(self, knob: str) -> Any:
         """The page's value of ``knob``, or None when the page does not state it."""
@@ -114,6 +117,16 @@ class PageAdvice:
         return [f"Page advice for {self.scenario} ({head}):",
                 *(f"  {v.knob} = {_shown(v.value)} ('{v.written}', {v.source.text()})" for v in self.values)]
 
+    def cite(self, text: str) -> str:
+        """Where the ``page.*`` facts named in ``text`` (a rule's evaluation) come from: each value's words, page
+        line and release, after the generalization it is, if it is one; '' when ``text`` reads no page value."""
+        knobs = sorted({name.removeprefix("page.") for name in re.findall(r"\bpage\.[a-z_]+", text)})
+        cited = [f"page.{v.knob} from '{v.written}', {v.source.text()}" for v in self.values if v.knob in knobs]
+        if not cited:
+            return ""
+        return (f"optkit's generalization from {self.page.removeprefix(PAGE_DIR)}: {self.generalized}; " if
+                self.generalized else "") + "; ".join(cited)
+
     def facts(self) -> dict[str, Any]:
         """The ``page.*`` facts recipes key on (``optkit.catalog.factspec``)."""
         def number(knob: str) -> int:
@@ -125,6 +138,7 @@ class PageAdvice:
             return "unstated" if value is None else ("on" if value else "off")
 
         return {"page.present": bool(self.page), "page.own": bool(self.page) and not self.generalized,
+                "page.model_pages": ",".join(self.model_pages),
                 "page.scenario": self.scenario if self.page else "",
                 "page.max_num_seqs": number("max_num_seqs"), "page.max_num_batched_tokens": number("max_num_batched_tokens"),
                 "page.num_speculative_tokens": number("num_speculative_tokens"),
@@ -170,7 +184,8 @@ def _catalog_models() -> tuple:
 @valueclass(frozen=True)
 class TutorialSource:
     """Where page rules read tutorial data: the releases that have it, and a release's pages (the data's ``pages``
-    mapping, or None). The committed data by default (``committed``); tests hand in their own."""
+    mapping, or None). The committed data by default (``committed_releases``, ``committed_pages``); tests hand in
+    their own."""
 
     releases: Callable[[], list]
     pages: Callable[[str], "Mapping[str, Any] | None"]
@@ -180,8 +195,9 @@ def advice(model, generation: str, release: str, goal: str, *, catalog_models=()
            source: TutorialSource | None = None) -> PageAdvice:
     """What the model's page (or, without one, the nearest page by architecture among ``catalog_models``) advises
     for the goal's scenario on hardware ``generation`` in ``release`` (module docstring)."""
+    # looked up when called, not bound here: the committed data is read once, on the first plan that needs it
     source = source or TutorialSource(lambda: committed_releases(), lambda r: committed_pages(r))
-    empty = PageAdvice(SCENARIOS.get(goal, goal), generation, release)
+    empty = PageAdvice(SCENARIOS.get(goal, goal), generation, release, model_pages=tuple(sorted(model.tutorials)))
     own = [PAGE_DIR + name for name in model.tutorials]
     if own:
         return _from_pages(empty, own, source, "") or empty
@@ -208,7 +224,8 @@ def _read_page(empty: PageAdvice, name: str, source: TutorialSource, generalized
         return None
     table, row, tab_note = _scenario_row(page, empty.scenario, empty.hardware)
     values = _row_values(table, row, page_release, name) if row else {}
-    for command in _commands(page, empty.scenario, empty.hardware):
+    tab = (_row_hardware(page, table, row) if row else None) or empty.hardware
+    for command in _commands(page, empty.scenario, tab, values, _row_deployment(table, row) if row else None):
         for knob, value in _command_values(command, page_release, name).items():
             if values.get(knob) is None or values[knob].value is None:
                 values[knob] = value
@@ -216,7 +233,7 @@ def _read_page(empty: PageAdvice, name: str, source: TutorialSource, generalized
         return None
     label = "; ".join(n for n in (generalized, tab_note) if n)
     return PageAdvice(empty.scenario, empty.hardware, empty.release, name, page_release, label,
-                      tuple(values[k] for k in sorted(values)))
+                      tuple(values[k] for k in sorted(values)), empty.model_pages)
 
 
 def _nearest_release(name: str, release: str, source: TutorialSource) -> tuple[str, Mapping | None]:
@@ -253,7 +270,21 @@ def _cell(table: Mapping, row: Mapping, *names: str) -> str:
 
 
 def _row_scenario(table: Mapping, row: Mapping) -> str:
-    return _cell(table, row, "scenario").lower()
+    return _scenario_words(_cell(table, row, "scenario"))
+
+
+def _scenario_words(text: str | None) -> str:
+    """A scenario as compared: lowercase, words apart ('High-Throughput' → 'high throughput')."""
+    return re.sub(r"[-_\s]+", " ", (text or "").lower()).strip()
+
+
+def _row_deployment(table: Mapping, row: Mapping) -> str | None:
+    """The data's deployment kind a row names ('MP node', 'Multi-node MP' → multi-node; 'Single node' →
+    single-node), or None."""
+    said = _cell(table, row, "node role", "deployment mode", "deployment", "configuration").lower()
+    if "multi" in said or re.search(r"\bmp\b", said):
+        return "multi-node"
+    return "single-node" if "single" in said else None
 
 
 def _pd_row(table: Mapping, row: Mapping) -> bool:
@@ -287,8 +318,8 @@ def hardware_named(text: str) -> str | None:
     if text in GENERATIONS:
         return text
     words = re.findall(r"[a-z0-9]+", text.lower())
-    found = {family for family, names in _HARDWARE_WORDS for w in words for n in names if w == n or w.startswith(n)
-             and n in ("910b", "910c", "950", "300i", "310p")}
+    found = {family for family, names in _HARDWARE_WORDS for w in words for n in names
+             if w == n or (w.startswith(n) and n in _PREFIXES)}
     return found.pop() if len(found) == 1 else None
 
 
@@ -331,10 +362,23 @@ def _cell_value(knob: str, cell: str) -> Any:
     return int(match.group(1) if knob == "max_num_seqs" else match.group(0)) if match else None
 
 
-def _commands(page: Mapping, scenario: str, hardware: str) -> list[Mapping]:
-    """The page's single-instance commands on ``hardware`` that the page places under ``scenario``."""
-    return sorted((c for c in page.get("commands", ()) if c.get("hardware") == hardware and not c.get("pd_role")
-                   and (c.get("scenario") or "").lower().startswith(scenario)), key=lambda c: c["line"])
+def _commands(page: Mapping, scenario: str, hardware: str, row: dict, deployment: str | None) -> list[Mapping]:
+    """The page's commands (not a PD role's) on ``hardware`` that implement the scenario: those the page places
+    under it; else, when the page names no scenario for them, those of the row's deployment that agree with every
+    number the row states (at least one): the row's own command, as in Qwen3.5-397B-A17B.md's multi-node MP
+    scripts for its high-throughput row."""
+    on_tab = [c for c in page.get("commands", ()) if c.get("hardware") == hardware and not c.get("pd_role")]
+    named = [c for c in on_tab if _scenario_words(c.get("scenario")).startswith(scenario)]
+    if named or deployment is None:
+        return sorted(named, key=lambda c: c["line"])
+    return sorted((c for c in on_tab if not c.get("scenario") and c.get("deployment") == deployment
+                   and _agrees(c, row)), key=lambda c: c["line"])
+
+
+def _agrees(command: Mapping, row: dict) -> bool:
+    said = {k: v.value for k, v in _command_values(command, "", "").items()}
+    shared = [k for k, v in row.items() if v.value is not None and not isinstance(v.value, bool) and k in said]
+    return bool(shared) and all(said[k] == row[k].value for k in shared)
 
 
 def _command_values(command: Mapping, release: str, page: str) -> dict[str, PageValue]:
@@ -346,7 +390,8 @@ def _command_values(command: Mapping, release: str, page: str) -> dict[str, Page
             continue
         entry = options[option]
         value = _option_value(option, entry.get("value"))
-        values[knob] = PageValue(knob, value, f"{option} {entry.get('value')}".strip(),
+        written = option if entry.get("value") in (True, None, "") else f"{option} {entry.get('value')}"
+        values[knob] = PageValue(knob, value, written,
                                  PageSource(release, page, entry.get("line", command["line"])))
     flashcomm = command.get("env", {}).get("VLLM_ASCEND_ENABLE_FLASHCOMM1")
     if flashcomm is not None and "sequence_parallel" not in values:

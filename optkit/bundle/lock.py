@@ -51,10 +51,10 @@ def _catalog_names(workspace: Workspace) -> dict[str, str]:
 
 
 def profiles_sha256(root: Path) -> str:
-    """sha256 over the other plan inputs: model and target profiles, baselines, kernel specs, and the
-    measurement records in verified/ (they change the plan's numbers)."""
+    """sha256 over the other plan inputs: model and target profiles, baselines, kernel specs, the
+    measurement records in verified/ and the tutorial data page rules read (they change the plan's numbers)."""
     return _files_sha256(root, ["models/*.yaml", "models/reference/*.yaml", "targets/*.yaml", "kernels/*/kernel.yaml",
-                                "verified/*.yaml"])
+                                "verified/*.yaml", "versions/tutorials/*.json"])
 
 
 def _files_sha256(root: Path, patterns: list[str]) -> str:
@@ -90,6 +90,7 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s=None) -> 
         **_inputs(plan, workspace),
         "assumptions": data["assumptions"],
         **({"choices": data["choices"]} if "choices" in data else {}),
+        **({"page_advice": data["page_advice"]} if "page_advice" in data else {}),  # the page lines the plan used
         "slo_checks": data["slo_checks"],  # each SLO bound against the plan's own estimate (Plan.slo_checks)
         "facts": facts_data(plan),
         "selected": list(plan.selected),
@@ -270,7 +271,7 @@ def request_from_lock(lock_path: Path, workspace: Workspace, tree_at: Path | Non
     for key, now in (("catalog_sha256", catalog_sha256(root)), ("profiles_sha256", profiles_sha256(root))):
         then = lock["optkit"][key]
         if then != now:
-            what = "recipe catalog (recipes/)" if key == "catalog_sha256" else "model/target profiles"
+            what = "recipe catalog (recipes/)" if key == "catalog_sha256" else "model/target profiles or tutorial data"
             raise BundleWriteError(
                 f"the {what} changed since the lock was written ({key} {then} in the lock, {now} now); "
                 "the same bundle cannot be reproduced: check out the catalog the lock was made with, "

@@ -118,6 +118,21 @@ _SPECS = [
     _f("objective.slo", "str", "The service-level objective in its canonical text ('' when none)."),
     _f("objective.tpot_limit_ms", "float", "The tightest bound the SLO puts on TPOT, in ms (0 when it has none)."),
     _f("objective.ttft_limit_ms", "float", "The tightest bound the SLO puts on TTFT, in ms (0 when it has none)."),
+    # the model's tutorial page (optkit.resolve.page_rules): what it advises for the goal's scenario on this tab
+    _f("page.present", "bool", "A tutorial page advises this request's scenario: the model's own, or (page.own false) "
+       "the nearest page by architecture, optkit's generalization."),
+    _f("page.model_pages", "str", "The model's own tutorial pages (its profile's tutorials:, comma-separated, sorted; "
+       "'' for a model without one): rules read on one page key on it."),
+    _f("page.own", "bool", "The advice is the model's own page's, on this hardware tab (not optkit's generalization)."),
+    _f("page.scenario", "str", "The scenario row read ('high throughput', 'low latency'; '' without a page)."),
+    _f("page.max_num_seqs", "int", "Sequences per DP group the page runs for the scenario (0: not stated as a number)."),
+    _f("page.max_num_batched_tokens", "int", "--max-num-batched-tokens the page runs for the scenario (0: not stated "
+       "as one number)."),
+    _f("page.num_speculative_tokens", "int", "MTP draft tokens the page runs for the scenario (0: off or not stated)."),
+    _f("page.sequence_parallel", "str", "Whether the page's row runs sequence parallelism (FlashComm1).",
+       ("on", "off", "unstated")),
+    _f("page.prefix_caching", "str", "Whether the page's row runs prefix caching.", ("on", "off", "unstated")),
+    _f("page.async_scheduling", "str", "Whether the page's row names async scheduling.", ("on", "off", "unstated")),
     # speculative decoding
     _f("spec.mtp", "bool", "MTP speculative decoding on.", flag="--mtp"),
     _f("spec.num_speculative_tokens", "int", "k, draft tokens per step (0 when off)."),

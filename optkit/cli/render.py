@@ -57,7 +57,8 @@ def plan_report(plan: Plan, catalog, verbose: bool = False, records=None) -> lis
     counts = count_by_status(plan)
     totals = (f"Totals: {counts.pop('selected', 0)} selected of {len(plan.resolution.decisions)}; "
               + ", ".join(f"{n} {status}" for status, n in counts.items()))
-    return [*blocks, *_objective(plan), *_choices(plan), selected, rest, totals, *_derived(plan), *_estimates(plan)]
+    return [*blocks, *_objective(plan), *_page_advice(plan), *_choices(plan), selected, rest, totals, *_derived(plan),
+            *_estimates(plan)]
 
 
 def assumptions_lines(plan: Plan) -> list[Block]:
@@ -79,6 +80,12 @@ def _choices(plan: Plan) -> list[Block]:
         return []
     return ["Chosen for the fields the request left open (rules, unquantified):",
             *(f"  {c.text()}" for c in plan.choices)]
+
+
+def _page_advice(plan: Plan) -> list[Block]:
+    """What the model's tutorial page advises for the scenario, each value with its page line
+    (``optkit.resolve.page_rules``): the source of the ``page.*`` facts the rules below read."""
+    return list(plan.page_advice.lines()) if plan.page_advice is not None else []
 
 
 def _objective(plan: Plan) -> list[Block]:
@@ -138,7 +145,7 @@ def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> list[Block]:
     from optkit.resolve.classify import risks_that_hold
     from optkit.resolve.resolver import describe_benefit
 
-    lines: list[Block] = [*assumptions_lines(plan), *_objective(plan), *_choices(plan)]
+    lines: list[Block] = [*assumptions_lines(plan), *_objective(plan), *_page_advice(plan), *_choices(plan)]
     for rid in recipe_ids:
         d, recipe = plan.resolution.decisions[rid], catalog[rid]
         lines += [f"{rid}: {d.status.value}", f"  {d.reason}"]

@@ -110,13 +110,21 @@ def choose(request, model, target, release, catalog) -> tuple[Any, list[Chosen]]
         if name == "flashcomm1" and request.pd is not None:
             made.append(Chosen(name, False, "", PD_FLASHCOMM1, "the default false"))
             continue
-        chosen = _rule_for(name, facts, catalog, request.without_recipes)
+        chosen = _cited(_rule_for(name, facts, catalog, request.without_recipes), model, target, facts)
         if name == "dp" and chosen.recipe:
             chosen = _fit_dp(chosen, current, model, target, facts)
         current = with_values(current, **{name: chosen.value})
         if chosen.recipe or name == "dp":  # an open switch no rule fills is what it always meant (off): not shown
             made.append(chosen)
     return current, made
+
+
+def _cited(chosen: Chosen, model, target, facts) -> Chosen:
+    """``chosen`` with the page lines of the ``page.*`` values its rule read (``optkit.resolve.page_rules``)."""
+    from optkit.resolve.page_rules import plan_advice
+
+    cited = plan_advice(model, target, facts["versions.vllm_ascend"], facts["objective.goal"]).cite(chosen.how)
+    return Chosen(chosen.field, chosen.value, chosen.recipe, chosen.why, f"{chosen.how} ({cited})") if cited else chosen
 
 
 def _placeholder(name: str, request) -> Any:

@@ -16,6 +16,7 @@ from packaging.version import Version
 from optkit.errors import RequestError
 from optkit.catalog.factspec import FACTS
 from optkit.resolve.layout import NodeLayout, node_layout
+from optkit.resolve.page_rules import plan_advice
 from optkit.resolve.pd import pd_layout
 from optkit.resolve.request_record import DEFAULT_VLLM_ASCEND, RequestRecord
 from optkit.resolve.sharding import check_sharding
@@ -184,6 +185,7 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
         "spec.num_speculative_tokens": request.k,
         "spec.async_spec_decode": request.mtp and request.async_scheduling,
     })
+    values.update(plan_advice(model, target, ascend, request.objective_goal).facts())
     missing = sorted(set(FACTS) - set(values))
     if missing:
         from optkit.errors import InternalError

@@ -16,6 +16,7 @@ from optkit.resolve.assumptions import Assumption, mark_decisions, workload_assu
 from optkit.resolve.choices import Chosen, choose
 from optkit.resolve.facts import Facts, compute_facts
 from optkit.resolve.layout import NodeLayout, layout_of, page_nodes_problem
+from optkit.resolve.page_rules import plan_advice
 from optkit.resolve.pd import PDLayout, pd_layout
 from optkit.resolve.objective import (Baseline, PlanCapacity, capacity_lookup, find_baseline, latency_goal_problem,
                                       load_baselines, measured_lookup)
@@ -137,6 +138,9 @@ class Plan:
     capacity: PlanCapacity | None = None
     """Under the throughput goal: the capacity a matching record's sweep measured, under the request's SLO,
     for a step that served exactly this selection (``optkit.resolve.objective.capacity_lookup``)."""
+    page_advice: Any = None
+    """What the model's tutorial page advises for the request's scenario on its hardware tab and release, each
+    value with its page line (``optkit.resolve.page_rules.PageAdvice``; its ``page.*`` facts are in ``facts``)."""
     assumptions: list[Assumption] = field(default_factory=list)
     """The workload assumed (``optkit.resolve.assumptions``): sampling, min_tokens, logprobs, penalties,
     structured output, lengths, each with whether it is the default and the flag that changes it."""
@@ -256,7 +260,8 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
     result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts, layout=layout,
                   choices=choices, given=given,
                   pd=pd_layout(request, target), profile=analysis, profile_savings=table, profile_input=held,
-                  capacity=capacity.selection(resolution.selected) if capacity else None)
+                  capacity=capacity.selection(resolution.selected) if capacity else None,
+                  page_advice=plan_advice(model, target, facts["versions.vllm_ascend"], facts["objective.goal"]))
     return _assemble(result, ws, baseline_for)
 
 
@@ -276,7 +281,7 @@ def restrict(full: Plan, keep: list[str], workspace: Workspace, why: str) -> Pla
     resolution = Resolution(decisions, selected, list(full.resolution.upstream))
     result = Plan(full.request, full.model, full.target, full.facts, resolution, release=full.release,
                   verdicts=full.verdicts, restricted_to=selected, restriction_reason=why, layout=full.layout,
-                  pd=full.pd, choices=list(full.choices), given=full.given)
+                  pd=full.pd, choices=list(full.choices), given=full.given, page_advice=full.page_advice)
     return _assemble(result, workspace, _baseline_lookup(workspace, result.model, result.target, full.layout))
 
 

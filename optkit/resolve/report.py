@@ -77,9 +77,12 @@ def plan_data(plan: Plan) -> dict[str, Any]:
     decisions = plan.resolution.decisions
     capacity = {"measured_capacity": plan.capacity.data()} if plan.capacity is not None else {}
     choices = {"choices": [c.data() for c in plan.choices]} if plan.choices else {}
+    advice = plan.page_advice
+    page = {"page_advice": advice.data()} if advice is not None and advice.page else {}
     return {
         **capacity,
         **choices,
+        **page,
         "request": (plan.given or plan.request).dump(mode="json", by_alias=True),
         "assumptions": [a.data() for a in plan.assumptions],
         "model": plan.model.id,

@@ -10,7 +10,7 @@ from typing import Any
 from optkit.errors import OptkitError, RequestError
 from optkit.resolve.facts import Facts
 from optkit.resolve.request_record import RequestRecord
-from optkit.value import valueclass
+from optkit.value import replace, valueclass
 
 _TEMPLATE = re.compile(r"^\$\{([a-z_.]+)\}$")
 
@@ -122,6 +122,8 @@ def collect(result, recipe, facts: Facts, verdict) -> None:
     result.serve_args.extend(Setting(arg, None, recipe.id) for arg in recipe.serve_args)
     for entry in recipe.derived:
         _derive(result, recipe.id, entry, facts)
+        if result.page_advice is not None and (cited := result.page_advice.cite(result.derivations[-1].how)):
+            result.derivations[-1] = replace(result.derivations[-1], how=f"{result.derivations[-1].how} ({cited})")
 
 
 def _derive(result, rid: str, entry, facts: Facts) -> None:

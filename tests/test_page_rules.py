@@ -1,0 +1,288 @@
+"""Page-keyed rules (optkit.resolve.page_rules): a scheduling, layout or speculative number read on a tutorial page
+holds for the model the page is about, on the hardware tab and in the release where the page states it; a model
+without a page gets the nearest page's, labelled optkit's generalization; a model with a page never gets another
+page's number.
+
+The data is the tutorial data's contract (versions/tutorials/<release>.json, format 1). The fixtures under
+tests/fixtures/tutorials/ hold the scenario tables of three pages of 0.23.0 and 0.30.0rc2 in that format, and
+``test_the_fixture_rows_are_the_trees_lines`` holds every fixture row to the line of the cached tree it names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from optkit.bundle.writer import bundle_files
+from optkit.resolve import page_rules
+from optkit.resolve.plan import load_workspace, plan
+from optkit.resolve.request_record import parse_request
+
+FIXTURES = Path(__file__).parent / "fixtures" / "tutorials"
+DATA = {path.stem.removeprefix("scenario-tables-"): json.loads(path.read_text(encoding="utf-8"))
+        for path in sorted(FIXTURES.glob("scenario-tables-*.json"))}
+OWN_397B = "models/Qwen3.5-397B-A17B.md"
+PAGE_35B = "models/Qwen3.6-35B-A3B.md"
+
+
+@pytest.fixture(scope="module")
+def workspace():
+    return load_workspace()
+
+
+@pytest.fixture
+def committed(monkeypatch):
+    """The plan path reads the fixtures as the committed tutorial data; ``committed(data)`` replaces them."""
+    def use(data: dict[str, dict]):
+        monkeypatch.setattr(page_rules, "committed_pages", lambda r: data[r]["pages"] if r in data else None)
+        monkeypatch.setattr(page_rules, "committed_releases", lambda: sorted(data))
+        page_rules._ADVICE.clear()
+
+    use(DATA)
+    yield use
+    page_rules._ADVICE.clear()
+
+
+def _advice(workspace, model: str, generation: str, goal: str = "throughput", release: str = "0.30.0rc2",
+            data=DATA):
+    return page_rules.advice(workspace.models[model], generation, release, goal,
+                             catalog_models=tuple(workspace.models.values()),
+                             source=_source(data))
+
+
+def _source(data: dict[str, dict]) -> page_rules.TutorialSource:
+    return page_rules.TutorialSource(lambda: sorted(data), lambda r: data[r]["pages"] if r in data else None)
+
+
+def _values(advice) -> dict:
+    return {v.knob: (v.value, v.source.page, v.source.line) for v in advice.values}
+
+
+# --------------------------------------------------------------------------- the data is the trees'
+
+
+def _tree_lines(release: str, page: str) -> list[str] | None:
+    from optkit.tree.cache import tree_path
+
+    path = tree_path("vllm-ascend", release) / "docs/source/tutorials" / page
+    return path.read_text(encoding="utf-8").split("\n") if path.is_file() else None
+
+
+def test_the_fixture_rows_are_the_trees_lines():
+    checked = 0
+    for release, data in DATA.items():
+        for page, entry in data["pages"].items():
+            lines = _tree_lines(release, page)
+            if lines is None:
+                pytest.skip(f"vllm-ascend {release}'s tree is not cached")
+            for table in entry["tables"]:
+                assert [c.strip() for c in lines[table["line"] - 1].strip().strip("|").split("|")] == table["columns"]
+                for row in table["rows"]:
+                    assert [c.strip() for c in lines[row["line"] - 1].strip().strip("|").split("|")] == row["cells"]
+                    checked += 1
+    assert checked >= 40
+
+
+# --------------------------------------------------------------------------- each page's own numbers
+
+
+@pytest.mark.parametrize("release, line", [("0.30.0rc2", 881), ("0.23.0", 958)])
+def test_the_397b_gets_its_own_page_and_never_the_35b_pages_numbers(workspace, release, line):
+    """Qwen3.5-397B-A17B.md's high-throughput row (A2, multi-node MP): 16 per DP, 4096 batched tokens, MTP 3, prefix
+    cache off and no sequence parallelism ("FullGraph, shared expert overlap, CPU binding"); Qwen3.6-35B-A3B.md's
+    (same model_type) says 32 per DP, 8192 and sequence parallelism: none of those reaches the 397B."""
+    own = _advice(workspace, "qwen3.5-397b-a17b", "A2", release=release)
+    assert (own.page, own.page_release, own.generalized) == (OWN_397B, release, "")
+    assert {k: v[0] for k, v in _values(own).items() if k in ("max_num_seqs", "max_num_batched_tokens",
+            "num_speculative_tokens", "sequence_parallel", "prefix_caching")} == {
+        "max_num_seqs": 16, "max_num_batched_tokens": 4096, "num_speculative_tokens": 3, "sequence_parallel": False,
+        "prefix_caching": False}
+    assert {(page, ln) for _, page, ln in _values(own).values()} == {(OWN_397B, line)}
+    other = _advice(workspace, "qwen3.6-35b-a3b", "A2", release=release)
+    assert (other.page, other.value("max_num_seqs"), other.value("max_num_batched_tokens"),
+            other.value("sequence_parallel")) == (PAGE_35B, 32, 8192, True)
+
+
+def test_another_tab_of_the_models_own_page_is_labelled_a_generalization(workspace):
+    advice = _advice(workspace, "qwen3.5-397b-a17b", "A3")
+    assert advice.page == OWN_397B and advice.value("max_num_seqs") == 16
+    assert advice.generalized == ("the page's high throughput row is on its A2 tab and it has none for A3: optkit "
+                                  "carries it to A3")
+    assert advice.facts()["page.own"] is False and advice.facts()["page.present"] is True
+    assert advice.lines()[0].startswith("Page advice for high throughput (optkit's generalization from "
+                                        "Qwen3.5-397B-A17B.md (vllm-ascend 0.30.0rc2): ")
+
+
+def test_a_row_naming_its_hardware_is_read_on_that_tab_only(workspace):
+    """Qwen3.5-27B-Qwen3.6-27B.md:900/901: TP 2 with DP 4 on A2, DP 8 on A3; its 950DT row runs TP 1."""
+    a2, a3, a5 = (_advice(workspace, "qwen3.6-27b", tab) for tab in ("A2", "A3", "A5"))
+    assert [(a.value("data_parallel_size"), a.values[0].source.line, a.generalized) for a in (a2, a3)] == [
+        (4, 900, ""), (8, 901, "")]
+    assert (a5.value("tensor_parallel_size"), a5.value("max_num_batched_tokens")) == (1, 16384)
+
+
+def test_a_model_without_a_page_gets_the_nearest_page_labelled(workspace):
+    advice = _advice(workspace, "qwen3.5-35b-a3b", "A3")
+    assert advice.page == PAGE_35B and advice.facts()["page.own"] is False
+    assert advice.generalized == ("qwen3.5-35b-a3b has no page of its own; qwen3.6-35b-a3b's page is the nearest by "
+                                  "architecture (the same model_type, qwen3_5_moe)")
+    assert "optkit's generalization from Qwen3.6-35B-A3B.md (vllm-ascend 0.30.0rc2)" in advice.lines()[0]
+
+
+def test_a_model_whose_page_is_silent_gets_no_other_pages_number(workspace):
+    """The 397B's page has no low-latency row outside PD (its rows are prefill and decode nodes): the advice is
+    empty, although the 35B page, the nearest by architecture, has one."""
+    advice = _advice(workspace, "qwen3.5-397b-a17b", "A3", goal="latency")
+    assert (advice.page, advice.values) == ("", ())
+    assert advice.facts()["page.present"] is False
+
+
+def test_a_release_without_the_page_reads_the_nearest_earlier_release(workspace):
+    advice = _advice(workspace, "qwen3.6-35b-a3b", "A3", release="0.28.0rc1", data={"0.23.0": DATA["0.23.0"]})
+    assert (advice.page_release, advice.release) == ("0.23.0", "0.28.0rc1")
+    assert advice.values[0].source.text().endswith("(vllm-ascend 0.23.0)")
+    assert "vllm-ascend 0.28.0rc1 has no data for this page: read on 0.23.0" in advice.lines()[0]
+
+
+def test_a_release_before_every_page_has_no_advice(workspace):
+    assert _advice(workspace, "qwen3.6-35b-a3b", "A3", release="0.18.0").page == ""
+
+
+def test_commands_fill_what_the_row_leaves_unstated():
+    """A command on the request's tab, under the scenario, gives k, FlashComm1 and memory (inline data in the
+    contract's format)."""
+    model = type("M", (), {"tutorials": ["X.md"], "id": "x"})()
+    page = {"tables": [{"kind": "scenario", "line": 10, "tabs": [], "columns": ["Scenario", "Max Num Seqs"],
+                        "rows": [{"line": 12, "cells": ["High throughput", "Tune by concurrency"]}]}],
+            "commands": [
+                {"line": 40, "hardware": "A3", "scenario": "High Throughput", "pd_role": None,
+                 "options": {"--max-num-seqs": {"value": "24", "line": 44},
+                             "--speculative-config.num_speculative_tokens": {"value": 2, "line": 47},
+                             "--gpu-memory-utilization": {"value": "0.9", "line": 45}},
+                 "env": {"VLLM_ASCEND_ENABLE_FLASHCOMM1": {"value": "1", "line": 38}}},
+                {"line": 80, "hardware": "A2", "scenario": "High Throughput", "pd_role": None,
+                 "options": {"--max-num-seqs": {"value": "99", "line": 84}}, "env": {}}]}
+    advice = page_rules.advice(model, "A3", "0.30.0rc2", "throughput",
+                               source=_source({"0.30.0rc2": {"pages": {"models/X.md": page}}}))
+    assert _values(advice) == {"max_num_seqs": (24, "models/X.md", 44), "num_speculative_tokens": (2, "models/X.md", 47),
+                               "gpu_memory_utilization": ("0.9", "models/X.md", 45),
+                               "sequence_parallel": (True, "models/X.md", 38)}
+
+
+@pytest.mark.parametrize("text, family", [
+    ("16 A2 NPUs", "A2"), ("Single-Node (A3)", "A3"), ("8 950DT Products NPUs", "A5"), ("Atlas 300I DUO", "310P"),
+    ("Atlas 800 A3", "A3"), ("A3", "A3"), ("Single node", None), ("2 or more NPUs", None), ("Qwen3.6-35B-A3B", None)])
+def test_the_hardware_a_cell_names(text, family):
+    assert page_rules.hardware_named(text) == family
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def _plan(workspace, **fields):
+    return plan(parse_request({"target": "910b", "concurrency": 64, "goal": "throughput", "dp": "auto",
+                               "vllm_ascend_version": "0.30.0rc2", **fields}), workspace)
+
+
+def _serve(result, flag: str):
+    return next(d.value for d in result.derivations if d.target == f"serve:{flag}")
+
+
+@pytest.mark.parametrize("model, target, more, dp, batched, flashcomm1", [
+    # 64 / 16 per DP on the page's A2 layout (TP 8, one DP rank per node); the row's 4096; no sequence parallelism
+    ("qwen3.5-397b-a17b", "910b", {"tp": 8, "nodes": 4}, 4, 4096, False),
+    ("qwen3.5-397b-a17b", "910c", {}, 4, 4096, False),  # the A2 row carried to A3, labelled
+    ("qwen3.6-35b-a3b", "910c", {}, 2, 8192, True),  # 64 / 32 per DP; FlashComm1 with EP and DP > 1
+    ("qwen3.5-35b-a3b", "910c", {}, 2, 8192, True),  # no page: the 35B page's, labelled
+    ("qwen3.6-27b", "910c", {}, 2, 16384, False),  # Qwen3.5-27B-Qwen3.6-27B.md:901: 32 per DP, 16384
+], ids=["397b-a2", "397b-a3", "35b-a3", "3.5-35b-a3", "27b-a3"])
+def test_plans_take_their_own_pages_numbers(workspace, committed, model, target, more, dp, batched, flashcomm1):
+    result = _plan(workspace, model=model, target=target, **more)
+    assert (result.request.dp, _serve(result, "--max-num-batched-tokens"), result.request.flashcomm1) == (
+        dp, batched, flashcomm1)
+    chosen = {c.field: c for c in result.choices}
+    assert "page.max_num_seqs" in chosen["dp"].how
+
+
+def test_a_k_other_than_the_pages_is_a_risk_naming_it(workspace, committed):
+    result = _plan(workspace, model="qwen3.5-397b-a17b", target="910c", mtp=True, num_speculative_tokens=4)
+    assert result.facts["page.num_speculative_tokens"] == 3
+    from optkit.resolve.classify import risks_that_hold
+
+    texts = [r.text for r in risks_that_hold(workspace.catalog["mtp-enable-k4"], result.facts)]
+    assert any("another num_speculative_tokens" in t for t in texts)
+    assert not any("another num_speculative_tokens" in t for t in
+                   [r.text for r in risks_that_hold(workspace.catalog["mtp-enable-k4"],
+                                                    _plan(workspace, model="qwen3.5-397b-a17b", target="910c", mtp=True, num_speculative_tokens=3).facts)])
+
+
+def test_the_views_show_each_value_with_its_line_and_the_lock_records_them(workspace, committed):
+    from optkit.cli.render import explain_report
+
+    result = _plan(workspace, model="qwen3.5-397b-a17b", target="910c")
+    shown = "\n".join(str(b) for b in explain_report(result, workspace.catalog, ["sched-capacity-for-load"]))
+    assert "  max_num_seqs = 16 ('Max Num Seqs: 16 per DP', Qwen3.5-397B-A17B.md:881 (vllm-ascend 0.30.0rc2))" in shown
+    lock = json.loads(bundle_files(result, workspace)["optkit.lock.json"])
+    recorded = {v["knob"]: (v["value"], v["page"], v["line"], v["release"]) for v in lock["page_advice"]["values"]}
+    assert recorded["max_num_batched_tokens"] == (4096, OWN_397B, 881, "0.30.0rc2")
+    assert lock["facts"]["page.max_num_seqs"] == 16
+
+
+def test_without_committed_data_the_plan_reads_no_page(workspace, committed):
+    committed({})
+    result = _plan(workspace, model="qwen3.5-397b-a17b", target="910c")
+    assert result.facts["page.present"] is False and result.page_advice.values == ()
+    assert result.request.dp == 4  # the architecture rule the page rules replace, kept for releases without data
+
+
+def test_a_page_silent_on_the_scenario_leaves_the_model_to_its_own_pages_rules(workspace, committed):
+    """With the 397B page's scenario tables gone, no row states its high-throughput numbers: the rule read on its
+    own page (16 per DP: 128 / 16 = 8, cited per release in sched-capacity-for-load) applies, never the 35B page's 32 that the
+    generic rule carries to models without a page."""
+    data = json.loads(json.dumps(DATA))
+    data["0.30.0rc2"]["pages"][OWN_397B]["tables"] = []
+    committed(data)
+    result = _plan(workspace, model="qwen3.5-397b-a17b", target="910c", concurrency=128)
+    assert (result.facts["page.present"], result.facts["page.model_pages"]) == (False, "Qwen3.5-397B-A17B.md")
+    assert result.request.dp == 8 and "page.model_pages" in {c.field: c for c in result.choices}["dp"].how
+
+
+def test_an_unnamed_command_is_read_only_where_it_agrees_with_the_row():
+    """A command the page places under no scenario is the row's own when it runs on the row's tab and deployment
+    and agrees with every number the row states (Qwen3.5-397B-A17B.md's multi-node MP script for its A2 row)."""
+    model = type("M", (), {"tutorials": ["X.md"], "id": "x"})()
+    table = {"kind": "scenario", "line": 10, "tabs": [], "columns": ["Scenario", "Node Role", "Max Num Seqs", "DP"],
+             "rows": [{"line": 12, "cells": ["High throughput", "MP node (A2)", "16 per DP", "1 per node, 2 global"]}]}
+
+    def command(line: int, seqs: str, deployment: str = "multi-node") -> dict:
+        return {"line": line, "hardware": "A2", "scenario": None, "pd_role": None, "deployment": deployment,
+                "options": {"--max-num-seqs": {"value": seqs, "line": line + 1},
+                            "--data-parallel-size": {"value": "2", "line": line + 2}}, "env": {}}
+
+    def read(*commands) -> dict:
+        page = {"tables": [table], "commands": list(commands)}
+        return _values(page_rules.advice(model, "A2", "0.30.0rc2", "throughput",
+                                         source=_source({"0.30.0rc2": {"pages": {"models/X.md": page}}})))
+
+    assert read(command(30, "16"))["data_parallel_size"] == (2, "models/X.md", 32)
+    assert read(command(30, "128"))["data_parallel_size"] == (None, "models/X.md", 12)  # disagrees: another row's
+    assert read(command(30, "16", "single-node"))["data_parallel_size"] == (None, "models/X.md", 12)
+
+
+def test_the_committed_data_gives_the_397b_its_own_page():
+    """Once the tutorial data is committed (versions/tutorials/, optkit.versions.tutorial_data): the same reading
+    on the real extraction of 0.30.0rc2, with the multi-node MP command of the A2 row (:306-325) filling in DP."""
+    tutorial_data = pytest.importorskip("optkit.versions.tutorial_data")
+    if "0.30.0rc2" not in tutorial_data.releases():
+        pytest.skip("no committed tutorial data for 0.30.0rc2")
+    workspace = load_workspace()
+    page_rules._ADVICE.clear()
+    advice = page_rules.advice(workspace.models["qwen3.5-397b-a17b"], "A2", "0.30.0rc2", "throughput",
+                               catalog_models=tuple(workspace.models.values()))
+    found = _values(advice)
+    assert {k: found[k] for k in ("max_num_seqs", "max_num_batched_tokens", "num_speculative_tokens",
+                                  "sequence_parallel", "data_parallel_size")} == {
+        "max_num_seqs": (16, OWN_397B, 881), "max_num_batched_tokens": (4096, OWN_397B, 881),
+        "num_speculative_tokens": (3, OWN_397B, 881), "sequence_parallel": (False, OWN_397B, 881),
+        "data_parallel_size": (2, OWN_397B, 309)}

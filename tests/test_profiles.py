@@ -41,8 +41,9 @@ def targets():
 
 
 def test_catalogs_load(models, targets):
-    assert sorted(models) == ["qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3.5-397b-a17b", "qwen3.6-27b",
-                              "qwen3.6-35b-a3b"]
+    assert sorted(models) == ["deepseek-r1", "deepseek-v3.1", "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v4-pro",
+                              "kimi-k2-thinking", "kimi-k2.5", "kimi-k2.6", "qwen3.5-27b", "qwen3.5-35b-a3b",
+                              "qwen3.5-397b-a17b", "qwen3.6-27b", "qwen3.6-35b-a3b"]
     assert sorted(targets) == ["910b", "910c"]
     assert all(m.source == "catalog" and m.sources for m in models.values())
 
@@ -94,7 +95,7 @@ MODEL_FACT_KEYS = {
     "model.id", "model.family", "model.hf_model_type", "model.architecture", "model.num_layers",
     "model.gdn_layers", "model.full_attention_layers", "model.hidden_size", "model.vocab_size",
     "model.is_moe", "model.num_experts", "model.moe.shared_experts", "model.mtp_head",
-    "model.is_vl", "model.dtype", "model.text_model_type",
+    "model.is_vl", "model.dtype", "model.text_model_type", "model.attention",
 }
 
 
@@ -109,7 +110,7 @@ MODEL_FACT_KEYS = {
                 "model.gdn_layers": 30, "model.full_attention_layers": 10, "model.hidden_size": 2048,
                 "model.vocab_size": 248320, "model.is_moe": True, "model.num_experts": 256,
                 "model.moe.shared_experts": True, "model.mtp_head": "present", "model.is_vl": True,
-                "model.dtype": "bfloat16", "model.text_model_type": "qwen3_5_moe_text",
+                "model.dtype": "bfloat16", "model.text_model_type": "qwen3_5_moe_text", "model.attention": "gdn-hybrid",
             },
         ),
         (
@@ -120,7 +121,7 @@ MODEL_FACT_KEYS = {
                 "model.gdn_layers": 48, "model.full_attention_layers": 16, "model.hidden_size": 5120,
                 "model.vocab_size": 248320, "model.is_moe": False, "model.num_experts": 0,
                 "model.moe.shared_experts": False, "model.mtp_head": "present", "model.is_vl": True,
-                "model.dtype": "bfloat16", "model.text_model_type": "qwen3_5_text",
+                "model.dtype": "bfloat16", "model.text_model_type": "qwen3_5_text", "model.attention": "gdn-hybrid",
             },
         ),
     ],
@@ -501,3 +502,128 @@ def test_profiles_are_frozen(models):
     assert isinstance(models["qwen3.6-27b"], ModelProfileRecord)
     with pytest.raises(AttributeError, match="frozen"):
         models["qwen3.6-27b"].num_layers = 1
+
+
+# --- MLA and DeepSeek-V4 derivation (DeepSeek-V3.x, Kimi-K2.x, DeepSeek-V4) -------------------------------
+
+_MLA = dict(model_type="deepseek_v3", n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1,
+            moe_intermediate_size=256, kv_lora_rank=64, qk_rope_head_dim=16, qk_nope_head_dim=32,
+            num_nextn_predict_layers=1)
+
+
+@pytest.mark.parametrize(
+    "config, expected",
+    [
+        (_config(**_MLA), dict(kv_lora_rank=64, qk_rope_head_dim=16, head_dim=48, shared_expert_intermediate_size=256,
+                               mtp_layers=1, index_head_dim=None, kv_compression_layers={})),
+        (_config(**{**_MLA, "head_dim": 80}), dict(head_dim=80)),
+        (_config(**{**_MLA, "qk_nope_head_dim": None, "qk_rope_head_dim": None}), dict(head_dim=128, qk_rope_head_dim=None)),
+        (_config(**{**_MLA, "n_shared_experts": 2, "moe_intermediate_size": 1408}),
+         dict(shared_expert_intermediate_size=2816)),
+        (_config(**{**_MLA, "first_k_dense_replace": 3, "intermediate_size": 4096}),
+         dict(first_dense_layers=3, intermediate_size=4096)),
+        (_config(**{**_MLA, "kv_lora_rank": None}), dict(kv_lora_rank=None, qk_rope_head_dim=None, head_dim=128)),
+        (_config(**{**_MLA, "model_type": "deepseek_v32", "index_head_dim": 128, "index_n_heads": 64,
+                    "index_topk": 2048}), dict(index_head_dim=128, mtp_layers=1)),
+        (_config(**{**_MLA, "model_type": "kimi_k2", "num_nextn_predict_layers": 0}), dict(mtp_layers=0)),
+        (_config(**{**_MLA, "model_type": "kimi_k2", "num_nextn_predict_layers": 1}), dict(mtp_layers=0)),
+        (_config(**{**_MLA, "model_type": "deepseek_v41"}), dict(mtp_layers=0)),
+        (_config(model_type="kimi_k3", text_config={**_config(), "num_nextn_predict_layers": 2}), dict(mtp_layers=2)),
+    ],
+    ids=["mla-head-dim-is-nope-plus-rope", "explicit-head-dim-wins", "mla-without-head-widths", "two-shared-experts",
+         "leading-dense-layers", "no-kv-lora-rank-no-mla", "v32-indexer", "kimi-k2-no-mtp-key",
+         "kimi-k2-no-drafter", "v41-dspark-stages-are-not-mtp", "kimi-k3-mtp-under-text-config"],
+)
+def test_mla_derivation(tmp_path, config, expected):
+    profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(config, indent=2)))
+    assert {k: getattr(profile, k) for k in expected} == expected
+
+
+_V4 = dict(model_type="deepseek_v4", num_hidden_layers=6, head_dim=512, num_key_value_heads=1, sliding_window=128,
+           n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1, moe_intermediate_size=256,
+           qk_rope_head_dim=64, index_head_dim=128, num_nextn_predict_layers=1)
+
+
+@pytest.mark.parametrize(
+    "ratios, expected",
+    [
+        ([0, 0, 4, 128, 4, 128], {0: 2, 4: 2, 128: 2}),
+        ([128, 128, 4, 128, 4, 128, 4, 0, 0], {4: 2, 128: 4}),  # entries past the layers are MTP/DSpark stages
+        ([4] * 6, {4: 6}),
+    ],
+    ids=["flash-layout", "tail-not-counted", "one-ratio"],
+)
+def test_v4_compressed_layers(tmp_path, ratios, expected):
+    profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(_config(**_V4, compress_ratios=ratios))))
+    assert profile.kv_compression_layers == expected
+    assert (profile.head_dim, profile.num_kv_heads, profile.sliding_window, profile.sliding_window_layers) == (
+        512, 1, 128, 0)
+    assert (profile.kv_lora_rank, profile.index_head_dim, profile.mtp_layers) == (None, 128, 1)
+    assert profile.facts()["model.attention"] == "csa-hybrid"
+
+
+@pytest.mark.parametrize(
+    "ratios, message",
+    [
+        ([0, 4, 128], "has 3 entries but num_hidden_layers is 6"),
+        ([0, 4, "128", 4, 128, 4], "must be a list of integers between 0 and 1048576 (got [0, 4, '128', 4, 128, 4])"),
+        ([0, 4, -1, 4, 128, 4], "must be a list of integers between 0 and 1048576 (got [0, 4, -1, 4, 128, 4])"),
+        ({"0": 2}, "must be a list of integers between 0 and 1048576 (got {'0': 2})"),
+    ],
+    ids=["shorter-than-layers", "string-entry", "negative-entry", "not-a-list"],
+)
+def test_v4_bad_compress_ratios(tmp_path, ratios, message):
+    text = json.dumps(_config(**_V4, compress_ratios=ratios), indent=2)
+    path = _write_json(tmp_path, text)
+    with pytest.raises(ValidationFailed) as exc:
+        profile_from_hf_config(path)
+    assert str(exc.value) == f"{path}:{_line_of(text, 'compress_ratios')}: compress_ratios: {message}"
+
+
+@pytest.mark.parametrize(
+    "model_id, attention",
+    [("qwen3.5-35b-a3b", "gdn-hybrid"), ("qwen3.6-27b", "gdn-hybrid"), ("deepseek-r1", "mla"),
+     ("deepseek-v3.2", "mla"), ("kimi-k2.5", "mla"), ("kimi-k2-thinking", "mla"), ("deepseek-v4-flash", "csa-hybrid"),
+     ("deepseek-v4-pro", "csa-hybrid")],
+)
+def test_catalog_attention_fact(models, model_id, attention):
+    assert models[model_id].facts()["model.attention"] == attention
+
+
+@pytest.mark.parametrize(
+    "config, attention",
+    [
+        (_config(), "gqa"),
+        (_config(num_key_value_heads=2, sliding_window=512,
+                 layer_types=["sliding_attention"] * 6 + ["full_attention"] * 2), "sliding-hybrid"),
+        (_config(sliding_window=4096), "gqa"),  # every layer windowed (Mistral-style): no hybrid
+        (_config(**_MLA), "mla"),
+        (_config(full_attention_interval=4), "gdn-hybrid"),
+    ],
+    ids=["gqa", "sliding-hybrid", "all-sliding", "mla", "gdn-hybrid"],
+)
+def test_attention_fact_of_config(tmp_path, config, attention):
+    profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(config, indent=2)))
+    assert profile.facts()["model.attention"] == attention
+
+
+def test_attention_fact_choices_are_the_kinds():
+    from optkit.catalog.factspec import FACTS
+    assert set(FACTS["model.attention"].choices) == {"gdn-hybrid", "csa-hybrid", "mla", "sliding-hybrid", "gqa"}
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ("kv_compression_layers: {0: 2, 4: 21, 128: 20}", "kv_compression_layers: {0: 2, 4: 21, 128: 19}",
+         "counts 42 layers but num_layers is 43"),
+        ("kv_compression_layers: {0: 2, 4: 21, 128: 20}", "kv_compression_layers: {0: 2, 4: 41, 128: 0}",
+         "ratios must be >= 0 and counts > 0"),
+    ],
+    ids=["layers-do-not-add-up", "zero-count"],
+)
+def test_bad_kv_compression_layers(tmp_path, old, new, message):
+    directory, path, text = _write_catalog(tmp_path, MODELS / "deepseek-v4-flash.yaml", old, new)
+    with pytest.raises(ValidationFailed) as exc:
+        load_models(directory)
+    assert str(exc.value) == f"{path}:{_line_of(text, 'kv_compression_layers')}: kv_compression_layers: {message}"

@@ -8,7 +8,7 @@ as the file spells it (``text_config.num_hidden_layers``), all reported together
 The profile carries the architecture facts that recipes key on (model_type, GDN/full-attention
 split, MoE shape, MTP head), never a name, so a checkpoint of a catalog architecture gets the
 same decisions as the catalog's profile. Whether it ships an MTP head is read the way vLLM 0.23.0
-reads it (``VLLM_MTP_LAYER_KEYS``); where the file cannot tell, the profile says "unknown".
+and 0.30.0 read it (``VLLM_MTP_LAYER_KEYS``); where the file cannot tell, the profile says "unknown".
 """
 
 from __future__ import annotations
@@ -31,13 +31,18 @@ VLLM_MTP_LAYER_KEYS: dict[str, str] = {
     **dict.fromkeys(
         ("qwen3_next", "deepseek_v3", "deepseek_v32", "deepseek_v4", "deepseek_mtp", "glm_moe_dsa", "glm4_moe",
          "glm4_moe_lite", "glm_ocr", "ernie4_5_moe", "pangu_ultra_moe", "mimo", "exaone_moe", "exaone4_5",
-         "hy_v3", "longcat_flash", "step3p5", "nemotron_h"),
+         "hy_v3", "kimi_k3", "longcat_flash", "step3p5", "nemotron_h"),
         "num_nextn_predict_layers"),
 }
-"""Top-level ``model_type`` → the config key vLLM 0.23.0 takes the MTP layer count from
-(``SpeculativeConfig.hf_config_override``, vllm/config/speculative.py:300-522; vllm-ascend 0.23.0
-maps qwen3_5 / qwen3_5_moe the same way in patch/platform/patch_speculative_config.py:104-113).
-A model_type not listed has no MTP drafter in vLLM 0.23.0."""
+"""Top-level ``model_type`` → the config key vLLM takes the MTP layer count from
+(``SpeculativeConfig.hf_config_override``: vLLM 0.23.0 vllm/config/speculative.py:300-522, vLLM 0.30.0
+:647-1053; vllm-ascend 0.23.0 maps qwen3_5 / qwen3_5_moe the same way in
+patch/platform/patch_speculative_config.py:104-113). A model_type not listed has no MTP drafter.
+vLLM 0.30.0 adds kimi_k3 (its ``text_config.num_nextn_predict_layers``, :702-710; absent in 0.23.0) and
+deepseek_v41, left out here: its ``num_nextn_predict_layers`` counts DSpark draft stages and
+``method="mtp"`` is rejected for it (:682-693). DeepSeek-V3/V3.2/V4 read the same key in both releases
+(0.30.0 drafts V3.2 with its own DeepseekV32MTPModel, 0.23.0 with DeepSeekMTPModel: the count is the same);
+kimi_k2 and kimi_k25 (Kimi-K2.x) have no MTP drafter in either."""
 
 NAME_KEYS = ("_name_or_path", "name_or_path")
 """config.json keys that name the checkpoint (written by ``save_pretrained``; absent from most
@@ -52,7 +57,8 @@ _RANGES = {
     "shared_expert_intermediate_size": (0, 1 << 24), "n_shared_experts": (0, 1 << 20), "mtp": (0, 64),
     "kv_lora_rank": (0, 1 << 16), "qk_rope_head_dim": (0, 1 << 16), "sliding_window": (0, 1 << 26),
     "intermediate_size": (0, 1 << 24), "moe_intermediate_size": (0, 1 << 24), "first_k_dense_replace": (0, 10_000),
-    "max_position_embeddings": (0, 1 << 30),
+    "max_position_embeddings": (0, 1 << 30), "compress_ratios": (0, 1 << 20), "qk_nope_head_dim": (0, 1 << 16),
+    "index_head_dim": (0, 1 << 16),
 }
 
 
@@ -142,7 +148,7 @@ class _ConfigReader:
             vocab_size=self.integer("vocab_size", field="vocab_size"),
             num_attention_heads=heads,
             num_kv_heads=self.integer("num_key_value_heads", default=heads, field="num_kv_heads"),
-            head_dim=self.integer("head_dim", default=hidden // heads if heads else 0, field="head_dim"),
+            head_dim=self.integer("head_dim", default=self._default_head_dim(hidden, heads), field="head_dim"),
             # 0 (absent) reads as None: a model without Gated DeltaNet layers has no linear heads
             linear_key_heads=self.integer("linear_num_key_heads", default=0, field="linear_key_heads") or None,
             linear_value_heads=self.integer("linear_num_value_heads", default=0, field="linear_value_heads") or None,
@@ -155,9 +161,40 @@ class _ConfigReader:
         fields.update(self._shapes(fields))
         return fields
 
+    def _default_head_dim(self, hidden: int, heads: int) -> int:
+        """The per-head width a config without ``head_dim`` implies: MLA's query/key head
+        (``qk_nope_head_dim + qk_rope_head_dim``, transformers' DeepseekV3Config.qk_head_dim), else
+        hidden_size / num_attention_heads."""
+        if self.value("kv_lora_rank")[1]:
+            nope = self.integer("qk_nope_head_dim", default=0)
+            rope = self.integer("qk_rope_head_dim", default=0)
+            if nope + rope:
+                return nope + rope
+        return hidden // heads if heads else 0
+
+    def _compressed_kv_layers(self, num_layers: int) -> dict[int, int]:
+        """Decoder layers per KV compression ratio, from DeepSeek-V4's ``compress_ratios`` (one entry a
+        layer; entries past num_hidden_layers belong to the MTP/DSpark stages and are not counted; 0: the
+        layer keeps only its sliding window). {} for a config without the key."""
+        key, ratios = self.value("compress_ratios")
+        if ratios is None:
+            return {}
+        self.keys["kv_compression_layers"] = self._path(key)
+        low, high = _RANGES[key]
+        if not isinstance(ratios, list) or not all(
+                isinstance(r, int) and not isinstance(r, bool) and low <= r <= high for r in ratios):
+            self._bad(key, f"must be a list of integers between {low} and {high} (got {_shown(ratios)})")
+            return {}
+        if num_layers and len(ratios) < num_layers:
+            self._bad(key, f"has {len(ratios)} entries but num_hidden_layers is {num_layers}")
+            return {}
+        counted = ratios[:num_layers]
+        return {ratio: counted.count(ratio) for ratio in sorted(set(counted))}
+
     def _shapes(self, fields: dict[str, Any]) -> dict[str, Any]:
-        """The widths and spans that size weights and KV cache (MLA rank, sliding window, FFN widths,
-        context length); an absent or 0 value reads as None (the model has no such part)."""
+        """The widths and spans that size weights and KV cache (MLA rank, DSA indexer key, sliding window,
+        FFN widths, context length, V4's compressed layers); an absent or 0 value reads as None (the model
+        has no such part)."""
         def optional(key: str, field: str) -> int | None:
             value = self.integer(key, default=0, field=field)
             return value or None
@@ -174,6 +211,7 @@ class _ConfigReader:
         return dict(
             kv_lora_rank=mla,
             qk_rope_head_dim=optional("qk_rope_head_dim", "qk_rope_head_dim") if mla else None,
+            index_head_dim=optional("index_head_dim", "index_head_dim"),
             sliding_window=window if window and (sliding or not isinstance(layer_types, list)) else None,
             sliding_window_layers=sliding,
             intermediate_size=optional("intermediate_size", "intermediate_size"),
@@ -183,6 +221,7 @@ class _ConfigReader:
             if fields.get("is_moe") else 0,
             max_position_embeddings=optional("max_position_embeddings", "max_position_embeddings"),
             tie_word_embeddings=tied is True,
+            kv_compression_layers=self._compressed_kv_layers(fields["num_layers"]),
         )
 
     def value(self, *keys: str, top: bool = False) -> tuple[str, Any]:
@@ -237,10 +276,10 @@ class _ConfigReader:
         return ""
 
     def _mtp_layers(self, model_type: str) -> int | None:
-        """MTP layers the way vLLM 0.23.0 counts them; None when the file cannot tell."""
+        """MTP layers the way vLLM counts them (``VLLM_MTP_LAYER_KEYS``); None when the file cannot tell."""
         key = VLLM_MTP_LAYER_KEYS.get(model_type)
         if key is None:
-            self.notes.append(f"mtp: vLLM 0.23.0 has no MTP drafter for model_type {model_type!r}: no MTP head")
+            self.notes.append(f"mtp: vLLM (0.23.0, 0.30.0) has no MTP drafter for model_type {model_type!r}: no MTP head")
             return 0
         self.keys["mtp_layers"] = self._path(key)
         if self.value(key)[1] is None:

@@ -42,7 +42,7 @@ def targets():
 
 def test_catalogs_load(models, targets):
     assert sorted(models) == ["deepseek-r1", "deepseek-v3.1", "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v4-pro",
-                              "kimi-k2-thinking", "kimi-k2.5", "kimi-k2.6", "qwen3.5-27b", "qwen3.5-35b-a3b",
+                              "deepseek-v4.1-flash", "kimi-k2-thinking", "kimi-k2.5", "kimi-k2.6", "qwen3.5-27b", "qwen3.5-35b-a3b",
                               "qwen3.5-397b-a17b", "qwen3.6-27b", "qwen3.6-35b-a3b"]
     assert sorted(targets) == ["910b", "910c"]
     assert all(m.source == "catalog" and m.sources for m in models.values())
@@ -627,3 +627,39 @@ def test_bad_kv_compression_layers(tmp_path, old, new, message):
     with pytest.raises(ValidationFailed) as exc:
         load_models(directory)
     assert str(exc.value) == f"{path}:{_line_of(text, 'kv_compression_layers')}: kv_compression_layers: {message}"
+
+
+@pytest.mark.parametrize(
+    "sources, expected",
+    [
+        ([2, 3], {0: 4, 4: 1, 128: 1}),  # V4.1: only the KV source layers keep a compressed cache
+        ([], {0: 6}),
+    ],
+    ids=["v41-shared-kv-sources", "no-sources"],
+)
+def test_v41_shared_kv_sources(tmp_path, sources, expected):
+    config = _config(**{**_V4, "model_type": "deepseek_v41"}, compress_ratios=[0, 0, 4, 128, 4, 128, 0],
+                     kv_source_layer_ids=sources)
+    profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(config)))
+    assert profile.kv_compression_layers == expected
+    assert profile.mtp_layers == 0  # V4.1's num_nextn_predict_layers counts DSpark stages: vLLM drafts no MTP
+
+
+@pytest.mark.parametrize(
+    "sources, message",
+    [([2, 6], "must be a list of integers between 0 and 5 (got [2, 6])"),
+     ("2,4", "must be a list of integers between 0 and 5 (got '2,4')")],
+    ids=["id-past-the-layers", "not-a-list"],
+)
+def test_v41_bad_kv_sources(tmp_path, sources, message):
+    text = json.dumps(_config(**_V4, compress_ratios=[0] * 6, kv_source_layer_ids=sources), indent=2)
+    path = _write_json(tmp_path, text)
+    with pytest.raises(ValidationFailed) as exc:
+        profile_from_hf_config(path)
+    assert str(exc.value) == f"{path}:{_line_of(text, 'kv_source_layer_ids')}: kv_source_layer_ids: {message}"
+
+
+def test_v41_catalog_profile_keeps_compressed_kv_on_four_layers(models):
+    profile = models["deepseek-v4.1-flash"]
+    assert profile.kv_compression_layers == {0: 36, 1: 1, 2: 3}
+    assert (profile.is_vl, profile.mtp_layers, profile.facts()["model.attention"]) == (True, 0, "csa-hybrid")

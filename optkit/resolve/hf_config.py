@@ -175,21 +175,33 @@ class _ConfigReader:
     def _compressed_kv_layers(self, num_layers: int) -> dict[int, int]:
         """Decoder layers per KV compression ratio, from DeepSeek-V4's ``compress_ratios`` (one entry a
         layer; entries past num_hidden_layers belong to the MTP/DSpark stages and are not counted; 0: the
-        layer keeps only its sliding window). {} for a config without the key."""
-        key, ratios = self.value("compress_ratios")
+        layer keeps only its sliding window). DeepSeek-V4.1 shares compressed KV: only its
+        ``kv_source_layer_ids`` keep a compressed cache, the other layers read the nearest source below
+        them (vLLM 0.30.0 models/deepseek_v41/attention.py:255-300), so they count as 0. {} for a config
+        without ``compress_ratios``."""
+        ratios = self._layer_list("compress_ratios", num_layers, num_layers, "entries")
         if ratios is None:
             return {}
-        self.keys["kv_compression_layers"] = self._path(key)
-        low, high = _RANGES[key]
-        if not isinstance(ratios, list) or not all(
-                isinstance(r, int) and not isinstance(r, bool) and low <= r <= high for r in ratios):
-            self._bad(key, f"must be a list of integers between {low} and {high} (got {_shown(ratios)})")
-            return {}
-        if num_layers and len(ratios) < num_layers:
-            self._bad(key, f"has {len(ratios)} entries but num_hidden_layers is {num_layers}")
-            return {}
-        counted = ratios[:num_layers]
+        self.keys["kv_compression_layers"] = self._path("compress_ratios")
+        sources = self._layer_list("kv_source_layer_ids", 0, num_layers, "ids")
+        counted = [r if sources is None or layer in sources else 0 for layer, r in enumerate(ratios[:num_layers])]
         return {ratio: counted.count(ratio) for ratio in sorted(set(counted))}
+
+    def _layer_list(self, key: str, least: int, layers: int, what: str) -> list[int] | None:
+        """A per-layer integer list (``compress_ratios``: at least ``least`` entries; ``kv_source_layer_ids``:
+        layer ids below num_hidden_layers); None when absent or bad (a problem is recorded)."""
+        value = self.value(key)[1]
+        if value is None:
+            return None
+        low, high = (0, layers - 1) if what == "ids" else _RANGES[key]
+        if not isinstance(value, list) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and low <= v <= high for v in value):
+            self._bad(key, f"must be a list of integers between {low} and {high} (got {_shown(value)})")
+            return None
+        if layers and len(value) < least:
+            self._bad(key, f"has {len(value)} {what} but num_hidden_layers is {layers}")
+            return None
+        return value
 
     def _shapes(self, fields: dict[str, Any]) -> dict[str, Any]:
         """The widths and spans that size weights and KV cache (MLA rank, DSA indexer key, sliding window,

@@ -42,7 +42,7 @@ def targets():
 
 def test_catalogs_load(models, targets):
     assert sorted(models) == ["deepseek-r1", "deepseek-v3.1", "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v4-pro",
-                              "deepseek-v4.1-flash", "kimi-k2-thinking", "kimi-k2.5", "kimi-k2.6", "qwen3.5-27b", "qwen3.5-35b-a3b",
+                              "deepseek-v4.1-flash", "kimi-k2-thinking", "kimi-k2.5", "kimi-k2.6", "kimi-k3", "qwen3.5-27b", "qwen3.5-35b-a3b",
                               "qwen3.5-397b-a17b", "qwen3.6-27b", "qwen3.6-35b-a3b"]
     assert sorted(targets) == ["910b", "910c"]
     assert all(m.source == "catalog" and m.sources for m in models.values())
@@ -584,7 +584,7 @@ def test_v4_bad_compress_ratios(tmp_path, ratios, message):
     "model_id, attention",
     [("qwen3.5-35b-a3b", "gdn-hybrid"), ("qwen3.6-27b", "gdn-hybrid"), ("deepseek-r1", "mla"),
      ("deepseek-v3.2", "mla"), ("kimi-k2.5", "mla"), ("kimi-k2-thinking", "mla"), ("deepseek-v4-flash", "csa-hybrid"),
-     ("deepseek-v4-pro", "csa-hybrid")],
+     ("deepseek-v4-pro", "csa-hybrid"), ("kimi-k3", "kda-hybrid")],
 )
 def test_catalog_attention_fact(models, model_id, attention):
     assert models[model_id].facts()["model.attention"] == attention
@@ -609,7 +609,8 @@ def test_attention_fact_of_config(tmp_path, config, attention):
 
 def test_attention_fact_choices_are_the_kinds():
     from optkit.catalog.factspec import FACTS
-    assert set(FACTS["model.attention"].choices) == {"gdn-hybrid", "csa-hybrid", "mla", "sliding-hybrid", "gqa"}
+    assert set(FACTS["model.attention"].choices) == {"gdn-hybrid", "kda-hybrid", "csa-hybrid", "mla", "sliding-hybrid",
+                                                     "gqa"}
 
 
 @pytest.mark.parametrize(
@@ -663,3 +664,47 @@ def test_v41_catalog_profile_keeps_compressed_kv_on_four_layers(models):
     profile = models["deepseek-v4.1-flash"]
     assert profile.kv_compression_layers == {0: 36, 1: 1, 2: 3}
     assert (profile.is_vl, profile.mtp_layers, profile.facts()["model.attention"]) == (True, 0, "csa-hybrid")
+
+
+_KIMI_LINEAR = _config(model_type="kimi_k3", text_config=_config(
+    model_type="kimi_linear", num_hidden_layers=8, kv_lora_rank=64, qk_rope_head_dim=16, qk_nope_head_dim=32,
+    num_experts=16, num_experts_per_token=4, num_shared_experts=2, moe_intermediate_size=128, first_k_dense_replace=1,
+    num_nextn_predict_layers=0, linear_attn_config={"kda_layers": [1, 2, 3, 5, 6, 7], "full_attn_layers": [4, 8]}))
+
+
+def test_kimi_linear_derivation(tmp_path):
+    profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(_KIMI_LINEAR, indent=2)))
+    assert (profile.kda_layers, profile.full_attention_layers, profile.gdn_layers) == (6, 2, 0)
+    assert (profile.num_experts, profile.experts_per_token, profile.shared_experts) == (16, 4, True)
+    assert (profile.shared_expert_intermediate_size, profile.first_dense_layers, profile.mtp_layers) == (256, 1, 0)
+    assert profile.facts()["model.attention"] == "kda-hybrid"
+
+
+@pytest.mark.parametrize(
+    "layers, message",
+    [([0, 1, 2], "must be a list of layer numbers from 1 to 8 (got [0, 1, 2])"),
+     ([1, 2, 9], "must be a list of layer numbers from 1 to 8 (got [1, 2, 9])"),
+     (None, "must be a list of layer numbers from 1 to 8 (got None)")],
+    ids=["numbered-from-one", "past-the-layers", "missing"],
+)
+def test_kimi_linear_bad_layer_lists(tmp_path, layers, message):
+    config = json.loads(json.dumps(_KIMI_LINEAR))
+    config["text_config"]["linear_attn_config"]["kda_layers"] = layers
+    text = json.dumps(config, indent=2)
+    path = _write_json(tmp_path, text)
+    with pytest.raises(ValidationFailed) as exc:
+        profile_from_hf_config(path)
+    line = _line_of(text, '"kda_layers"')
+    assert str(exc.value) == f"{path}:{line}: text_config.linear_attn_config.kda_layers: {message}"
+
+
+def test_kda_and_full_layers_cannot_exceed_the_model(tmp_path):
+    config = json.loads(json.dumps(_KIMI_LINEAR))
+    config["text_config"]["linear_attn_config"]["kda_layers"] = [1, 2, 3, 4, 5, 6, 7]
+    text = json.dumps(config, indent=2)
+    path = _write_json(tmp_path, text)
+    with pytest.raises(ValidationFailed) as exc:
+        profile_from_hf_config(path)
+    line = _line_of(text, '"kda_layers"')
+    assert str(exc.value) == (f"{path}:{line}: text_config.linear_attn_config.kda_layers: "
+                              "gdn + full-attention + KDA layers = 9 exceed text_config.num_hidden_layers 8")

@@ -215,7 +215,8 @@ class _ConfigReader:
         moe_width = optional("moe_intermediate_size", "moe_intermediate_size") if fields.get("is_moe") else None
         shared_width = self.integer("shared_expert_intermediate_size", default=0) or None
         if shared_width is None and moe_width and fields.get("shared_experts"):
-            shared_width = self.integer("n_shared_experts", default=0) * moe_width or None
+            shared_width = self.integer("n_shared_experts", "num_shared_experts", default=0,
+                                        limits="n_shared_experts") * moe_width or None
         window = self.integer("sliding_window", default=0, field="sliding_window") or None
         layer_types = self.lm.get("layer_types")
         sliding = layer_types.count("sliding_attention") if isinstance(layer_types, list) else 0
@@ -301,7 +302,10 @@ class _ConfigReader:
         return self.integer(key, limits="mtp")
 
     def _layer_split(self, num_layers: int) -> dict[str, int]:
-        """GDN vs full-attention layer counts from ``layer_types`` or ``full_attention_interval``."""
+        """GDN vs full-attention layer counts from ``layer_types`` or ``full_attention_interval``; Kimi
+        Delta Attention vs full-attention layers from Kimi-Linear's ``linear_attn_config``."""
+        if isinstance(self.lm.get("linear_attn_config"), dict):
+            return self._kda_split(num_layers)
         layer_types = self.lm.get("layer_types")
         if isinstance(layer_types, list):
             self.keys["gdn_layers"] = self.keys["full_attention_layers"] = self._path("layer_types")
@@ -316,17 +320,36 @@ class _ConfigReader:
         full = num_layers // interval if interval > 0 else num_layers
         return {"gdn_layers": num_layers - full, "full_attention_layers": full}
 
+    def _kda_split(self, num_layers: int) -> dict[str, int]:
+        """Kimi-Linear (Kimi-K3): ``linear_attn_config.kda_layers`` and ``full_attn_layers`` list the
+        layers, numbered from 1 (vLLM 0.30.0 transformers_utils/configs/kimi_linear.py is_kda_layer)."""
+        config, counts = self.lm["linear_attn_config"], {}
+        for key, field in (("kda_layers", "kda_layers"), ("full_attn_layers", "full_attention_layers")):
+            path = f"{self._path('linear_attn_config')}.{key}"
+            self.keys[field] = path
+            layers = config.get(key)
+            if not isinstance(layers, list) or not all(
+                    type(n) is int and 1 <= n <= max(num_layers, 1) for n in layers):
+                message = f"must be a list of layer numbers from 1 to {num_layers} (got {_shown(layers)})"
+                self.problems.append(Problem(Location(self.file, self._line(*path.split(".")), path), message))
+                layers = []
+            counts[field] = len(set(layers))
+        return {"gdn_layers": 0, **counts}
+
     def _moe(self) -> dict[str, Any]:
         experts = self.integer("num_experts", "num_local_experts", "n_routed_experts", default=0,
                                field="num_experts", limits="experts")
         if experts <= 0:
             return {"is_moe": False, "num_experts": 0, "experts_per_token": 0, "shared_experts": False}
         shared_width = self.integer("shared_expert_intermediate_size", default=0)
-        shared = shared_width > 0 or self.integer("n_shared_experts", default=0) > 0
+        # Kimi-Linear (Kimi-K3) spells these num_shared_experts and num_experts_per_token
+        shared = shared_width > 0 or self.integer("n_shared_experts", "num_shared_experts", default=0,
+                                                  limits="n_shared_experts") > 0
         return {
             "is_moe": True,
             "num_experts": experts,
-            "experts_per_token": self.integer("num_experts_per_tok", field="experts_per_token"),
+            "experts_per_token": self.integer("num_experts_per_tok", "num_experts_per_token", field="experts_per_token",
+                                              limits="num_experts_per_tok"),
             "shared_experts": shared,
         }
 

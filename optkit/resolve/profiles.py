@@ -65,6 +65,9 @@ class ModelProfile(ModelProfileBehaviour, BaseModel):
     num_layers: int = Field(gt=0, description="Decoder layers (`num_hidden_layers`), MTP layers excluded.")
     gdn_layers: int = Field(ge=0, description="Layers whose token mixer is Gated DeltaNet (`linear_attention`).")
     full_attention_layers: int = Field(ge=0, description="Layers with softmax full attention (`full_attention`).")
+    kda_layers: int = Field(
+        0, ge=0, description="Layers whose token mixer is Kimi Delta Attention (Kimi-Linear's "
+        "`linear_attn_config.kda_layers`, Kimi-K3): a gated delta rule with its own recurrent state, not Gated DeltaNet.")
     hidden_size: int = Field(gt=0, description="Model (residual stream) width.")
     vocab_size: int = Field(gt=0, description="Vocabulary size (rows of the embedding / lm_head).")
     num_attention_heads: int = Field(gt=0, description="Query heads of the full-attention layers.")
@@ -133,6 +136,15 @@ class ModelProfile(ModelProfileBehaviour, BaseModel):
         layers, gdn = info.data.get("num_layers"), info.data.get("gdn_layers")
         if layers is not None and gdn is not None and gdn + value > layers:
             raise ValueError(f"gdn_layers + full_attention_layers = {gdn + value} exceeds num_layers {layers}")
+        return value
+
+    @field_validator("kda_layers")
+    @classmethod
+    def _kda_fits(cls, value: int, info: ValidationInfo) -> int:
+        layers = info.data.get("num_layers")
+        counted = value + (info.data.get("gdn_layers") or 0) + (info.data.get("full_attention_layers") or 0)
+        if layers is not None and counted > layers:
+            raise ValueError(f"gdn + full-attention + KDA layers = {counted} exceed num_layers {layers}")
         return value
 
     @field_validator("sliding_window_layers")

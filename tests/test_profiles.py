@@ -663,7 +663,8 @@ def test_v41_bad_kv_sources(tmp_path, sources, message):
 def test_v41_catalog_profile_keeps_compressed_kv_on_four_layers(models):
     profile = models["deepseek-v4.1-flash"]
     assert profile.kv_compression_layers == {0: 36, 1: 1, 2: 3}
-    assert (profile.is_vl, profile.mtp_layers, profile.facts()["model.attention"]) == (True, 0, "csa-hybrid")
+    # vLLM flattens V4.1's vision_config away, so vllm-ascend's is_vl_model() is False
+    assert (profile.is_vl, profile.mtp_layers, profile.facts()["model.attention"]) == (False, 0, "csa-hybrid")
 
 
 _KIMI_LINEAR = _config(model_type="kimi_k3", text_config=_config(
@@ -708,3 +709,12 @@ def test_kda_and_full_layers_cannot_exceed_the_model(tmp_path):
     line = _line_of(text, '"kda_layers"')
     assert str(exc.value) == (f"{path}:{line}: text_config.linear_attn_config.kda_layers: "
                               "gdn + full-attention + KDA layers = 9 exceed text_config.num_hidden_layers 8")
+
+
+@pytest.mark.parametrize("model_type, is_vl", [("deepseek_v41", False), ("kimi_k25", True)],
+                         ids=["v41-flattened-by-vllm", "kimi-k25-nested"])
+def test_is_vl_is_vllm_ascends_answer(tmp_path, model_type, is_vl):
+    config = _config(model_type=model_type, text_config=_config(**_MLA), vision_config={"num_hidden_layers": 2})
+    profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(config)))
+    assert profile.is_vl is is_vl
+    assert any(note.startswith("is_vl: ") for note in profile.sources) is not is_vl

@@ -44,6 +44,11 @@ deepseek_v41, left out here: its ``num_nextn_predict_layers`` counts DSpark draf
 (0.30.0 drafts V3.2 with its own DeepseekV32MTPModel, 0.23.0 with DeepSeekMTPModel: the count is the same);
 kimi_k2 and kimi_k25 (Kimi-K2.x) have no MTP drafter in either."""
 
+FLATTENED_MULTIMODAL = {"deepseek_v41": "vLLM 0.30.0 transformers_utils/configs/deepseek_v41.py:10-16"}
+"""Top-level ``model_type`` whose vLLM config class flattens ``text_config`` and ``vision_config`` onto
+one object: vLLM's hf_config is then its hf_text_config and carries no vision_config, so vllm-ascend's
+is_vl_model() (0.30.0rc2 vllm_ascend/utils.py:1066-1094) is False although the file has a vision tower."""
+
 NAME_KEYS = ("_name_or_path", "name_or_path")
 """config.json keys that name the checkpoint (written by ``save_pretrained``; absent from most
 hub configs)."""
@@ -153,13 +158,22 @@ class _ConfigReader:
             linear_key_heads=self.integer("linear_num_key_heads", default=0, field="linear_key_heads") or None,
             linear_value_heads=self.integer("linear_num_value_heads", default=0, field="linear_value_heads") or None,
             mtp_layers=self._mtp_layers(model_type),
-            is_vl="vision_config" in self.top,
+            is_vl=self._is_vl_model(model_type),
             dtype=self.text_value("dtype", "torch_dtype", default="unknown"),
         )
         fields.update(self._layer_split(num_layers))
         fields.update(self._moe())
         fields.update(self._shapes(fields))
         return fields
+
+    def _is_vl_model(self, model_type: str) -> bool:
+        """What vllm-ascend's is_vl_model() answers: the config carries ``vision_config``, unless vLLM
+        flattens it away (``FLATTENED_MULTIMODAL``)."""
+        if "vision_config" in self.top and model_type in FLATTENED_MULTIMODAL:
+            self.notes.append(f"is_vl: {FLATTENED_MULTIMODAL[model_type]} flattens vision_config into the "
+                              f"language model's config, so vllm-ascend's is_vl_model() is False")
+            return False
+        return "vision_config" in self.top
 
     def _default_head_dim(self, hidden: int, heads: int) -> int:
         """The per-head width a config without ``head_dim`` implies: MLA's query/key head

@@ -141,20 +141,12 @@ class ModelProfile(ModelProfileBehaviour, BaseModel):
     @field_validator("kda_layers")
     @classmethod
     def _kda_fits(cls, value: int, info: ValidationInfo) -> int:
-        layers = info.data.get("num_layers")
-        counted = value + (info.data.get("gdn_layers") or 0) + (info.data.get("full_attention_layers") or 0)
-        if layers is not None and counted > layers:
-            raise ValueError(f"gdn + full-attention + KDA layers = {counted} exceed num_layers {layers}")
-        return value
+        return _within_layers(value, info, "KDA")
 
     @field_validator("sliding_window_layers")
     @classmethod
     def _sliding_fits(cls, value: int, info: ValidationInfo) -> int:
-        layers = info.data.get("num_layers")
-        counted = value + (info.data.get("gdn_layers") or 0) + (info.data.get("full_attention_layers") or 0)
-        if layers is not None and counted > layers:
-            raise ValueError(f"gdn + full-attention + sliding-window layers = {counted} exceed num_layers {layers}")
-        return value
+        return _within_layers(value, info, "sliding-window")
 
     @field_validator("kv_compression_layers")
     @classmethod
@@ -188,6 +180,15 @@ class ModelProfile(ModelProfileBehaviour, BaseModel):
         if value and info.data.get("is_moe") is False:
             raise ValueError("a shared expert needs is_moe: true")
         return value
+
+
+def _within_layers(value: int, info: ValidationInfo, kind: str) -> int:
+    """``value`` layers of ``kind`` fit beside the GDN and full-attention layers in num_layers."""
+    layers = info.data.get("num_layers")
+    counted = value + (info.data.get("gdn_layers") or 0) + (info.data.get("full_attention_layers") or 0)
+    if layers is not None and counted > layers:
+        raise ValueError(f"gdn + full-attention + {kind} layers = {counted} exceed num_layers {layers}")
+    return value
 
 
 class TargetVariant(BaseModel):

@@ -31,7 +31,7 @@ def run(*args):
     (["plan", "Qwen/Qwen3.5-35B-A3B", "--mtp"], 0, "optkit plan: qwen3.5-35b-a3b on 910c"),
     (["plan", "qwen/qwen3.6-27b"], 0, "optkit plan: qwen3.6-27b on 910c"),
     (["plan", "Qwen/Qwen3.5-35B-A3X"], 1, "did you mean 'Qwen/Qwen3.5-35B-A3B'"),
-    (["models"], 0, "5 models (MODEL may be any of its names)"),
+    (["models"], 0, f"{len(list((ROOT / 'models').glob('*.yaml')))} models (MODEL may be any of its names)"),
     (["models", "--json"], 0, '"hf_id": "Qwen/Qwen3.6-35B-A3B"'),
     (["explain", "qwen3.5-35b"], 2, "'qwen3.5-35b' is no recipe id: explain takes RECIPE_ID... then MODEL"),
     (["plan", "qwen3.5-35b", "--tp", "0"], 2, "--tp"),

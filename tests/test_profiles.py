@@ -41,9 +41,8 @@ def targets():
 
 
 def test_catalogs_load(models, targets):
-    assert sorted(models) == ["glm-4.5", "glm-4.6", "glm-4.7", "glm-5", "gpt-oss-120b", "hunyuan-a13b-instruct",
-                              "hy3-preview", "hy4-preview", "minimax-m2.5", "minimax-m3", "mixtral-8x7b-instruct-v0.1", "qwen3.5-27b", "qwen3.5-35b-a3b",
-                              "qwen3.5-397b-a17b", "qwen3.6-27b", "qwen3.6-35b-a3b"]
+    assert sorted(models) == sorted(path.stem for path in (Path(__file__).parents[1] / "models").glob("*.yaml"))
+    assert {"qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3.5-397b-a17b", "deepseek-v3.2", "gpt-oss-120b"} <= set(models)
     assert sorted(targets) == ["910b", "910c"]
     assert all(m.source == "catalog" and m.sources for m in models.values())
 
@@ -95,7 +94,7 @@ MODEL_FACT_KEYS = {
     "model.id", "model.family", "model.hf_model_type", "model.architecture", "model.num_layers",
     "model.gdn_layers", "model.full_attention_layers", "model.hidden_size", "model.vocab_size",
     "model.is_moe", "model.num_experts", "model.moe.shared_experts", "model.mtp_head",
-    "model.is_vl", "model.dtype", "model.text_model_type",
+    "model.is_vl", "model.dtype", "model.text_model_type", "model.attention",
 }
 
 
@@ -110,7 +109,7 @@ MODEL_FACT_KEYS = {
                 "model.gdn_layers": 30, "model.full_attention_layers": 10, "model.hidden_size": 2048,
                 "model.vocab_size": 248320, "model.is_moe": True, "model.num_experts": 256,
                 "model.moe.shared_experts": True, "model.mtp_head": "present", "model.is_vl": True,
-                "model.dtype": "bfloat16", "model.text_model_type": "qwen3_5_moe_text",
+                "model.dtype": "bfloat16", "model.text_model_type": "qwen3_5_moe_text", "model.attention": "gdn-hybrid",
             },
         ),
         (
@@ -121,7 +120,7 @@ MODEL_FACT_KEYS = {
                 "model.gdn_layers": 48, "model.full_attention_layers": 16, "model.hidden_size": 5120,
                 "model.vocab_size": 248320, "model.is_moe": False, "model.num_experts": 0,
                 "model.moe.shared_experts": False, "model.mtp_head": "present", "model.is_vl": True,
-                "model.dtype": "bfloat16", "model.text_model_type": "qwen3_5_text",
+                "model.dtype": "bfloat16", "model.text_model_type": "qwen3_5_text", "model.attention": "gdn-hybrid",
             },
         ),
     ],
@@ -577,3 +576,219 @@ def test_first_dense_layers_and_vllm_030_mtp(tmp_path, overrides, expected):
 def test_ffn_widths(tmp_path, overrides, expected):
     profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(_config(**overrides), indent=2)))
     assert {k: getattr(profile, k) for k in expected} == expected
+
+
+# --- MLA and DeepSeek-V4 derivation (DeepSeek-V3.x, Kimi-K2.x, DeepSeek-V4) -------------------------------
+
+_MLA = dict(model_type="deepseek_v3", n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1,
+            moe_intermediate_size=256, kv_lora_rank=64, qk_rope_head_dim=16, qk_nope_head_dim=32,
+            num_nextn_predict_layers=1)
+
+
+@pytest.mark.parametrize(
+    "config, expected",
+    [
+        (_config(**_MLA), dict(kv_lora_rank=64, qk_rope_head_dim=16, head_dim=48, shared_expert_intermediate_size=256,
+                               mtp_layers=1, index_head_dim=None, kv_compression_layers={})),
+        (_config(**{**_MLA, "head_dim": 80}), dict(head_dim=80)),
+        (_config(**{**_MLA, "qk_nope_head_dim": None, "qk_rope_head_dim": None}), dict(head_dim=128, qk_rope_head_dim=None)),
+        (_config(**{**_MLA, "n_shared_experts": 2, "moe_intermediate_size": 1408}),
+         dict(shared_expert_intermediate_size=2816)),
+        (_config(**{**_MLA, "first_k_dense_replace": 3, "intermediate_size": 4096}),
+         dict(first_dense_layers=3, intermediate_size=4096)),
+        (_config(**{**_MLA, "kv_lora_rank": None}), dict(kv_lora_rank=None, qk_rope_head_dim=None, head_dim=128)),
+        (_config(**{**_MLA, "model_type": "deepseek_v32", "index_head_dim": 128, "index_n_heads": 64,
+                    "index_topk": 2048}), dict(index_head_dim=128, mtp_layers=1)),
+        (_config(**{**_MLA, "model_type": "kimi_k2", "num_nextn_predict_layers": 0}), dict(mtp_layers=0)),
+        (_config(**{**_MLA, "model_type": "kimi_k2", "num_nextn_predict_layers": 1}), dict(mtp_layers=0)),
+        (_config(**{**_MLA, "model_type": "deepseek_v41"}), dict(mtp_layers=0)),
+        (_config(model_type="kimi_k3", text_config={**_config(), "num_nextn_predict_layers": 2}), dict(mtp_layers=2)),
+    ],
+    ids=["mla-head-dim-is-nope-plus-rope", "explicit-head-dim-wins", "mla-without-head-widths", "two-shared-experts",
+         "leading-dense-layers", "no-kv-lora-rank-no-mla", "v32-indexer", "kimi-k2-no-mtp-key",
+         "kimi-k2-no-drafter", "v41-dspark-stages-are-not-mtp", "kimi-k3-mtp-under-text-config"],
+)
+def test_mla_derivation(tmp_path, config, expected):
+    profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(config, indent=2)))
+    assert {k: getattr(profile, k) for k in expected} == expected
+
+
+_V4 = dict(model_type="deepseek_v4", num_hidden_layers=6, head_dim=512, num_key_value_heads=1, sliding_window=128,
+           n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1, moe_intermediate_size=256,
+           qk_rope_head_dim=64, index_head_dim=128, num_nextn_predict_layers=1)
+
+
+@pytest.mark.parametrize(
+    "ratios, expected",
+    [
+        ([0, 0, 4, 128, 4, 128], {0: 2, 4: 2, 128: 2}),
+        ([128, 128, 4, 128, 4, 128, 4, 0, 0], {4: 2, 128: 4}),  # entries past the layers are MTP/DSpark stages
+        ([4] * 6, {4: 6}),
+    ],
+    ids=["flash-layout", "tail-not-counted", "one-ratio"],
+)
+def test_v4_compressed_layers(tmp_path, ratios, expected):
+    profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(_config(**_V4, compress_ratios=ratios))))
+    assert profile.kv_compression_layers == expected
+    assert (profile.head_dim, profile.num_kv_heads, profile.sliding_window, profile.sliding_window_layers) == (
+        512, 1, 128, 0)
+    assert (profile.kv_lora_rank, profile.index_head_dim, profile.mtp_layers) == (None, 128, 1)
+    assert profile.facts()["model.attention"] == "csa-hybrid"
+
+
+@pytest.mark.parametrize(
+    "ratios, message",
+    [
+        ([0, 4, 128], "has 3 entries but num_hidden_layers is 6"),
+        ([0, 4, "128", 4, 128, 4], "must be a list of integers between 0 and 1048576 (got [0, 4, '128', 4, 128, 4])"),
+        ([0, 4, -1, 4, 128, 4], "must be a list of integers between 0 and 1048576 (got [0, 4, -1, 4, 128, 4])"),
+        ({"0": 2}, "must be a list of integers between 0 and 1048576 (got {'0': 2})"),
+    ],
+    ids=["shorter-than-layers", "string-entry", "negative-entry", "not-a-list"],
+)
+def test_v4_bad_compress_ratios(tmp_path, ratios, message):
+    text = json.dumps(_config(**_V4, compress_ratios=ratios), indent=2)
+    path = _write_json(tmp_path, text)
+    with pytest.raises(ValidationFailed) as exc:
+        profile_from_hf_config(path)
+    assert str(exc.value) == f"{path}:{_line_of(text, 'compress_ratios')}: compress_ratios: {message}"
+
+
+@pytest.mark.parametrize(
+    "model_id, attention",
+    [("qwen3.5-35b-a3b", "gdn-hybrid"), ("qwen3.6-27b", "gdn-hybrid"), ("deepseek-r1", "mla"),
+     ("deepseek-v3.2", "mla"), ("kimi-k2.5", "mla"), ("kimi-k2-thinking", "mla"), ("deepseek-v4-flash", "csa-hybrid"),
+     ("deepseek-v4-pro", "csa-hybrid"), ("kimi-k3", "kda-hybrid")],
+)
+def test_catalog_attention_fact(models, model_id, attention):
+    assert models[model_id].facts()["model.attention"] == attention
+
+
+@pytest.mark.parametrize(
+    "config, attention",
+    [
+        (_config(), "gqa"),
+        (_config(num_key_value_heads=2, sliding_window=512,
+                 layer_types=["sliding_attention"] * 6 + ["full_attention"] * 2), "sliding-hybrid"),
+        (_config(sliding_window=4096), "gqa"),  # every layer windowed (Mistral-style): no hybrid
+        (_config(**_MLA), "mla"),
+        (_config(full_attention_interval=4), "gdn-hybrid"),
+    ],
+    ids=["gqa", "sliding-hybrid", "all-sliding", "mla", "gdn-hybrid"],
+)
+def test_attention_fact_of_config(tmp_path, config, attention):
+    profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(config, indent=2)))
+    assert profile.facts()["model.attention"] == attention
+
+
+def test_attention_fact_choices_are_the_kinds():
+    from optkit.catalog.factspec import FACTS
+    assert set(FACTS["model.attention"].choices) == {"gdn-hybrid", "kda-hybrid", "csa-hybrid", "mla", "sliding-hybrid",
+                                                     "gqa"}
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ("kv_compression_layers: {0: 2, 4: 21, 128: 20}", "kv_compression_layers: {0: 2, 4: 21, 128: 19}",
+         "counts 42 layers but num_layers is 43"),
+        ("kv_compression_layers: {0: 2, 4: 21, 128: 20}", "kv_compression_layers: {0: 2, 4: 41, 128: 0}",
+         "ratios must be >= 0 and counts > 0"),
+    ],
+    ids=["layers-do-not-add-up", "zero-count"],
+)
+def test_bad_kv_compression_layers(tmp_path, old, new, message):
+    directory, path, text = _write_catalog(tmp_path, MODELS / "deepseek-v4-flash.yaml", old, new)
+    with pytest.raises(ValidationFailed) as exc:
+        load_models(directory)
+    assert str(exc.value) == f"{path}:{_line_of(text, 'kv_compression_layers')}: kv_compression_layers: {message}"
+
+
+@pytest.mark.parametrize(
+    "sources, expected",
+    [
+        ([2, 3], {0: 4, 4: 1, 128: 1}),  # V4.1: only the KV source layers keep a compressed cache
+        ([], {0: 6}),
+    ],
+    ids=["v41-shared-kv-sources", "no-sources"],
+)
+def test_v41_shared_kv_sources(tmp_path, sources, expected):
+    config = _config(**{**_V4, "model_type": "deepseek_v41"}, compress_ratios=[0, 0, 4, 128, 4, 128, 0],
+                     kv_source_layer_ids=sources)
+    profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(config)))
+    assert profile.kv_compression_layers == expected
+    assert profile.mtp_layers == 0  # V4.1's num_nextn_predict_layers counts DSpark stages: vLLM drafts no MTP
+
+
+@pytest.mark.parametrize(
+    "sources, message",
+    [([2, 6], "must be a list of integers between 0 and 5 (got [2, 6])"),
+     ("2,4", "must be a list of integers between 0 and 5 (got '2,4')")],
+    ids=["id-past-the-layers", "not-a-list"],
+)
+def test_v41_bad_kv_sources(tmp_path, sources, message):
+    text = json.dumps(_config(**_V4, compress_ratios=[0] * 6, kv_source_layer_ids=sources), indent=2)
+    path = _write_json(tmp_path, text)
+    with pytest.raises(ValidationFailed) as exc:
+        profile_from_hf_config(path)
+    assert str(exc.value) == f"{path}:{_line_of(text, 'kv_source_layer_ids')}: kv_source_layer_ids: {message}"
+
+
+def test_v41_catalog_profile_keeps_compressed_kv_on_four_layers(models):
+    profile = models["deepseek-v4.1-flash"]
+    assert profile.kv_compression_layers == {0: 36, 1: 1, 2: 3}
+    # vLLM flattens V4.1's vision_config away, so vllm-ascend's is_vl_model() is False
+    assert (profile.is_vl, profile.mtp_layers, profile.facts()["model.attention"]) == (False, 0, "csa-hybrid")
+
+
+_KIMI_LINEAR = _config(model_type="kimi_k3", text_config=_config(
+    model_type="kimi_linear", num_hidden_layers=8, kv_lora_rank=64, qk_rope_head_dim=16, qk_nope_head_dim=32,
+    num_experts=16, num_experts_per_token=4, num_shared_experts=2, moe_intermediate_size=128, first_k_dense_replace=1,
+    num_nextn_predict_layers=0, linear_attn_config={"kda_layers": [1, 2, 3, 5, 6, 7], "full_attn_layers": [4, 8]}))
+
+
+def test_kimi_linear_derivation(tmp_path):
+    profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(_KIMI_LINEAR, indent=2)))
+    assert (profile.kda_layers, profile.full_attention_layers, profile.gdn_layers) == (6, 2, 0)
+    assert (profile.num_experts, profile.experts_per_token, profile.shared_experts) == (16, 4, True)
+    assert (profile.shared_expert_intermediate_size, profile.first_dense_layers, profile.mtp_layers) == (256, 1, 0)
+    assert profile.facts()["model.attention"] == "kda-hybrid"
+
+
+@pytest.mark.parametrize(
+    "layers, message",
+    [([0, 1, 2], "must be a list of layer numbers from 1 to 8 (got [0, 1, 2])"),
+     ([1, 2, 9], "must be a list of layer numbers from 1 to 8 (got [1, 2, 9])"),
+     (None, "must be a list of layer numbers from 1 to 8 (got None)")],
+    ids=["numbered-from-one", "past-the-layers", "missing"],
+)
+def test_kimi_linear_bad_layer_lists(tmp_path, layers, message):
+    config = json.loads(json.dumps(_KIMI_LINEAR))
+    config["text_config"]["linear_attn_config"]["kda_layers"] = layers
+    text = json.dumps(config, indent=2)
+    path = _write_json(tmp_path, text)
+    with pytest.raises(ValidationFailed) as exc:
+        profile_from_hf_config(path)
+    line = _line_of(text, '"kda_layers"')
+    assert str(exc.value) == f"{path}:{line}: text_config.linear_attn_config.kda_layers: {message}"
+
+
+def test_kda_and_full_layers_cannot_exceed_the_model(tmp_path):
+    config = json.loads(json.dumps(_KIMI_LINEAR))
+    config["text_config"]["linear_attn_config"]["kda_layers"] = [1, 2, 3, 4, 5, 6, 7]
+    text = json.dumps(config, indent=2)
+    path = _write_json(tmp_path, text)
+    with pytest.raises(ValidationFailed) as exc:
+        profile_from_hf_config(path)
+    line = _line_of(text, '"kda_layers"')
+    assert str(exc.value) == (f"{path}:{line}: text_config.linear_attn_config.kda_layers: "
+                              "gdn + full-attention + KDA layers = 9 exceed text_config.num_hidden_layers 8")
+
+
+@pytest.mark.parametrize("model_type, is_vl", [("deepseek_v41", False), ("kimi_k25", True)],
+                         ids=["v41-flattened-by-vllm", "kimi-k25-nested"])
+def test_is_vl_is_vllm_ascends_answer(tmp_path, model_type, is_vl):
+    config = _config(model_type=model_type, text_config=_config(**_MLA), vision_config={"num_hidden_layers": 2})
+    profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(config)))
+    assert profile.is_vl is is_vl
+    assert any(note.startswith("is_vl: ") for note in profile.sources) is not is_vl

@@ -58,6 +58,10 @@ _SPECS = [
        ("present", "absent", "unknown")),
     _f("model.is_vl", "bool", "Config carries vision_config (vllm-ascend is_vl_model() is True)."),
     _f("model.dtype", "str", "Checkpoint dtype (bfloat16, float16, …)."),
+    _f("model.attention", "str", "How the attention layers keep KV: gdn-hybrid (Gated DeltaNet beside full "
+       "attention), kda-hybrid (Kimi Delta Attention beside MLA), csa-hybrid (DeepSeek-V4: sliding window + compressed KV), mla (latent KV, kv_lora_rank), "
+       "sliding-hybrid (sliding-window beside full-attention layers), gqa (full attention, MHA/MQA included).",
+       ("gdn-hybrid", "kda-hybrid", "csa-hybrid", "mla", "sliding-hybrid", "gqa")),
     # parallelism
     _f("parallel.tp", "int", "Tensor-parallel size."),
     _f("parallel.dp", "int", "Data-parallel size."),

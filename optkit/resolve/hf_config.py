@@ -8,7 +8,7 @@ as the file spells it (``text_config.num_hidden_layers``), all reported together
 The profile carries the architecture facts that recipes key on (model_type, GDN/full-attention
 split, MoE shape, MTP head), never a name, so a checkpoint of a catalog architecture gets the
 same decisions as the catalog's profile. Whether it ships an MTP head is read the way vLLM 0.23.0
-reads it (``VLLM_MTP_LAYER_KEYS``); where the file cannot tell, the profile says "unknown".
+and 0.30.0 read it (``VLLM_MTP_LAYER_KEYS``); where the file cannot tell, the profile says "unknown".
 """
 
 from __future__ import annotations
@@ -31,16 +31,26 @@ VLLM_MTP_LAYER_KEYS: dict[str, str] = {
     **dict.fromkeys(
         ("qwen3_next", "deepseek_v3", "deepseek_v32", "deepseek_v4", "deepseek_mtp", "glm_moe_dsa", "glm4_moe",
          "glm4_moe_lite", "glm_ocr", "ernie4_5_moe", "pangu_ultra_moe", "mimo", "exaone_moe", "exaone4_5",
-         "hy_v3", "longcat_flash", "step3p5", "nemotron_h", "hy_v4"),
+         "hy_v3", "hy_v4", "kimi_k3", "longcat_flash", "step3p5", "nemotron_h"),
         "num_nextn_predict_layers"),
     "minimax_m3_vl": "num_mtp_modules",
 }
-"""Top-level ``model_type`` → the config key vLLM 0.23.0 takes the MTP layer count from
-(``SpeculativeConfig.hf_config_override``, vllm/config/speculative.py:300-522; vllm-ascend 0.23.0
-maps qwen3_5 / qwen3_5_moe the same way in patch/platform/patch_speculative_config.py:104-113).
-A model_type not listed has no MTP drafter in vLLM 0.23.0. ``hy_v4`` and ``minimax_m3_vl`` are vLLM 0.30.0's
-(vllm/config/speculative.py: hy_v4 -> hy_v4_mtp from ``num_nextn_predict_layers``; minimax_m3_vl ->
-minimax_m3_mtp from the language model's ``num_mtp_modules``)."""
+"""Top-level ``model_type`` → the config key vLLM takes the MTP layer count from
+(``SpeculativeConfig.hf_config_override``: vLLM 0.23.0 vllm/config/speculative.py:300-522, vLLM 0.30.0
+:647-1053; vllm-ascend 0.23.0 maps qwen3_5 / qwen3_5_moe the same way in
+patch/platform/patch_speculative_config.py:104-113). A model_type not listed has no MTP drafter.
+vLLM 0.30.0 adds kimi_k3 (its ``text_config.num_nextn_predict_layers``, :702-710; absent in 0.23.0) and
+deepseek_v41, left out here: its ``num_nextn_predict_layers`` counts DSpark draft stages and
+``method="mtp"`` is rejected for it (:682-693). DeepSeek-V3/V3.2/V4 read the same key in both releases
+(0.30.0 drafts V3.2 with its own DeepseekV32MTPModel, 0.23.0 with DeepSeekMTPModel: the count is the same);
+kimi_k2 and kimi_k25 (Kimi-K2.x) have no MTP drafter in either. vLLM 0.30.0 also reads ``hy_v4``
+(-> hy_v4_mtp, from ``num_nextn_predict_layers``) and ``minimax_m3_vl`` (-> minimax_m3_mtp, from the language
+model's ``num_mtp_modules``)."""
+
+FLATTENED_MULTIMODAL = {"deepseek_v41": "vLLM 0.30.0 transformers_utils/configs/deepseek_v41.py:10-16"}
+"""Top-level ``model_type`` whose vLLM config class flattens ``text_config`` and ``vision_config`` onto
+one object: vLLM's hf_config is then its hf_text_config and carries no vision_config, so vllm-ascend's
+is_vl_model() (0.30.0rc2 vllm_ascend/utils.py:1066-1094) is False although the file has a vision tower."""
 
 NAME_KEYS = ("_name_or_path", "name_or_path")
 """config.json keys that name the checkpoint (written by ``save_pretrained``; absent from most
@@ -57,7 +67,8 @@ _RANGES = {
     "intermediate_size": (0, 1 << 24), "moe_intermediate_size": (0, 1 << 24), "first_k_dense_replace": (0, 10_000),
     "max_position_embeddings": (0, 1 << 30), "moe_topk": (1, 1 << 20), "num_shared_expert": (0, 1 << 20),
     "num_shared_experts": (0, 1 << 20), "dense_intermediate_size": (0, 1 << 24),
-    "shared_intermediate_size": (0, 1 << 24),
+    "shared_intermediate_size": (0, 1 << 24), "compress_ratios": (0, 1 << 20), "qk_nope_head_dim": (0, 1 << 16),
+    "index_head_dim": (0, 1 << 16),
 }
 # Other spellings of a key, read when the usual one is absent: Hunyuan-A13B's per-layer lists
 # (moe_topk, num_shared_expert: a list whose entries are all one integer reads as that integer)
@@ -151,12 +162,12 @@ class _ConfigReader:
             vocab_size=self.integer("vocab_size", field="vocab_size"),
             num_attention_heads=heads,
             num_kv_heads=self.integer("num_key_value_heads", default=heads, field="num_kv_heads"),
-            head_dim=self.integer("head_dim", default=hidden // heads if heads else 0, field="head_dim"),
+            head_dim=self.integer("head_dim", default=self._default_head_dim(hidden, heads), field="head_dim"),
             # 0 (absent) reads as None: a model without Gated DeltaNet layers has no linear heads
             linear_key_heads=self.integer("linear_num_key_heads", default=0, field="linear_key_heads") or None,
             linear_value_heads=self.integer("linear_num_value_heads", default=0, field="linear_value_heads") or None,
             mtp_layers=self._mtp_layers(model_type),
-            is_vl="vision_config" in self.top,
+            is_vl=self._is_vl_model(model_type),
             dtype=self.text_value("dtype", "torch_dtype", default="unknown"),
         )
         fields.update(self._layer_split(num_layers))
@@ -164,9 +175,61 @@ class _ConfigReader:
         fields.update(self._shapes(fields))
         return fields
 
+    def _is_vl_model(self, model_type: str) -> bool:
+        """What vllm-ascend's is_vl_model() answers: the config carries ``vision_config``, unless vLLM
+        flattens it away (``FLATTENED_MULTIMODAL``)."""
+        if "vision_config" in self.top and model_type in FLATTENED_MULTIMODAL:
+            self.notes.append(f"is_vl: {FLATTENED_MULTIMODAL[model_type]} flattens vision_config into the "
+                              f"language model's config, so vllm-ascend's is_vl_model() is False")
+            return False
+        return "vision_config" in self.top
+
+    def _default_head_dim(self, hidden: int, heads: int) -> int:
+        """The per-head width a config without ``head_dim`` implies: MLA's query/key head
+        (``qk_nope_head_dim + qk_rope_head_dim``, transformers' DeepseekV3Config.qk_head_dim), else
+        hidden_size / num_attention_heads."""
+        if self.value("kv_lora_rank")[1]:
+            nope = self.integer("qk_nope_head_dim", default=0)
+            rope = self.integer("qk_rope_head_dim", default=0)
+            if nope + rope:
+                return nope + rope
+        return hidden // heads if heads else 0
+
+    def _compressed_kv_layers(self, num_layers: int) -> dict[int, int]:
+        """Decoder layers per KV compression ratio, from DeepSeek-V4's ``compress_ratios`` (one entry a
+        layer; entries past num_hidden_layers belong to the MTP/DSpark stages and are not counted; 0: the
+        layer keeps only its sliding window). DeepSeek-V4.1 shares compressed KV: only its
+        ``kv_source_layer_ids`` keep a compressed cache, the other layers read the nearest source below
+        them (vLLM 0.30.0 models/deepseek_v41/attention.py:255-300), so they count as 0. {} for a config
+        without ``compress_ratios``."""
+        ratios = self._layer_list("compress_ratios", num_layers, num_layers, "entries")
+        if ratios is None:
+            return {}
+        self.keys["kv_compression_layers"] = self._path("compress_ratios")
+        sources = self._layer_list("kv_source_layer_ids", 0, num_layers, "ids")
+        counted = [r if sources is None or layer in sources else 0 for layer, r in enumerate(ratios[:num_layers])]
+        return {ratio: counted.count(ratio) for ratio in sorted(set(counted))}
+
+    def _layer_list(self, key: str, least: int, layers: int, what: str) -> list[int] | None:
+        """A per-layer integer list (``compress_ratios``: at least ``least`` entries; ``kv_source_layer_ids``:
+        layer ids below num_hidden_layers); None when absent or bad (a problem is recorded)."""
+        value = self.value(key)[1]
+        if value is None:
+            return None
+        low, high = (0, layers - 1) if what == "ids" else _RANGES[key]
+        if not isinstance(value, list) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and low <= v <= high for v in value):
+            self._bad(key, f"must be a list of integers between {low} and {high} (got {_shown(value)})")
+            return None
+        if layers and len(value) < least:
+            self._bad(key, f"has {len(value)} {what} but num_hidden_layers is {layers}")
+            return None
+        return value
+
     def _shapes(self, fields: dict[str, Any]) -> dict[str, Any]:
-        """The widths and spans that size weights and KV cache (MLA rank, sliding window, FFN widths,
-        context length); an absent or 0 value reads as None (the model has no such part)."""
+        """The widths and spans that size weights and KV cache (MLA rank, DSA indexer key, sliding window,
+        FFN widths, context length, V4's compressed layers); an absent or 0 value reads as None (the model
+        has no such part)."""
         def optional(key: str, field: str) -> int | None:
             value = self.integer(key, default=0, field=field)
             return value or None
@@ -180,6 +243,7 @@ class _ConfigReader:
         return dict(
             kv_lora_rank=mla,
             qk_rope_head_dim=optional("qk_rope_head_dim", "qk_rope_head_dim") if mla else None,
+            index_head_dim=optional("index_head_dim", "index_head_dim"),
             sliding_window=window if window and (sliding or not isinstance(layer_types, list)) else None,
             sliding_window_layers=sliding,
             intermediate_size=dense_width,
@@ -188,6 +252,7 @@ class _ConfigReader:
             first_dense_layers=self._first_dense_layers() if fields.get("is_moe") else 0,
             max_position_embeddings=optional("max_position_embeddings", "max_position_embeddings"),
             tie_word_embeddings=tied is True,
+            kv_compression_layers=self._compressed_kv_layers(fields["num_layers"]),
         )
 
     def _ffn_widths(self, fields: dict[str, Any], optional) -> tuple[int | None, int | None, int | None]:
@@ -277,10 +342,10 @@ class _ConfigReader:
         return ""
 
     def _mtp_layers(self, model_type: str) -> int | None:
-        """MTP layers the way vLLM 0.23.0 counts them; None when the file cannot tell."""
+        """MTP layers the way vLLM counts them (``VLLM_MTP_LAYER_KEYS``); None when the file cannot tell."""
         key = VLLM_MTP_LAYER_KEYS.get(model_type)
         if key is None:
-            self.notes.append(f"mtp: vLLM 0.23.0 has no MTP drafter for model_type {model_type!r}: no MTP head")
+            self.notes.append(f"mtp: vLLM (0.23.0, 0.30.0) has no MTP drafter for model_type {model_type!r}: no MTP head")
             return 0
         self.keys["mtp_layers"] = self._path(key)
         if self.value(key)[1] is None:
@@ -290,7 +355,10 @@ class _ConfigReader:
         return self.integer(key, limits="mtp")
 
     def _layer_split(self, num_layers: int) -> dict[str, int]:
-        """GDN vs full-attention layer counts from ``layer_types`` or ``full_attention_interval``."""
+        """GDN vs full-attention layer counts from ``layer_types`` or ``full_attention_interval``; Kimi
+        Delta Attention vs full-attention layers from Kimi-Linear's ``linear_attn_config``."""
+        if isinstance(self.lm.get("linear_attn_config"), dict):
+            return self._kda_split(num_layers)
         layer_types = self.lm.get("layer_types")
         if isinstance(layer_types, list):
             self.keys["gdn_layers"] = self.keys["full_attention_layers"] = self._path("layer_types")
@@ -305,17 +373,36 @@ class _ConfigReader:
         full = num_layers // interval if interval > 0 else num_layers
         return {"gdn_layers": num_layers - full, "full_attention_layers": full}
 
+    def _kda_split(self, num_layers: int) -> dict[str, int]:
+        """Kimi-Linear (Kimi-K3): ``linear_attn_config.kda_layers`` and ``full_attn_layers`` list the
+        layers, numbered from 1 (vLLM 0.30.0 transformers_utils/configs/kimi_linear.py is_kda_layer)."""
+        config, counts = self.lm["linear_attn_config"], {}
+        for key, field in (("kda_layers", "kda_layers"), ("full_attn_layers", "full_attention_layers")):
+            path = f"{self._path('linear_attn_config')}.{key}"
+            self.keys[field] = path
+            layers = config.get(key)
+            if not isinstance(layers, list) or not all(
+                    type(n) is int and 1 <= n <= max(num_layers, 1) for n in layers):
+                message = f"must be a list of layer numbers from 1 to {num_layers} (got {_shown(layers)})"
+                self.problems.append(Problem(Location(self.file, self._line(*path.split(".")), path), message))
+                layers = []
+            counts[field] = len(set(layers))
+        return {"gdn_layers": 0, **counts}
+
     def _moe(self) -> dict[str, Any]:
         experts = self.integer("num_experts", "num_local_experts", "n_routed_experts", default=0,
                                field="num_experts", limits="experts")
         if experts <= 0:
             return {"is_moe": False, "num_experts": 0, "experts_per_token": 0, "shared_experts": False}
         shared_width = self.integer("shared_expert_intermediate_size", default=0)
-        shared = shared_width > 0 or self.integer("n_shared_experts", default=0) > 0
+        # Kimi-Linear (Kimi-K3) spells these num_shared_experts and num_experts_per_token
+        shared = shared_width > 0 or self.integer("n_shared_experts", "num_shared_experts", default=0,
+                                                  limits="n_shared_experts") > 0
         return {
             "is_moe": True,
             "num_experts": experts,
-            "experts_per_token": self.integer("num_experts_per_tok", field="experts_per_token"),
+            "experts_per_token": self.integer("num_experts_per_tok", "num_experts_per_token", field="experts_per_token",
+                                              limits="num_experts_per_tok"),
             "shared_experts": shared,
         }
 

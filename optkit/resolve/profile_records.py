@@ -39,7 +39,30 @@ class ModelProfileBehaviour:
             "model.mtp_head": mtp_head(self.mtp_layers),
             "model.is_vl": self.is_vl,
             "model.dtype": self.dtype,
+            "model.attention": attention_kind(self),
         }
+
+
+def attention_kind(profile) -> str:
+    """The ``model.attention`` fact: how the model's attention layers keep their KV cache.
+
+    'gdn-hybrid': Gated DeltaNet layers beside full attention (Qwen3.5/3.6, Qwen3-Next); 'kda-hybrid': Kimi
+    Delta Attention layers beside (MLA) full attention (Kimi-K3); 'csa-hybrid':
+    DeepSeek-V4's sliding window plus compressed KV (``kv_compression_layers``; vLLM 0.30.0 runs it as MLA
+    with head_dim-wide entries); 'mla': multi-head latent attention (``kv_lora_rank``: DeepSeek-V3.x,
+    Kimi-K2.x); 'sliding-hybrid': sliding-window layers beside full attention; 'gqa': full attention
+    with key/value heads (MHA and MQA included). The values are the fact's choices in
+    ``optkit.catalog.factspec``.
+    """
+    if profile.gdn_layers:
+        return "gdn-hybrid"
+    if profile.kda_layers:
+        return "kda-hybrid"
+    if profile.kv_compression_layers:
+        return "csa-hybrid"
+    if profile.kv_lora_rank:
+        return "mla"
+    return "sliding-hybrid" if profile.sliding_window_layers else "gqa"
 
 
 def mtp_head(mtp_layers: int | None) -> str:

@@ -65,6 +65,9 @@ class ModelProfile(ModelProfileBehaviour, BaseModel):
     num_layers: int = Field(gt=0, description="Decoder layers (`num_hidden_layers`), MTP layers excluded.")
     gdn_layers: int = Field(ge=0, description="Layers whose token mixer is Gated DeltaNet (`linear_attention`).")
     full_attention_layers: int = Field(ge=0, description="Layers with softmax full attention (`full_attention`).")
+    kda_layers: int = Field(
+        0, ge=0, description="Layers whose token mixer is Kimi Delta Attention (Kimi-Linear's "
+        "`linear_attn_config.kda_layers`, Kimi-K3): a gated delta rule with its own recurrent state, not Gated DeltaNet.")
     hidden_size: int = Field(gt=0, description="Model (residual stream) width.")
     vocab_size: int = Field(gt=0, description="Vocabulary size (rows of the embedding / lm_head).")
     num_attention_heads: int = Field(gt=0, description="Query heads of the full-attention layers.")
@@ -87,6 +90,10 @@ class ModelProfile(ModelProfileBehaviour, BaseModel):
         "without MLA. The KV cache holds kv_lora_rank + qk_rope_head_dim values per token and layer.")
     qk_rope_head_dim: Optional[int] = Field(
         None, gt=0, description="Multi-head latent attention: rotary part of each head (`qk_rope_head_dim`); null without MLA.")
+    index_head_dim: Optional[int] = Field(
+        None, gt=0, description="DeepSeek sparse attention (DSA, DeepSeek-V3.2; V4's compressed layers): width of "
+        "the lightning indexer's key (`index_head_dim`), cached per token and layer beside the attention KV; null "
+        "without an indexer.")
     sliding_window: Optional[int] = Field(
         None, gt=0, description="Sliding-window attention span in tokens (`sliding_window`); null without one.")
     sliding_window_layers: int = Field(
@@ -101,6 +108,11 @@ class ModelProfile(ModelProfileBehaviour, BaseModel):
     max_position_embeddings: Optional[int] = Field(
         None, gt=0, description="Longest context the config declares (`max_position_embeddings`).")
     tie_word_embeddings: bool = Field(False, description="lm_head shares the embedding's weights (`tie_word_embeddings`).")
+    kv_compression_layers: dict[int, int] = Field(
+        default_factory=dict, description="DeepSeek-V4 compressed attention: decoder layers per KV compression "
+        "ratio (`compress_ratios`, its first num_hidden_layers entries), e.g. {0: 2, 4: 21, 128: 20}: a layer of "
+        "ratio r keeps one head_dim-wide KV entry per r tokens beside its sliding window (0: the window only); "
+        "empty without compressed attention.")
     dtype: str = Field(description="Checkpoint dtype (`torch_dtype`/`dtype`), e.g. 'bfloat16'; 'unknown' if unset.")
     source: Literal["catalog", "config.json"] = Field(
         default="catalog", description="Where the profile came from: the YAML catalog or a user's config.json."
@@ -126,13 +138,24 @@ class ModelProfile(ModelProfileBehaviour, BaseModel):
             raise ValueError(f"gdn_layers + full_attention_layers = {gdn + value} exceeds num_layers {layers}")
         return value
 
+    @field_validator("kda_layers")
+    @classmethod
+    def _kda_fits(cls, value: int, info: ValidationInfo) -> int:
+        return _within_layers(value, info, "KDA")
+
     @field_validator("sliding_window_layers")
     @classmethod
     def _sliding_fits(cls, value: int, info: ValidationInfo) -> int:
+        return _within_layers(value, info, "sliding-window")
+
+    @field_validator("kv_compression_layers")
+    @classmethod
+    def _compression_covers_layers(cls, value: dict[int, int], info: ValidationInfo) -> dict[int, int]:
         layers = info.data.get("num_layers")
-        counted = value + (info.data.get("gdn_layers") or 0) + (info.data.get("full_attention_layers") or 0)
-        if layers is not None and counted > layers:
-            raise ValueError(f"gdn + full-attention + sliding-window layers = {counted} exceed num_layers {layers}")
+        if value and layers is not None and sum(value.values()) != layers:
+            raise ValueError(f"counts {sum(value.values())} layers but num_layers is {layers}")
+        if any(ratio < 0 or count <= 0 for ratio, count in value.items()):
+            raise ValueError("ratios must be >= 0 and counts > 0")
         return value
 
     @field_validator("num_experts")
@@ -157,6 +180,15 @@ class ModelProfile(ModelProfileBehaviour, BaseModel):
         if value and info.data.get("is_moe") is False:
             raise ValueError("a shared expert needs is_moe: true")
         return value
+
+
+def _within_layers(value: int, info: ValidationInfo, kind: str) -> int:
+    """``value`` layers of ``kind`` fit beside the GDN and full-attention layers in num_layers."""
+    layers = info.data.get("num_layers")
+    counted = value + (info.data.get("gdn_layers") or 0) + (info.data.get("full_attention_layers") or 0)
+    if layers is not None and counted > layers:
+        raise ValueError(f"gdn + full-attention + {kind} layers = {counted} exceed num_layers {layers}")
+    return value
 
 
 class TargetVariant(BaseModel):

@@ -260,8 +260,9 @@ PD_RELEASES = {
 def _no_hybrid(connector_line: int, tutorial_line: int) -> str:
     return (f"its MooncakeConnectorV1 has no hybrid KV cache support ({CONNECTOR}:{connector_line}: class "
             "MooncakeConnector(KVConnectorBase_V1), without vLLM's SupportsHMA), which a model with Gated DeltaNet "
-            "layers (every model optkit ships) needs; its Qwen3.5 tutorial runs PD with MooncakeLayerwiseConnector "
-            f"instead ({QWEN35}:{tutorial_line}), a launch optkit does not write")
+            "layers needs; its Qwen3.5 tutorial runs PD with MooncakeLayerwiseConnector "
+            f"instead ({QWEN35}:{tutorial_line}), a launch optkit does not write; for models without Gated DeltaNet "
+            "layers (MLA, DeepSeek-V4, Kimi) optkit has not read this release's PD launch")
 
 
 NO_PD = {

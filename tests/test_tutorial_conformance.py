@@ -53,8 +53,11 @@ def test_every_profile_with_a_tutorial_is_compared_in_the_newest_release():
 
     newest = RELEASES[-1]
     compared = {r.request["model"] for r in _release(newest)[0]}
-    assert compared | set(cs.data()["without_tutorial"]) == set(load_models(cs.REPO / "models"))
-    assert not compared & set(cs.data()["without_tutorial"])
+    models = load_models(cs.REPO / "models")
+    without, awaiting = set(cs.data()["without_tutorial"]), set(cs.data().get("awaiting_comparison", {}))
+    assert compared | without | awaiting == set(models)
+    assert not compared & (without | awaiting) and not without & awaiting
+    assert all(models[m].tutorials for m in awaiting)  # awaiting: a page ships, no entry compares it yet
 
 
 @pytest.mark.tree

@@ -27,7 +27,7 @@ from optkit.resolve.profile_records import ModelProfileRecord
 from optkit.resolve.profiles import RECORDS, ModelProfile
 
 VLLM_MTP_LAYER_KEYS: dict[str, str] = {
-    **dict.fromkeys(("qwen3_5", "qwen3_5_moe"), "mtp_num_hidden_layers"),
+    **dict.fromkeys(("qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text"), "mtp_num_hidden_layers"),
     **dict.fromkeys(
         ("qwen3_next", "deepseek_v3", "deepseek_v32", "deepseek_v4", "deepseek_mtp", "glm_moe_dsa", "glm4_moe",
          "glm4_moe_lite", "glm_ocr", "ernie4_5_moe", "pangu_ultra_moe", "mimo", "exaone_moe", "exaone4_5",
@@ -36,7 +36,9 @@ VLLM_MTP_LAYER_KEYS: dict[str, str] = {
 }
 """Top-level ``model_type`` → the config key vLLM 0.23.0 takes the MTP layer count from
 (``SpeculativeConfig.hf_config_override``, vllm/config/speculative.py:300-522; vllm-ascend 0.23.0
-maps qwen3_5 / qwen3_5_moe the same way in patch/platform/patch_speculative_config.py:104-113).
+maps qwen3_5 / qwen3_5_moe the same way in patch/platform/patch_speculative_config.py:104-113), and
+the text-only Qwen3.5 model types qwen3_5_text / qwen3_5_moe_text as vLLM 0.30.0 reads them ("checkpoints
+that ship only the text config", vllm/config/speculative.py:904-919; Qwen3.8-2.4T-A95B's config is one).
 A model_type not listed has no MTP drafter in vLLM 0.23.0."""
 
 NAME_KEYS = ("_name_or_path", "name_or_path")

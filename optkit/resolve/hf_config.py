@@ -33,12 +33,14 @@ VLLM_MTP_LAYER_KEYS: dict[str, str] = {
          "glm4_moe_lite", "glm_ocr", "ernie4_5_moe", "pangu_ultra_moe", "mimo", "exaone_moe", "exaone4_5",
          "hy_v3", "longcat_flash", "step3p5", "nemotron_h"),
         "num_nextn_predict_layers"),
+    **dict.fromkeys(("qwen4_exp", "qwen4_exp_text"), "mtp_num_hidden_layers"),
 }
 """Top-level ``model_type`` → the config key vLLM 0.23.0 takes the MTP layer count from
 (``SpeculativeConfig.hf_config_override``, vllm/config/speculative.py:300-522; vllm-ascend 0.23.0
 maps qwen3_5 / qwen3_5_moe the same way in patch/platform/patch_speculative_config.py:104-113), and
 the text-only Qwen3.5 model types qwen3_5_text / qwen3_5_moe_text as vLLM 0.30.0 reads them ("checkpoints
-that ship only the text config", vllm/config/speculative.py:904-919; Qwen3.8-2.4T-A95B's config is one).
+that ship only the text config", vllm/config/speculative.py:904-919; Qwen3.8-2.4T-A95B's config is one) and
+the Qwen4-Exp types of Qwen3.8-Flash-Next (vLLM 0.30.0 speculative.py:832-840, text_config.mtp_num_hidden_layers).
 A model_type not listed has no MTP drafter in vLLM 0.23.0."""
 
 NAME_KEYS = ("_name_or_path", "name_or_path")

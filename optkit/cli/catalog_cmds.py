@@ -37,25 +37,31 @@ def _models_table(rows: list[dict]) -> list:
     from optkit.cli.table import Table
 
     table = Table(f"{len(rows)} models (MODEL may be any of its names, its Hugging Face id or a checkpoint's id)",
-                  ["id", "Hugging Face id", "aliases", "layers", "MoE", "MTP layers", "vision", "tutorials",
-                   "checkpoints"])
+                  ["id", "Hugging Face id", "aliases", "architecture", "tutorials", "checkpoints"])
     for row in rows:
         formats = sorted({checkpoint["quantization"] for checkpoint in row["checkpoints"]})
-        table.add_row(row["id"], row["hf_id"] or "—", ", ".join(row["aliases"]) or "—", row["layers"], row["moe"],
-                      str(row["mtp_layers"]), "yes" if row["vision"] else "no", ", ".join(row["tutorials"]) or "—",
-                      ", ".join(formats) or "—")
+        table.add_row(row["id"], row["hf_id"] or "—", ", ".join(row["aliases"]) or "—", _architecture(row),
+                      ", ".join(row["tutorials"]) or "—", ", ".join(formats) or "—")
     return [table, "a model not listed: optkit plan --model-config path/to/config.json (its Hugging Face config); "
                    "one model's checkpoints: optkit models MODEL"]
+
+
+def _architecture(row: dict) -> str:
+    mtp = {None: "MTP unknown", 0: "no MTP"}.get(row["mtp_layers"], f"MTP {row['mtp_layers']}")
+    return f"{row['layers']} layers; {row['moe']}; {mtp}" + ("; vision" if row["vision"] else "")
 
 
 def _checkpoints_table(row: dict) -> list:
     from optkit.cli.table import Table
 
-    table = Table(f"{row['id']} ({row['hf_id'] or 'no Hugging Face id'}): {row['layers']} layers, {row['moe']}, "
-                  f"tutorials: {', '.join(row['tutorials']) or 'none'}", ["checkpoint", "weights", "source"])
+    heading = (f"{row['id']} ({row['hf_id'] or 'no Hugging Face id'}): {_architecture(row)}; tutorials: "
+               f"{', '.join(row['tutorials']) or 'none'}")
+    if not row["checkpoints"]:
+        return [heading, "no checkpoint listed: no tutorial page names its weights"]
+    table = Table("its checkpoints (the tutorials' weight tables)", ["checkpoint", "weights", "source"])
     for checkpoint in row["checkpoints"]:
         table.add_row(checkpoint["id"], checkpoint["quantization"], checkpoint["source"])
-    return [table] if row["checkpoints"] else [table, "no checkpoint listed: no tutorial page names its weights"]
+    return [heading, table]
 
 
 def _model_row(model) -> dict:

@@ -7,8 +7,9 @@ as the file spells it (``text_config.num_hidden_layers``), all reported together
 
 The profile carries the architecture facts that recipes key on (model_type, GDN/full-attention
 split, MoE shape, MTP head), never a name, so a checkpoint of a catalog architecture gets the
-same decisions as the catalog's profile. Whether it ships an MTP head is read the way vLLM 0.23.0
-reads it (``VLLM_MTP_LAYER_KEYS``); where the file cannot tell, the profile says "unknown".
+same decisions as the catalog's profile. Whether it ships an MTP head is read the way vLLM reads it
+(``VLLM_MTP_LAYER_KEYS``: 0.23.0's map, and the text-only Qwen3.5 and Qwen4-Exp types 0.30.0 adds); where
+the file cannot tell, the profile says "unknown".
 """
 
 from __future__ import annotations

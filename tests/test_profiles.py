@@ -535,8 +535,12 @@ def test_find_checkpoint(models, name, expected, quantization):
         ("Eco-Tech/Qwen3.5-397B-A17B-w8a8-mpt", "did you mean 'Eco-Tech/Qwen3.5-397B-A17B-w8a8-mtp'"),
         ("Qwen/Qwen3-235B-A22", "did you mean 'Qwen/Qwen3-235B-A22B'"),
         ("Modelers_Park/Qwen3-32", "did you mean 'Modelers_Park/Qwen3-32B'"),
+        ("qwen/qwen3-235b-a2", "did you mean 'Qwen/Qwen3-235B-A22B'"),  # compared case-insensitively
+        ("QWEN3.5-35B-A3", "did you mean 'qwen3.5-35b-a3b'"),
+        ("mixtral", "known: qwen3-0.6b, qwen3-1.7b, "),  # nothing close: the profiles, not the checkpoint ids
     ],
-    ids=["checkpoint-typo", "hf-id-typo", "mirror-typo"],
+    ids=["checkpoint-typo", "hf-id-typo", "mirror-typo", "hf-id-typo-lowercase", "id-typo-uppercase",
+         "nothing-close"],
 )
 def test_unknown_hub_id_lists_close_matches(models, name, fragment):
     with pytest.raises(UnknownName) as exc:

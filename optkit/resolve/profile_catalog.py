@@ -13,7 +13,7 @@ from typing import Any
 from optkit.catalog.cache import cached
 from optkit.catalog.frozen import Record
 from optkit.catalog.linemap import LineMap
-from optkit.errors import Location, Problem, UnknownName, ValidationFailed
+from optkit.errors import Location, Problem, UnknownName, ValidationFailed, close_matches
 from optkit.resolve.profile_records import ModelProfileRecord, TargetRecord
 
 # What validates model and target files, besides optkit/catalog/.
@@ -51,7 +51,16 @@ def find_checkpoint(models: dict[str, ModelProfileRecord], name: str) -> tuple[M
                 return entry, checkpoint
         if entry.hf_id and entry.hf_id.lower() == wanted:
             return entry, None
-    raise UnknownName("model", name, sorted({n for entry in models.values() for n in _all_names(entry)}))
+    raise _unknown_model(models, name)
+
+
+def _unknown_model(models: dict[str, ModelProfileRecord], name: str) -> UnknownName:
+    """The error for a name no model has: its close matches among every name (ids, aliases, Hub ids), or, when
+    none is close, the catalog's ids and aliases (not its long list of checkpoint ids)."""
+    every_name = sorted({n for entry in models.values() for n in _all_names(entry)})
+    if close_matches(name, every_name, 1):
+        return UnknownName("model", name, every_name)
+    return UnknownName("model", name, sorted(n for entry in models.values() for n in entry.names()))
 
 
 def _all_names(entry: ModelProfileRecord) -> list[str]:

@@ -88,9 +88,7 @@ class UnknownName(RequestError):
 
 
 def _unknown_message(kind: str, name: str, known: list[str]) -> str:
-    from difflib import get_close_matches
-
-    near = get_close_matches(name, known, n=3, cutoff=0.6)
+    near = close_matches(name, known, 3)
     text = f"unknown {kind} {name!r}"
     if near:
         return text + f"; did you mean {' or '.join(repr(n) for n in near)}?"
@@ -100,10 +98,19 @@ def _unknown_message(kind: str, name: str, known: list[str]) -> str:
 
 def did_you_mean(name: str, known) -> str:
     """A ``did you mean 'x'?`` hint for a near-miss, or an empty string."""
+    near = close_matches(name, list(known), 1)
+    return f"did you mean {near[0]!r}?" if near else ""
+
+
+def close_matches(name: str, known: list[str], count: int) -> list[str]:
+    """Up to ``count`` names of ``known`` close to ``name`` (difflib, cutoff 0.6), best first, compared
+    case-insensitively and returned as ``known`` spells them (``qwen/qwen3-235b-a2`` is near ``Qwen/Qwen3-235B-A22B``)."""
     from difflib import get_close_matches
 
-    near = get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f"did you mean {near[0]!r}?" if near else ""
+    spelled: dict[str, str] = {}
+    for candidate in known:
+        spelled.setdefault(candidate.lower(), candidate)
+    return [spelled[match] for match in get_close_matches(name.lower(), list(spelled), n=count, cutoff=0.6)]
 
 
 @valueclass

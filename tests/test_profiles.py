@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from optkit.errors import UnknownName, ValidationFailed
-from optkit.resolve.profile_catalog import find_model, find_target, load_models, load_targets
+from optkit.resolve.profile_catalog import find_checkpoint, find_model, find_target, load_models, load_targets
 from optkit.resolve.profile_records import ModelProfileRecord
 from optkit.resolve.hf_config import profile_from_hf_config
 from optkit.resolve.profiles import ModelProfile
@@ -792,3 +792,122 @@ def test_is_vl_is_vllm_ascends_answer(tmp_path, model_type, is_vl):
     profile = profile_from_hf_config(_write_json(tmp_path, json.dumps(config)))
     assert profile.is_vl is is_vl
     assert any(note.startswith("is_vl: ") for note in profile.sources) is not is_vl
+
+
+# --- Hub ids: the profile's hf_id or any of its checkpoints' ids (issue 26, item 3) --------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, expected, quantization",
+    [
+        ("Qwen/Qwen3-235B-A22B", "qwen3-235b-a22b", "bf16"),  # the hf_id is also the page's BF16 row
+        ("qwen/qwen3-235b-a22b", "qwen3-235b-a22b", "bf16"),
+        ("Modelers_Park/Qwen3-235B-A22B-w8a8", "qwen3-235b-a22b", "w8a8"),
+        ("Eco-Tech/Qwen3.5-397B-A17B-w8a8-mtp", "qwen3.5-397b-a17b", "w8a8"),
+        ("ECO-TECH/QWEN3.5-397B-A17B-W4A4-MXFP4", "qwen3.5-397b-a17b", "w4a4-mxfp4"),
+        ("vllm-ascend/Qwen3-32B-W4A4", "qwen3-32b", "w4a4"),
+        ("Eco-Tech/Qwen3-8B-w8a8sc-310-vllm", "qwen3-8b", "w8a8sc"),
+        ("Qwen/Qwen3-8B", "qwen3-8b", None),  # the hf_id; the page's BF16 row is the Modelers mirror
+        ("qwen3-235b", "qwen3-235b-a22b", None),
+        ("Qwen3-Next", "qwen3-next-80b-a3b-instruct", None),
+    ],
+    ids=["hf-id-is-bf16-row", "hf-id-lowercase", "modelers-w8a8", "eco-tech-w8a8", "uppercase-mxfp4", "w4a4",
+         "w8a8sc", "hf-id-without-row", "alias", "alias-mixed-case"],
+)
+def test_find_checkpoint(models, name, expected, quantization):
+    profile, checkpoint = find_checkpoint(models, name)
+    assert profile.id == expected
+    assert (checkpoint.quantization if checkpoint else None) == quantization
+    assert find_model(models, name) is profile
+
+
+@pytest.mark.parametrize(
+    "name, fragment",
+    [
+        ("Eco-Tech/Qwen3.5-397B-A17B-w8a8-mpt", "did you mean 'Eco-Tech/Qwen3.5-397B-A17B-w8a8-mtp'"),
+        ("Qwen/Qwen3-235B-A22", "did you mean 'Qwen/Qwen3-235B-A22B'"),
+        ("Modelers_Park/Qwen3-32", "did you mean 'Modelers_Park/Qwen3-32B'"),
+        ("qwen/qwen3-235b-a2", "did you mean 'Qwen/Qwen3-235B-A22B'"),  # compared case-insensitively
+        ("QWEN3.5-35B-A3", "did you mean 'qwen3.5-35b-a3b'"),
+        ("zephyr", "known: deepseek-r1, deepseek-v3, "),  # nothing close: the profiles, not the checkpoint ids
+    ],
+    ids=["checkpoint-typo", "hf-id-typo", "mirror-typo", "hf-id-typo-lowercase", "id-typo-uppercase",
+         "nothing-close"],
+)
+def test_unknown_hub_id_lists_close_matches(models, name, fragment):
+    with pytest.raises(UnknownName) as exc:
+        find_checkpoint(models, name)
+    assert str(exc.value).startswith(f"unknown model {name!r}; ") and fragment in str(exc.value)
+
+
+def test_every_page_row_names_one_model(models):
+    """A Hub id names one profile: no checkpoint id is listed under two models (the loader refuses it)."""
+    owners: dict[str, str] = {}
+    for profile in models.values():
+        for hub_id in {profile.hf_id.lower(), *(c.id.lower() for c in profile.checkpoints)} - {""}:
+            assert owners.setdefault(hub_id, profile.id) == profile.id, hub_id
+
+
+def test_hub_id_of_two_models_is_refused(tmp_path):
+    """The later file (catalog files load in name order) is told which model the Hub id already names."""
+    _, first, first_text = _write_catalog(tmp_path, MODELS / "qwen3-14b.yaml", "  - {id: Eco-Tech/Qwen3-14B-w8a8sc-310-vllm,",
+                                          "  - {id: vllm-ascend/Qwen3-32B-W8A8,")
+    _, path, text = _write_catalog(tmp_path, MODELS / "qwen3-32b.yaml")
+    with pytest.raises(ValidationFailed) as exc:
+        load_models(tmp_path)
+    assert str(exc.value) == (
+        f"{path}:{_line_of(text, 'id: vllm-ascend/Qwen3-32B-W8A8')}: checkpoints[2].id: 'vllm-ascend/Qwen3-32B-W8A8' "
+        f"already names model 'qwen3-14b' ({first}:{_line_of(first_text, 'id: qwen3-14b')}) (a Hub id must name one "
+        "model of the catalog)")
+
+
+# Each tutorial page of vllm-ascend 0.30.0rc2 this catalog covers, and the profiles that name it (issue 26, item 3):
+# a profile for every LLM the page serves. Pages left out are in the report of the slice that added these.
+TUTORIAL_PROFILES = {
+    "Qwen3-235B-A22B.md": ["qwen3-235b-a22b"], "Qwen3-30B-A3B.md": ["qwen3-30b-a3b"],
+    "Qwen3-Coder-30B-A3B.md": ["qwen3-coder-30b-a3b-instruct"],
+    "Qwen3-Dense.md": ["qwen3-0.6b", "qwen3-1.7b", "qwen3-14b", "qwen3-32b", "qwen3-4b", "qwen3-8b"],
+    "Qwen3-Next.md": ["qwen3-next-80b-a3b-instruct"],
+    "Qwen3-VL-235B-A22B-Instruct.md": ["qwen3-vl-235b-a22b-instruct"],
+    "Qwen3-VL-30B-A3B-Instruct.md": ["qwen3-vl-30b-a3b-instruct"],
+    "Qwen-VL-Dense.md": ["qwen3-vl-32b-instruct", "qwen3-vl-8b-instruct"],
+    "Qwen3.8-27B.md": ["qwen3.8-27b"], "Qwen3.8-2.4T-A95B.md": ["qwen3.8-2.4t-a95b"],
+    "Qwen3.8-Flash-Next.md": ["qwen3.8-flash-next"],
+    "Qwen3.5-27B-Qwen3.6-27B.md": ["qwen3.5-27b", "qwen3.6-27b"],
+}
+
+
+@pytest.mark.parametrize("page", sorted(TUTORIAL_PROFILES))
+def test_tutorial_page_has_its_profiles(models, page):
+    assert sorted(m.id for m in models.values() if page in m.tutorials) == TUTORIAL_PROFILES[page]
+
+
+# Profiles whose page lists no unquantized weights.
+ONLY_QUANTIZED_ROWS = {"qwen3.8-flash-next": "Qwen3.8-Flash-Next.md:29 lists the W8A8 weights only"}
+
+
+@pytest.mark.parametrize("model_id", sorted(m for pages in TUTORIAL_PROFILES.values() for m in pages))
+def test_checkpoints_cite_their_pages_row(models, model_id):
+    """Every checkpoint cites a row of a page the profile lists, and the page's BF16 row is a bf16 checkpoint."""
+    profile = models[model_id]
+    assert profile.checkpoints
+    prefix = "vllm-ascend 0.30.0rc2 docs/source/tutorials/models/"
+    for checkpoint in profile.checkpoints:
+        page, _, line = checkpoint.source.removeprefix(prefix).partition(":")
+        assert checkpoint.source.startswith(prefix) and page in profile.tutorials and line.isdigit(), checkpoint
+    if model_id not in ONLY_QUANTIZED_ROWS:
+        assert "bf16" in {c.quantization for c in profile.checkpoints}
+
+
+
+@pytest.mark.parametrize(
+    "model_type, expected",
+    [("qwen3_5_text", 1), ("qwen3_5_moe_text", 1), ("qwen3_5_moe", 1), ("qwen4_exp", 1), ("llama", 0)],
+    ids=["qwen3.5-text-only", "qwen3.5-moe-text-only", "qwen3.5-moe", "qwen4-exp", "not-an-mtp-model-type"],
+)
+def test_text_only_qwen35_config_counts_its_mtp_head(tmp_path, model_type, expected):
+    """vLLM 0.30.0 reads mtp_num_hidden_layers of a text-only Qwen3.5 config too (speculative.py:904-919):
+    Qwen3.8-2.4T-A95B ships that kind and its tutorial serves it with qwen3_5_mtp; and of a Qwen4-Exp config
+    (speculative.py:832-840), Qwen3.8-Flash-Next's."""
+    config = _config(model_type=model_type, mtp_num_hidden_layers=1)
+    assert profile_from_hf_config(_write_json(tmp_path, json.dumps(config))).mtp_layers == expected

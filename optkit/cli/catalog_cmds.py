@@ -12,27 +12,56 @@ from optkit.errors import UnknownName
 
 
 @click.command("models")
+@click.argument("model", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-def models_command(as_json):
-    """The model profiles a plan accepts: id, the other names MODEL may be (aliases, the Hugging Face id),
-    the architecture the recipes' preconditions read. A model not listed: --model-config its config.json."""
+def models_command(model, as_json):
+    """The model profiles a plan accepts: id, the other names MODEL may be (aliases, the Hugging Face id, any
+    published checkpoint's id), the architecture the recipes' preconditions read, the upstream tutorial pages
+    about it and its checkpoints' weight formats. With MODEL: that one profile, each checkpoint with its source.
+    A model not listed: --model-config its config.json."""
     from optkit.catalog.paths import project_root
-    from optkit.resolve.profile_catalog import load_models
+    from optkit.resolve.profile_catalog import find_model, load_models
 
     models = load_models(project_root() / "models")
-    rows = [_model_row(models[mid]) for mid in sorted(models)]
+    chosen = [find_model(models, model)] if model else [models[mid] for mid in sorted(models)]
+    rows = [_model_row(entry) for entry in chosen]
     if as_json:
-        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        click.echo(json.dumps(rows if not model else rows[0], indent=2, ensure_ascii=False))
         return
     from optkit.cli.render import show
+
+    show(_checkpoints_table(rows[0]) if model else _models_table(rows))
+
+
+def _models_table(rows: list[dict]) -> list:
     from optkit.cli.table import Table
 
-    table = Table(f"{len(rows)} models (MODEL may be any of its names)",
-                  ["id", "Hugging Face id", "aliases", "layers", "MoE", "MTP layers", "vision"])
+    table = Table(f"{len(rows)} models (MODEL may be any of its names, its Hugging Face id or a checkpoint's id)",
+                  ["id", "Hugging Face id", "aliases", "architecture", "tutorials", "checkpoints"])
     for row in rows:
-        table.add_row(row["id"], row["hf_id"] or "—", ", ".join(row["aliases"]) or "—", row["layers"], row["moe"],
-                      str(row["mtp_layers"]), "yes" if row["vision"] else "no")
-    show([table, "a model not listed: optkit plan --model-config path/to/config.json (its Hugging Face config)"])
+        formats = sorted({checkpoint["quantization"] for checkpoint in row["checkpoints"]})
+        table.add_row(row["id"], row["hf_id"] or "—", ", ".join(row["aliases"]) or "—", _architecture(row),
+                      ", ".join(row["tutorials"]) or "—", ", ".join(formats) or "—")
+    return [table, "a model not listed: optkit plan --model-config path/to/config.json (its Hugging Face config); "
+                   "one model's checkpoints: optkit models MODEL"]
+
+
+def _architecture(row: dict) -> str:
+    mtp = {None: "MTP unknown", 0: "no MTP"}.get(row["mtp_layers"], f"MTP {row['mtp_layers']}")
+    return f"{row['layers']} layers; {row['moe']}; {mtp}" + ("; vision" if row["vision"] else "")
+
+
+def _checkpoints_table(row: dict) -> list:
+    from optkit.cli.table import Table
+
+    heading = (f"{row['id']} ({row['hf_id'] or 'no Hugging Face id'}): {_architecture(row)}; tutorials: "
+               f"{', '.join(row['tutorials']) or 'none'}")
+    if not row["checkpoints"]:
+        return [heading, "no checkpoint listed: no tutorial page names its weights"]
+    table = Table("its checkpoints (the tutorials' weight tables)", ["checkpoint", "weights", "source"])
+    for checkpoint in row["checkpoints"]:
+        table.add_row(checkpoint["id"], checkpoint["quantization"], checkpoint["source"])
+    return [heading, table]
 
 
 def _model_row(model) -> dict:
@@ -41,9 +70,10 @@ def _model_row(model) -> dict:
         layers += f" ({model.gdn_layers} GDN + {model.full_attention_layers} attention)"
     experts = (f"{model.num_experts} experts, top-{model.experts_per_token}"
                + (", shared" if model.shared_experts else "")) if model.is_moe else "dense"
+    checkpoints = [{"id": c.id, "quantization": c.quantization, "source": c.source} for c in model.checkpoints]
     return {"id": model.id, "hf_id": model.hf_id, "aliases": list(model.aliases), "family": model.family,
             "layers": layers, "moe": experts, "mtp_layers": model.mtp_layers, "vision": model.is_vl,
-            "dtype": model.dtype}
+            "dtype": model.dtype, "tutorials": list(model.tutorials), "checkpoints": checkpoints}
 
 
 @click.command("recipes")

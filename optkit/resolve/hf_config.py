@@ -7,8 +7,9 @@ as the file spells it (``text_config.num_hidden_layers``), all reported together
 
 The profile carries the architecture facts that recipes key on (model_type, GDN/full-attention
 split, MoE shape, MTP head), never a name, so a checkpoint of a catalog architecture gets the
-same decisions as the catalog's profile. Whether it ships an MTP head is read the way vLLM 0.23.0
-and 0.30.0 read it (``VLLM_MTP_LAYER_KEYS``); where the file cannot tell, the profile says "unknown".
+same decisions as the catalog's profile. Whether it ships an MTP head is read the way vLLM reads it
+(``VLLM_MTP_LAYER_KEYS``: 0.23.0's map and the model types 0.30.0 adds); where the file cannot tell, the
+profile says "unknown".
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ from optkit.resolve.profile_records import ModelProfileRecord
 from optkit.resolve.profiles import RECORDS, ModelProfile
 
 VLLM_MTP_LAYER_KEYS: dict[str, str] = {
-    **dict.fromkeys(("qwen3_5", "qwen3_5_moe"), "mtp_num_hidden_layers"),
+    **dict.fromkeys(("qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text"), "mtp_num_hidden_layers"),
     **dict.fromkeys(
         ("qwen3_next", "deepseek_v3", "deepseek_v32", "deepseek_v4", "deepseek_mtp", "glm_moe_dsa", "glm4_moe",
          "glm4_moe_lite", "glm_ocr", "ernie4_5_moe", "pangu_ultra_moe", "mimo", "exaone_moe", "exaone4_5",
          "hy_v3", "hy_v4", "kimi_k3", "longcat_flash", "step3p5", "nemotron_h"),
         "num_nextn_predict_layers"),
     "minimax_m3_vl": "num_mtp_modules",
+    **dict.fromkeys(("qwen4_exp", "qwen4_exp_text"), "mtp_num_hidden_layers"),
 }
 """Top-level ``model_type`` → the config key vLLM takes the MTP layer count from
 (``SpeculativeConfig.hf_config_override``: vLLM 0.23.0 vllm/config/speculative.py:300-522, vLLM 0.30.0
@@ -45,7 +47,9 @@ deepseek_v41, left out here: its ``num_nextn_predict_layers`` counts DSpark draf
 (0.30.0 drafts V3.2 with its own DeepseekV32MTPModel, 0.23.0 with DeepSeekMTPModel: the count is the same);
 kimi_k2 and kimi_k25 (Kimi-K2.x) have no MTP drafter in either. vLLM 0.30.0 also reads ``hy_v4``
 (-> hy_v4_mtp, from ``num_nextn_predict_layers``) and ``minimax_m3_vl`` (-> minimax_m3_mtp, from the language
-model's ``num_mtp_modules``)."""
+model's ``num_mtp_modules``), the text-only Qwen3.5 model types qwen3_5_text / qwen3_5_moe_text
+("checkpoints that ship only the text config", vllm/config/speculative.py:904-919; Qwen3.8-2.4T-A95B's config is
+one) and the Qwen4-Exp types of Qwen3.8-Flash-Next (speculative.py:832-840, text_config.mtp_num_hidden_layers)."""
 
 FLATTENED_MULTIMODAL = {"deepseek_v41": "vLLM 0.30.0 transformers_utils/configs/deepseek_v41.py:10-16"}
 """Top-level ``model_type`` whose vLLM config class flattens ``text_config`` and ``vision_config`` onto

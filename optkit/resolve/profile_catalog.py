@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from optkit.catalog.cache import cached
+from optkit.catalog.frozen import Record
 from optkit.catalog.linemap import LineMap
-from optkit.errors import Location, Problem, UnknownName, ValidationFailed
+from optkit.errors import Location, Problem, UnknownName, ValidationFailed, close_matches
 from optkit.resolve.profile_records import ModelProfileRecord, TargetRecord
 
 # What validates model and target files, besides optkit/catalog/.
@@ -30,17 +31,41 @@ def load_targets(directory: Path) -> dict[str, TargetRecord]:
 
 
 def find_model(models: dict[str, ModelProfileRecord], name: str) -> ModelProfileRecord:
-    """The model whose id, alias or Hugging Face id (``Qwen/Qwen3.5-35B-A3B``, the MODEL a bundle's serve.sh
-    defaults to) is ``name`` (case-insensitive); ``UnknownName`` otherwise."""
+    """The model ``name`` names (``find_checkpoint``): its id, an alias, its Hugging Face id (``Qwen/Qwen3.5-35B-A3B``,
+    the MODEL a bundle's serve.sh defaults to) or a published checkpoint's id; ``UnknownName`` otherwise."""
+    return find_checkpoint(models, name)[0]
+
+
+def find_checkpoint(models: dict[str, ModelProfileRecord], name: str) -> tuple[ModelProfileRecord, Record | None]:
+    """The model ``name`` names (case-insensitive) and, when ``name`` is the id of one of its published checkpoints
+    (``Eco-Tech/Qwen3.5-397B-A17B-w8a8-mtp``, a tutorial's weight table), that checkpoint (the frozen record of a
+    ``profiles.Checkpoint``: id, quantization, source); None for an id, an alias or a Hugging Face id that no
+    checkpoint carries. ``UnknownName`` lists the close matches among every name of every model."""
     wanted = name.lower()
     for entry in models.values():
+        if wanted in entry.names():
+            return entry, None
+    for entry in models.values():
+        for checkpoint in entry.checkpoints:
+            if checkpoint.id.lower() == wanted:
+                return entry, checkpoint
         if entry.hf_id and entry.hf_id.lower() == wanted:
-            return entry
-    try:
-        return _find(models, name, "model")
-    except UnknownName as exc:
-        hub_ids = sorted(entry.hf_id for entry in models.values() if entry.hf_id)
-        raise UnknownName("model", name, exc.known + hub_ids) from None
+            return entry, None
+    raise _unknown_model(models, name)
+
+
+def _unknown_model(models: dict[str, ModelProfileRecord], name: str) -> UnknownName:
+    """The error for a name no model has: its close matches among every name (ids, aliases, Hub ids), or, when
+    none is close, the catalog's ids and aliases (not its long list of checkpoint ids)."""
+    every_name = sorted({n for entry in models.values() for n in _all_names(entry)})
+    if close_matches(name, every_name, 1):
+        return UnknownName("model", name, every_name)
+    return UnknownName("model", name, sorted(n for entry in models.values() for n in entry.names()))
+
+
+def _all_names(entry: ModelProfileRecord) -> list[str]:
+    """Every name MODEL may give for ``entry``: id, aliases, Hugging Face id, checkpoint ids."""
+    return [*entry.names(), *([entry.hf_id] if entry.hf_id else []), *(c.id for c in entry.checkpoints)]
 
 
 def find_target(targets: dict[str, TargetRecord], name: str) -> TargetRecord:
@@ -72,6 +97,8 @@ def _validate_catalog(directory: Path, schema: str, kind: str) -> dict:
             problems.extend(exc.problems)
             continue
         problems.extend(_duplicate_names(entry, lines, entries, kind))
+        if kind == "model":
+            problems.extend(_duplicate_hub_ids(entry, lines, entries))
         entries.setdefault(entry.id, (entry, lines))
     if problems:
         raise ValidationFailed(problems)
@@ -100,6 +127,22 @@ def _duplicate_names(entry: Any, lines: LineMap, seen: dict, kind: str) -> list[
             hint = "names must be unique across the catalog"
             problems.append(Problem(lines.location(_name_loc(entry, index)), message, hint))
         taken[name] = (entry, lines)
+    return problems
+
+
+def _duplicate_hub_ids(entry: Any, lines: LineMap, seen: dict) -> list[Problem]:
+    """Hugging Face and checkpoint ids of ``entry`` that name another model already in ``seen``: MODEL given as a
+    Hub id must find one profile."""
+    taken = {name.lower(): (other, other_lines) for other, other_lines in seen.values() for name in _all_names(other)}
+    hub_ids = [(("hf_id",), entry.hf_id)] if entry.hf_id else []
+    hub_ids += [(("checkpoints", index, "id"), c.id) for index, c in enumerate(entry.checkpoints)]
+    problems = []
+    for loc, hub_id in hub_ids:
+        if hub_id.lower() in taken:
+            other, other_lines = taken[hub_id.lower()]
+            where = other_lines.location(("id",))
+            message = f"{hub_id!r} already names model {other.id!r} ({where.file}:{where.line})"
+            problems.append(Problem(lines.location(loc), message, "a Hub id must name one model of the catalog"))
     return problems
 
 

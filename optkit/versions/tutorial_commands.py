@@ -56,10 +56,31 @@ class Command:
 
 
 @dataclass
-class _Block:
-    start: int  # line of the first code line
+class Block:
+    """One fenced code block of a page, dedented, with where it stands."""
+
+    start: int
+    """1-based page line of the block's first code line."""
     lines: list[str]
     where: str
+    headings: tuple[str, ...] = ()
+    """the headings it stands under, outermost first, section numbers dropped."""
+    tabs: tuple[str, ...] = ()
+    """the open tabs (mkdocs ``=== "Name"`` or MyST ``{tab-item} Name``), outermost first."""
+    label: str = ""
+    """the last text line before the block under the same heading (``**Prefill node:**``), stripped."""
+    info: str = ""
+    """the fence's info string: ``bash``, ``shell``, ``python``, ``{code-block} bash``."""
+
+
+@dataclass(frozen=True)
+class TextLine:
+    """One line of a page outside code blocks, with the headings and tabs it stands under."""
+
+    number: int
+    text: str
+    headings: tuple[str, ...]
+    tabs: tuple[str, ...]
 
 
 def commands(text: str, keep: tuple[str, ...] = ()) -> list[Command]:
@@ -68,7 +89,7 @@ def commands(text: str, keep: tuple[str, ...] = ()) -> list[Command]:
     found: list[Command] = []
     seen: dict[str, int] = {}
     for block in _blocks(text.splitlines()):
-        for command in _block_commands(block, keep):
+        for command in block_commands(block, keep):
             seen[command.where] = seen.get(command.where, 0) + 1
             if seen[command.where] > 1:
                 command.where += f" #{seen[command.where]}"
@@ -76,17 +97,24 @@ def commands(text: str, keep: tuple[str, ...] = ()) -> list[Command]:
     return found
 
 
-def _blocks(lines: list[str]) -> list[_Block]:
+def _blocks(lines: list[str]) -> list[Block]:
     """The fenced code blocks of a page, each with the heading and tabs it stands under."""
-    blocks: list[_Block] = []
-    heading = ""
+    return [item for item in walk(lines) if isinstance(item, Block)]
+
+
+def walk(lines: list[str]) -> list[Block | TextLine]:
+    """A page as its code blocks and its other lines, in page order, each with its headings and tabs."""
+    items: list[Block | TextLine] = []
+    headings: list[tuple[int, str]] = []  # (level, name)
     tabs: list[tuple[str, int, str]] = []  # (dialect, indent or fence length, name)
-    fence: tuple[str, int, int, list[str]] | None = None  # (backticks, indent, start, lines)
+    fence: tuple[str, int, int, list[str], str] | None = None  # (backticks, indent, start, lines, info)
+    label = ""
     for number, line in enumerate(lines, 1):
         if fence is not None:
             match = _FENCE.match(line)
             if match and len(match.group(2)) >= len(fence[0]) and not match.group(3).strip():
-                blocks.append(_Block(fence[2], _dedent(fence[3], fence[1]), _where(heading, tabs)))
+                items.append(Block(fence[2], _dedent(fence[3], fence[1]), _where(headings, tabs),
+                                   tuple(name for _, name in headings), _names(tabs), label, fence[4]))
                 fence = None
             else:
                 fence[3].append(line)
@@ -94,33 +122,39 @@ def _blocks(lines: list[str]) -> list[_Block]:
         match = _FENCE.match(line)
         if match:
             tabs = _close_mkdocs(tabs, len(match.group(1)))
-            fence = (match.group(2), len(match.group(1)), number + 1, [])
+            fence = (match.group(2), len(match.group(1)), number + 1, [], match.group(3).strip())
             continue
-        heading, tabs = _structure(line, heading, tabs)
-    return blocks
+        headings, tabs = _structure(line, headings, tabs)
+        if _HEADING.match(line):
+            label = ""
+        elif line.strip() and not any(p.match(line) for p in (_MKDOCS_TAB, _MYST_OPEN, _MYST_CLOSE)):
+            label = line.strip()
+        items.append(TextLine(number, line, tuple(name for _, name in headings), _names(tabs)))
+    return items
 
 
-def _structure(line: str, heading: str, tabs: list) -> tuple[str, list]:
-    """The heading and open tabs after a non-code line."""
+def _structure(line: str, headings: list, tabs: list) -> tuple[list, list]:
+    """The heading chain and open tabs after a non-code line."""
     if match := _HEADING.match(line):
-        return _NUMBER.sub("", match.group(2)), []
+        level = len(match.group(1))
+        return [*(h for h in headings if h[0] < level), (level, _NUMBER.sub("", match.group(2)))], []
     if match := _MKDOCS_TAB.match(line):
         indent = len(match.group(1))
-        return heading, [*_close_mkdocs(tabs, indent), ("mkdocs", indent, match.group(2))]
+        return headings, [*_close_mkdocs(tabs, indent), ("mkdocs", indent, match.group(2))]
     if match := _MYST_TAB.match(line):
-        return heading, [*tabs, ("myst", len(match.group(1)), match.group(2))]
+        return headings, [*tabs, ("myst", len(match.group(1)), match.group(2))]
     if match := _MYST_OPEN.match(line):
-        return heading, [*tabs, ("myst", len(match.group(1)), "")]
+        return headings, [*tabs, ("myst", len(match.group(1)), "")]
     if match := _MYST_CLOSE.match(line):
         width = len(match.group(1))
         while tabs and tabs[-1][0] == "myst":
             if tabs.pop()[1] == width:
                 break
-        return heading, tabs
+        return headings, tabs
     if line.strip():
         indent = len(line) - len(line.lstrip())
-        return heading, _close_mkdocs(tabs, indent)
-    return heading, tabs
+        return headings, _close_mkdocs(tabs, indent)
+    return headings, tabs
 
 
 def _close_mkdocs(tabs: list, indent: int) -> list:
@@ -130,15 +164,19 @@ def _close_mkdocs(tabs: list, indent: int) -> list:
     return tabs
 
 
-def _where(heading: str, tabs: list) -> str:
-    return SEPARATOR.join([heading, *(name for _, _, name in tabs if name)])
+def _where(headings: list, tabs: list) -> str:
+    return SEPARATOR.join([headings[-1][1] if headings else "", *_names(tabs)])
+
+
+def _names(tabs: list) -> tuple[str, ...]:
+    return tuple(name for _, _, name in tabs if name)
 
 
 def _dedent(lines: list[str], indent: int) -> list[str]:
     return [line[indent:] if line[:indent].strip() == "" else line.lstrip() for line in lines]
 
 
-def _block_commands(block: _Block, keep: tuple[str, ...] = ()) -> list[Command]:
+def block_commands(block: Block, keep: tuple[str, ...] = ()) -> list[Command]:
     """The ``vllm serve`` commands of one code block, with what the block exported before each."""
     found: list[Command] = []
     variables: dict[str, str] = {}
@@ -147,9 +185,9 @@ def _block_commands(block: _Block, keep: tuple[str, ...] = ()) -> list[Command]:
     while index < len(block.lines):
         line = block.lines[index].strip()
         number = block.start + index
-        if line.startswith("vllm serve"):
+        if line.startswith(("vllm serve", "exec vllm serve")):
             try:
-                tokens, used = _command_tokens(block.lines, index)
+                tokens, used = command_tokens(block.lines, index)
             except ValueError as exc:  # an open quote to the end of the block: the shell would fail too
                 found.append(Command(block.where, number, "", env=dict(env), problems=[f"line {number}: {exc}"]))
                 break
@@ -179,7 +217,7 @@ def _expand(text: str, variables: dict[str, str]) -> str:
     return _VAR.sub(lambda m: variables.get(m.group(1), m.group(0)), text)
 
 
-def _command_tokens(lines: list[str], start: int) -> tuple[list[str], int]:
+def command_tokens(lines: list[str], start: int) -> tuple[list[str], int]:
     """The shell words of the command starting at ``lines[start]`` and how many lines it spans."""
     text = ""
     for used, raw in enumerate(lines[start:], 1):
@@ -198,9 +236,9 @@ def _command_tokens(lines: list[str], start: int) -> tuple[list[str], int]:
         raise ValueError(f"unterminated quote in command: {text[:80]!r}") from None
 
 
-def _command(block: _Block, number: int, tokens: list[str], variables: dict[str, str],
+def _command(block: Block, number: int, tokens: list[str], variables: dict[str, str],
              env: dict[str, tuple[str, int]]) -> Command:
-    words = [_expand(t, variables) for t in tokens]
+    words = [_expand(t, variables) for t in tokens[tokens[0] == "exec":]]
     command = Command(block.where, number, words[2] if len(words) > 2 else "", env=env)
     span = block.lines[number - block.start:]
     for flag, value, index in options(words):
@@ -273,7 +311,7 @@ def bench_lengths(text: str) -> tuple[int | None, int | None]:
     for block in _blocks(text.splitlines()):
         for index, line in enumerate(block.lines):
             if line.strip().startswith("vllm bench serve"):
-                words, _ = _command_tokens(block.lines, index)
+                words, _ = command_tokens(block.lines, index)
                 return _int_option(words, "--random-input"), _int_option(words, "--random-output")
     return None, None
 
@@ -285,4 +323,5 @@ def _int_option(words: list[str], flag: str) -> int | None:
     return None
 
 
-__all__ = ["JSON_FLAGS", "SEPARATOR", "Command", "bench_lengths", "commands", "flatten", "option_entries", "options"]
+__all__ = ["JSON_FLAGS", "SEPARATOR", "Block", "Command", "TextLine", "bench_lengths", "block_commands", "command_tokens", "commands", "flatten",
+           "option_entries", "options", "walk"]

@@ -67,10 +67,17 @@ class Block:
     """the headings it stands under, outermost first, section numbers dropped."""
     tabs: tuple[str, ...] = ()
     """the open tabs (mkdocs ``=== "Name"`` or MyST ``{tab-item} Name``), outermost first."""
-    label: str = ""
-    """the last text line before the block under the same heading (``**Prefill node:**``), stripped."""
+    lead: tuple[str, ...] = ()
+    """the text lines (stripped, non-empty) between the previous block or heading and this block."""
     info: str = ""
     """the fence's info string: ``bash``, ``shell``, ``python``, ``{code-block} bash``."""
+    section: tuple[str, ...] = ()
+    """the text lines (stripped, non-empty) between the last heading and this block."""
+
+    @property
+    def label(self) -> str:
+        """the last text line before the block (``**Prefill node:**``), or ''."""
+        return self.lead[-1] if self.lead else ""
 
 
 @dataclass(frozen=True)
@@ -108,14 +115,16 @@ def walk(lines: list[str]) -> list[Block | TextLine]:
     headings: list[tuple[int, str]] = []  # (level, name)
     tabs: list[tuple[str, int, str]] = []  # (dialect, indent or fence length, name)
     fence: tuple[str, int, int, list[str], str] | None = None  # (backticks, indent, start, lines, info)
-    label = ""
+    lead: list[str] = []
+    section: list[str] = []
     for number, line in enumerate(lines, 1):
         if fence is not None:
             match = _FENCE.match(line)
             if match and len(match.group(2)) >= len(fence[0]) and not match.group(3).strip():
                 items.append(Block(fence[2], _dedent(fence[3], fence[1]), _where(headings, tabs),
-                                   tuple(name for _, name in headings), _names(tabs), label, fence[4]))
-                fence = None
+                                   tuple(name for _, name in headings), _names(tabs), tuple(lead), fence[4],
+                                   tuple(section)))
+                fence, lead = None, []
             else:
                 fence[3].append(line)
             continue
@@ -126,9 +135,10 @@ def walk(lines: list[str]) -> list[Block | TextLine]:
             continue
         headings, tabs = _structure(line, headings, tabs)
         if _HEADING.match(line):
-            label = ""
+            lead, section = [], []
         elif line.strip() and not any(p.match(line) for p in (_MKDOCS_TAB, _MYST_OPEN, _MYST_CLOSE)):
-            label = line.strip()
+            lead.append(line.strip())
+            section.append(line.strip())
         items.append(TextLine(number, line, tuple(name for _, name in headings), _names(tabs)))
     return items
 

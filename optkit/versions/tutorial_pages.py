@@ -129,7 +129,10 @@ def _table_kind(table: dict) -> str:
 
 
 def _in_weights(headings) -> bool:
-    return any(re.search(r"\bweights?\b", heading, re.IGNORECASE) for heading in headings)
+    """Under the page's weights section, as the releases title it (``Model Weight(s)``, ``Model Weights and
+    Hardware``, ``Prepare Model Weights``, ``Weight Preparation``), not a FAQ or step that mentions weights."""
+    return any(re.fullmatch(r"(model |prepare (model )?)?weights?( and hardware| preparation)?", heading.strip(),
+                            re.IGNORECASE) for heading in headings)
 
 
 def _table_data(table: dict) -> dict:
@@ -251,7 +254,7 @@ def _command_data(block: Block, command: Command, comment: str, launcher: str = 
     opts = {flag: {"value": value, "line": line} for flag, (value, line) in sorted(command.options.items())}
     env = {name: {"value": value, "line": line} for name, (value, line) in sorted(command.env.items())}
     data = {"where": command.where, "line": command.line, "heading": SEPARATOR.join(block.headings),
-            "tabs": list(block.tabs), "label": comment or block.label, "launcher": launcher, "model": command.model,
+            "tabs": list(block.tabs), "label": block.label, "comment": comment, "launcher": launcher, "model": command.model,
             "options": opts, "env": env, "problems": list(command.problems)}
     data.update(_context(block, command, comment))
     data["placeholders"] = _placeholders(command)
@@ -260,9 +263,11 @@ def _command_data(block: Block, command: Command, comment: str, launcher: str = 
 
 def _context(block: Block, command: Command, comment: str) -> dict:
     """Hardware, scenario, deployment, nodes, rank and PD role, as the command's comment, the block's tabs,
-    label and headings, and the command's own flags say (nearest first)."""
+    lead text, its section's "Hardware" lines and headings, and the command's own flags say (nearest first)."""
     comments = [line.strip() for line in block.lines[:command.line - block.start] if line.strip().startswith("#")]
-    sources = [comment, *reversed(block.tabs), block.label, *reversed(block.headings), *reversed(comments)]
+    stated = [line for line in reversed(block.section) if re.search(r"\bhardware\b", line, re.IGNORECASE)]
+    sources = [comment, *reversed(block.tabs), *reversed(block.lead), *stated, *reversed(block.headings),
+               *reversed(comments)]
     named = next((found for text in sources if (found := families(text))), [])
     scenario = next((m.group(0) for text in sources if (m := _SCENARIO.search(text))), None)
     role = _pd_role(block, command, comment)
@@ -275,7 +280,7 @@ def _pd_role(block: Block, command: Command, comment: str) -> str | None:
     kv_role = command.options.get("--kv-transfer-config.kv_role", (None, 0))[0]
     if kv_role in ("kv_producer", "kv_consumer"):
         return "prefill" if kv_role == "kv_producer" else "decode"
-    for text in (comment, *reversed(block.tabs), block.label):
+    for text in (comment, *reversed(block.tabs), *reversed(block.lead[-2:])):
         prefill = re.search(r"\bprefill(er)?\b|\bP node\b|^#\s*p\d", text, re.IGNORECASE)
         decode = re.search(r"\bdecode(r)?\b|\bD node\b|^#\s*d\d", text, re.IGNORECASE)
         if bool(prefill) != bool(decode):
@@ -284,28 +289,41 @@ def _pd_role(block: Block, command: Command, comment: str) -> str | None:
 
 
 def _layout(block: Block, command: Command, role: str | None, comment: str) -> tuple[str, int | None, int | None]:
-    """(deployment, nodes, node rank) from the flags first, then the comment, tabs, label and headings."""
+    """(deployment, nodes, node rank): the DP sizes' ratio first (``--data-parallel-size`` over its local
+    part), then the flags only a node of several takes (``--headless``, a start rank past 0, ray), then
+    what the comment, tabs, lead text and headings say."""
     flags = command.options
-    context = " ".join([comment, *block.tabs, block.label, *block.headings])
-    local = " ".join([comment, *block.tabs, block.label])
-    nodes = _nodes(flags, context)
+    context = " ".join([comment, *block.tabs, *block.lead, *block.headings])
+    local = " ".join([comment, *block.tabs, *block.lead[-2:]])
+    by_flags = _nodes_by_flags(flags)
     rank_match = _NODE_RANK.search(local)
     rank = int(rank_match.group(1)) if rank_match else _rank(flags)
-    multi = (any(flag in flags for flag in _MULTI_FLAGS) or flags.get("--distributed-executor-backend", ("",))[0] == "ray"
-             or (nodes or 1) > 1 or re.search(r"multi[- ]?node", context, re.IGNORECASE) is not None)
+    follower = "--headless" in flags or bool(_int(flags.get("--data-parallel-start-rank", (None,))[0]))
+    follower = follower or "--nnodes" in flags or flags.get("--distributed-executor-backend", ("",))[0] == "ray"
+    single_said = re.search(r"single[- ]?node", context, re.IGNORECASE) is not None
+    if by_flags is not None:
+        multi = by_flags > 1 or follower
+    elif follower:
+        multi = True
+    else:
+        multi = not single_said and ("--data-parallel-address" in flags or (_nodes_said(context) or 1) > 1
+                                     or re.search(r"multi[- ]?node", context, re.IGNORECASE) is not None)
+    nodes = by_flags or _nodes_said(context)
     if role is not None or "--kv-transfer-config.kv_role" in flags:
         return "pd", nodes, rank
     if multi:
         return "multi-node", nodes, rank
-    if re.search(r"single[- ]?node", context, re.IGNORECASE) or not re.search(r"\bnodes\b", context, re.IGNORECASE):
+    if single_said or not re.search(r"\bnodes\b", context, re.IGNORECASE):
         return "single-node", 1, 0
     return "unknown", nodes, rank
 
 
-def _nodes(flags: dict, context: str) -> int | None:
+def _nodes_by_flags(flags: dict) -> int | None:
     size, local = (_int(flags.get(f, (None,))[0]) for f in ("--data-parallel-size", "--data-parallel-size-local"))
-    if size and local:
-        return -(-size // local)
+    return -(-size // local) if size and local else None
+
+
+def _nodes_said(context: str) -> int | None:
     if match := _NODES.search(context):
         word = match.group(1).lower()
         return int(word) if word.isdigit() else _NUMBER_WORDS[word]

@@ -51,11 +51,10 @@ def hardware_table(root: Path | None = None) -> list[str]:
     seen: dict[str, dict[str, set[str]]] = {}
     for release in releases(root):
         for name, page in load(release, root).pages.items():
-            for item in (*page["tables"], *page["commands"]):
-                for tab in item["tabs"]:
-                    entry = seen.setdefault(tab, {"releases": set(), "pages": set()})
-                    entry["releases"].add(release)
-                    entry["pages"].add(name)
+            for tab in page["tabs"]:
+                entry = seen.setdefault(tab, {"releases": set(), "pages": set()})
+                entry["releases"].add(release)
+                entry["pages"].add(name)
     order = releases(root)
     lines = ["| tab text | families named | hardware | releases | pages |", "|---|---|---|---|---|"]
     for tab in sorted(seen, key=str.lower):

@@ -12,6 +12,7 @@ docs/tutorials.md):
   the page's ``vllm serve`` template once per local DP rank, ``$1``…``$7`` filled in), with the hardware
   family, scenario, deployment, node count and rank and PD role its tabs, headings, label and own flags
   say — None where they say nothing;
+- ``tabs``: every distinct tab text of the page (docs/tutorials.md maps each to its hardware family);
 - ``unread``: the lines that launch a server in a way this reader does not interpret, and why.
 """
 
@@ -72,7 +73,8 @@ def read_page(path: str, text: str) -> dict:
     lines = [item for item in items if isinstance(item, TextLine)]
     tables = _tables(lines)
     checkpoints = sorted(_checkpoints(tables) + _bullet_checkpoints(lines), key=lambda c: c["line"])
-    return {"title": title, "kind": _kind(path, title, commands), "checkpoints": checkpoints,
+    tabs = sorted({tab for item in items for tab in item.tabs})
+    return {"title": title, "kind": _kind(path, title, commands), "checkpoints": checkpoints, "tabs": tabs,
             "tables": [_table_data(table) for table in tables], "commands": commands, "unread": unread}
 
 

@@ -230,20 +230,43 @@ def _expand(text: str, variables: dict[str, str]) -> str:
 def command_tokens(lines: list[str], start: int) -> tuple[list[str], int]:
     """The shell words of the command starting at ``lines[start]`` and how many lines it spans."""
     text = ""
+    quote = ""  # the quote open at the end of the text so far ('' none): shlex is tried only where none is
     for used, raw in enumerate(lines[start:], 1):
         line = raw.rstrip()
         continued = line.endswith("\\")
-        text += (line[:-1] if continued else line) + ("\n" if not continued else " ")
-        if continued:
+        piece = line[:-1] if continued else line
+        text += piece + ("\n" if not continued else " ")
+        quote = _open_quote(piece, quote)
+        if continued or quote:  # an open quote: the value goes on over the next line
             continue
         try:
             return shlex.split(text, comments=True), used
-        except ValueError:  # an open quote: the value goes on over the next line
+        except ValueError:
             continue
     try:  # the block ends inside the command (a trailing `\`): the shell runs what it has at the end
         return shlex.split(text, comments=True), len(lines) - start
     except ValueError:
         raise ValueError(f"unterminated quote in command: {text[:80]!r}") from None
+
+
+def _open_quote(text: str, quote: str) -> str:
+    """The quote open after ``text`` given the one open before it, as POSIX shell reads quotes: nothing
+    escapes inside '…', a backslash escapes inside "…" and outside, # starts a comment at a word's start."""
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if quote == "'":
+            quote = "" if char == "'" else quote
+        elif char == "\\":
+            index += 1
+        elif quote == '"':
+            quote = "" if char == '"' else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (index == 0 or text[index - 1].isspace()):
+            break
+        index += 1
+    return quote
 
 
 def _command(block: Block, number: int, tokens: list[str], variables: dict[str, str],

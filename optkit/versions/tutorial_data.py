@@ -17,7 +17,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from optkit.catalog.paths import project_root
-from optkit.errors import Location, Problem, ValidationFailed, did_you_mean
+from optkit.errors import Location, Problem, ValidationFailed
 
 FORMAT = 1
 """The data format this optkit reads and writes."""
@@ -40,7 +40,7 @@ class TutorialData:
         """The page ``name`` (``models/Qwen3-235B-A22B.md``; ``Qwen3-235B-A22B`` finds it too)."""
         path = resolve_page(name, list(self.pages))
         if path is None:
-            hint = did_you_mean(name, self.pages) or f"its pages are listed by `optkit tutorials show --release {self.release}`"
+            hint = _near_page(name, list(self.pages)) or f"its pages are listed by `optkit tutorials show --release {self.release}`"
             raise ValidationFailed([Problem(Location(self.file), f"release {self.release} has no tutorial page {name!r}", hint)])
         return self.pages[path]
 
@@ -48,6 +48,19 @@ class TutorialData:
         """The commands of one page (or every page, in page order), of one hardware family if given."""
         pages = [self.page(page)] if page is not None else [self.pages[name] for name in sorted(self.pages)]
         return tuple(c for p in pages for c in p["commands"] if hardware is None or c["hardware"] == hardware)
+
+
+def _near_page(name: str, paths: list[str]) -> str:
+    """``did you mean 'models/X.md'?`` for a near-miss of a page's file name, or ''."""
+    from difflib import get_close_matches
+
+    stems = {_stem(path): path for path in paths}
+    near = get_close_matches(_stem(name), list(stems), n=1, cutoff=0.6)
+    return f"did you mean {stems[near[0]]!r}?" if near else ""
+
+
+def _stem(path: str) -> str:
+    return path.rsplit("/", 1)[-1].removesuffix(".md")
 
 
 def resolve_page(name: str, paths: list[str]) -> str | None:

@@ -263,15 +263,24 @@ def _command_data(block: Block, command: Command, comment: str, launcher: str = 
     return data
 
 
+_TITLE = 120
+"""A lead line this short titles the block (``**Low Latency Configuration:**``); a longer one is prose
+(``Suitable for pure text dialogue, mathematical reasoning, and long-context scenarios. …``), and so are
+list items, quotes, notes and table rows: their words (``- **Decode nodes** focus on low-latency token
+generation``, ``| Low Latency | 2 (A3) |``) are no statement about the command."""
+
+
 def _context(block: Block, command: Command, comment: str) -> dict:
-    """Hardware, scenario, deployment, nodes, rank and PD role, as the command's comment, the block's tabs,
-    lead text, its section's "Hardware" lines and headings, and the command's own flags say (nearest first)."""
+    """Hardware, scenario, deployment, nodes, rank and PD role, nearest first: the command's comment, the
+    block's tabs and the short lines just before it; for hardware also its section's lines stating the
+    hardware or what it requires, the headings and the block's comments; the command's own flags."""
     comments = [line.strip() for line in block.lines[:command.line - block.start] if line.strip().startswith("#")]
-    stated = [line for line in reversed(block.section) if re.search(r"\bhardware\b", line, re.IGNORECASE)]
-    sources = [comment, *reversed(block.tabs), *reversed(block.lead), *stated, *reversed(block.headings),
-               *reversed(comments)]
-    named = next((found for text in sources if (found := families(text))), [])
-    scenario = next((m.group(0) for text in sources if (m := _SCENARIO.search(text))), None)
+    titles = [line for line in reversed(block.lead) if len(line) <= _TITLE and not re.match(r"[|>]|[-*] |!!!", line)]
+    stated = [line for line in reversed(block.section) if re.search(r"\bhardware\b|\brequires?\b", line, re.IGNORECASE)]
+    near = [comment, *reversed(block.tabs), *titles]
+    named = next((found for text in [*near, *stated, *reversed(block.headings), *reversed(comments)]
+                  if (found := families(text))), [])
+    scenario = next((m.group(0) for text in [*near, *reversed(block.headings)] if (m := _SCENARIO.search(text))), None)
     role = _pd_role(block, command, comment)
     deployment, nodes, rank = _layout(block, command, role, comment)
     return {"hardware": named[0] if len(named) == 1 else None, "hardware_families": named, "scenario": scenario,
@@ -311,7 +320,7 @@ def _layout(block: Block, command: Command, role: str | None, comment: str) -> t
         multi = not single_said and ("--data-parallel-address" in flags or (_nodes_said(context) or 1) > 1
                                      or re.search(r"multi[- ]?node", context, re.IGNORECASE) is not None)
     nodes = by_flags or _nodes_said(context)
-    if role is not None or "--kv-transfer-config.kv_role" in flags:
+    if role is not None:  # a kv_both instance (PD colocated, a KV pool) is no PD split: its layout decides
         return "pd", nodes, rank
     if multi:
         return "multi-node", nodes, rank

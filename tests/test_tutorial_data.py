@@ -465,3 +465,20 @@ def test_cli_errors(args, code, text):
 def test_extract_check_passes_on_the_committed_data():
     result = CliRunner().invoke(cli, ["tutorials", "extract", "--check", "--release", "0.30.0rc2"])
     assert result.exit_code == 0, result.output
+
+
+def test_redirections_end_the_arguments_and_stray_words_are_problems():
+    """MiniMax-M3.md (0.30.0rc2) :186 ends its command with `> ${LOG_PATH} 2>&1 &`; DeepSeek-V4.1-Flash.md :683
+    passes `"${HEADLESS_ARGS[@]}"`, a shell array the reader cannot see into."""
+    command = only(page('''\
+        ```bash
+        vllm serve <MODEL_PATH> \\
+            --port <port> \\
+            "${HEADLESS_ARGS[@]}" \\
+            --enforce-eager > ${LOG_PATH} 2>&1 &
+        ```
+        '''))
+    assert command["model"] == "<MODEL_PATH>"
+    assert command["options"] == {"--port": {"value": "<port>", "line": 3}, "--enforce-eager": {"value": True, "line": 5}}
+    assert command["problems"] == ["line 4: '${HEADLESS_ARGS[@]}' is no flag and no flag's value (a shell array or a "
+                                   "positional argument): what it passes is not read"]

@@ -271,12 +271,49 @@ def _open_quote(text: str, quote: str) -> str:
 
 def _command(block: Block, number: int, tokens: list[str], variables: dict[str, str],
              env: dict[str, tuple[str, int]]) -> Command:
-    words = [_expand(t, variables) for t in tokens[tokens[0] == "exec":]]
+    tokens = _argv(tokens[tokens[0] == "exec":])
+    words = [_expand(t, variables) for t in tokens]
     command = Command(block.where, number, words[2] if len(words) > 2 else "", env=env)
     span = block.lines[number - block.start:]
+    read = {0, 1, 2}  # vllm serve MODEL
     for flag, value, index in options(words):
         _add_option(command, flag, value, number + _line_of(span, words[index].split("=", 1)[0]))
+        read |= {index, index + 1} if value is not None and "=" not in words[index] else {index}
+    command.problems += [_stray(tokens[index], span, number) for index in sorted(set(range(len(words))) - read)]
     return command
+
+
+def _stray(word: str, span: list[str], number: int) -> str:
+    """The problem of a word that is no flag and no flag's value, at the line it stands on."""
+    first = (word.splitlines() or [""])[0]
+    at = next((offset for offset, line in enumerate(span) if first and first in line), 0)
+    shown = first[:60] + ("…" if len(word) > len(first[:60]) else "")
+    return (f"line {number + at}: {shown!r} is no flag and no flag's value (a shell array or a positional "
+            "argument): what it passes is not read")
+
+
+_CONTROL = {"&", "&&", "|", "||", ";"}
+_REDIRECT = re.compile(r"^(\d*|&)(>>?|<)(&\d+)?(.*)$")
+_PLACEHOLDER = re.compile(r"<[^<>]+>\S*")
+"""``<port>``, ``<MODEL_PATH>/w8a8``: a value the page leaves to the reader, not an input redirection."""
+
+
+def _argv(tokens: list[str]) -> list[str]:
+    """The command's own arguments: up to a control operator (``&``, ``|``, ``;``), without redirections
+    (``> log``, ``2>&1``), which shlex leaves as words; a ``<placeholder>`` is an argument."""
+    argv: list[str] = []
+    skip = False
+    for token in tokens:
+        if token in _CONTROL:
+            break
+        if skip:
+            skip = False
+            continue
+        if (match := _REDIRECT.match(token)) and not _PLACEHOLDER.fullmatch(token):
+            skip = not match.group(3) and not match.group(4)  # `> file`: the target is the next word
+            continue
+        argv.append(token)
+    return argv
 
 
 def options(words: list[str]) -> list[tuple[str, str | None, int]]:

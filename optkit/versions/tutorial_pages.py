@@ -35,7 +35,7 @@ _MULTI_FLAGS = ("--data-parallel-address", "--headless", "--data-parallel-start-
 _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
 _NODES = re.compile(r"\b(\d+|" + "|".join(_NUMBER_WORDS) + r")[- ]?nodes?\b", re.IGNORECASE)
 _NODE_RANK = re.compile(r"\bnode[ _-]?(\d+)\b", re.IGNORECASE)
-_PLACEHOLDER = re.compile(r"<[A-Za-z_][^<>]*>|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\$\d|\{[A-Za-z_][A-Za-z0-9_]*\}")
+_PLACEHOLDER = re.compile(r"<[A-Za-z_][^<>]*>|\$\{[^{}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|\$\d|\{[A-Za-z_][A-Za-z0-9_]*\}")
 _LAUNCHER = re.compile(r"^python3?\s+(\S*/)?launch_online_dp\.py\b")
 _LAUNCHER_ARGS = ("--dp-size", "--tp-size", "--dp-size-local", "--dp-rank-start", "--dp-address", "--dp-rpc-port",
                   "--vllm-start-port")

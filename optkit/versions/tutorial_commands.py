@@ -33,6 +33,7 @@ _MKDOCS_TAB = re.compile(r'^(\s*)===\s+"(.*)"\s*$')
 _MYST_TAB = re.compile(r"^\s*(:{3,})\{tab-item\}\s*(.*?)\s*$")
 _MYST_OPEN = re.compile(r"^\s*(:{3,})\{[\w-]+\}.*$")
 _MYST_CLOSE = re.compile(r"^\s*(:{3,})\s*$")
+_MYST_OPTION = re.compile(r"^\s*:[\w-]+:")  # a MyST directive's option (``:sync: prefill node2``), no text
 _FENCE = re.compile(r"^(\s*)(`{3,})(.*)$")
 _ASSIGN = re.compile(r"^(export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
@@ -136,7 +137,7 @@ def walk(lines: list[str]) -> list[Block | TextLine]:
         headings, tabs = _structure(line, headings, tabs)
         if _HEADING.match(line):
             lead, section = [], []
-        elif line.strip() and not any(p.match(line) for p in (_MKDOCS_TAB, _MYST_OPEN, _MYST_CLOSE)):
+        elif line.strip() and not any(p.match(line) for p in (_MKDOCS_TAB, _MYST_OPEN, _MYST_CLOSE, _MYST_OPTION)):
             lead.append(line.strip())
             section.append(line.strip())
         items.append(TextLine(number, line, tuple(name for _, name in headings), _names(tabs)))

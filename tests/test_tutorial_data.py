@@ -505,3 +505,19 @@ def test_extract_summary_prints_the_committed_counts():
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if line.startswith("| 0.30.0rc2 |"))
     assert row.startswith("| 0.30.0rc2 | 60 | 54 | 44 | 28 | 363 | 266 | 249 | 97 |")
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("1 950DT Products(96GB × 8) node or 1 Atlas 800 A3 (64GB × 16) node or Atlas 300I DUO",  # Qwen3.5-27B (0.30.0rc2)
+     [("A5", 1, 8, 96), ("A3", 1, 16, 64), ("310P", None, None, None)]),
+    ("1 card on Atlas 800I A2 (64GB × 8), Atlas 800 A3 (64GB × 16)", [("A2", None, 8, 64), ("A3", None, 16, 64)]),
+    ("8 cards in 1 Atlas 800 A3 (64GB × 16) node", [("A3", 1, 16, 64)]),  # Qwen3-Next (0.30.0rc2)
+    ("1× Atlas 800 A3 (64GB × 16) or 1× Atlas 800I A2 (64GB × 8)", [("A3", 1, 16, 64), ("A2", 1, 8, 64)]),
+    ("2 Atlas 800 A2(32G × 8)nodes", [("A2", 2, 8, 32)]),
+    ("at least 8 × 64 GB NPU chips. Recommended for Atlas 800 A3 (64GB × 16)", [("A3", None, 16, 64)]),
+    ("Atlas 800I A3 (64GB, 1\\~2 cards)<br>Atlas 800I A2 (64GB, 2\\~4 cards)", [("A3", None, None, None), ("A2", None, None, None)]),
+], ids=["a5-a3-duo", "cards", "cards-in-a-node", "times", "no-space", "prose", "unsized"])
+def test_hardware_requirements(text, expected):
+    from optkit.versions.tutorial_pages import _requirements
+
+    assert [(r["hardware"], r["nodes"], r["devices_per_node"], r["hbm_gib"]) for r in _requirements(text)] == expected

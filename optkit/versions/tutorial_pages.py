@@ -149,8 +149,8 @@ def _table_data(table: dict) -> dict:
 
 _HUB_ID = re.compile(r"(?:modelscope\.cn/models|huggingface\.co|hf-mirror\.com|modelers\.cn/models)/"
                      r"([\w.-]+/[\w.-]+)")
-_REQUIREMENT = re.compile(r"(\d+)\s*[x×]?\s*([A-Za-z][^()]*?)\s*\(\s*(\d+)\s*GB?\s*[×xX*]\s*(\d+)\s*\)\s*(nodes?)?",
-                          re.IGNORECASE)
+_REQUIREMENT = re.compile(r"(?:\b(\d+|one|two|three|four|eight)(?:\s*[x×]\s*|\s+))?([A-Za-z0-9][^().]*?)\s*"
+                          r"\(\s*(\d+)\s*GB?\s*[×xX*]\s*(\d+)(?:\s*NPUs?)?(?:\s*each)?\s*\)", re.IGNORECASE)
 _QUANTIZATIONS = ((r"mxfp4", "w4a4-mxfp4"), (r"mxfp8", "w8a8-mxfp8"), (r"w8a8sc", "w8a8sc"), (r"w8a8c8", "w8a8c8"),
                   (r"w4a8c8", "w4a8c8"), (r"w4a8", "w4a8"), (r"w4a4", "w4a4"), (r"w8a8", "w8a8"), (r"bf16", "bf16"))
 """A checkpoint's weight format by the words of its name and description, most specific first; the values
@@ -181,10 +181,38 @@ def _checkpoint(line: int, name: str, text: str, requirement: str, label: str = 
     hub = _HUB_ID.search(text)
     quantization = next((q for words in (text, label) for pattern, q in _QUANTIZATIONS
                          if re.search(pattern, words.lower())), None)
-    requirements = [{"hardware": _one_family(m.group(2)), "nodes": int(m.group(1)), "devices_per_node": int(m.group(4)),
-                     "hbm_gib": int(m.group(3))} for m in _REQUIREMENT.finditer(requirement)]
     return {"line": line, "name": name, "id": hub.group(1).rstrip(".") if hub else None, "quantization": quantization,
-            "hardware_text": requirement or None, "requirements": requirements}
+            "hardware_text": requirement or None, "requirements": _requirements(requirement)}
+
+
+def _requirements(text: str) -> list[dict]:
+    """Each alternative of a hardware requirement (``1 Atlas 800 A3 (64GB × 16) node or 2 Atlas 800 A2 (64GB × 8)
+    nodes, or Atlas 300I DUO``): its family, node count, devices per node and HBM per device, each null
+    where the alternative does not say it."""
+    found = []
+    for part in re.split(r"(?:,|<br>)\s*(?:or\s+)?|\s+or\s+", text):
+        matches = list(_REQUIREMENT.finditer(part))
+        found += [_sized(match) for match in matches]
+        if not matches and _one_family(part):
+            count = re.match(r"\s*(\d+|one|two|three|four|eight)\s+(?!cards?\b|NPUs?\b)", part, re.IGNORECASE)
+            found.append({"hardware": _one_family(part), "nodes": _count(count.group(1)) if count else None,
+                          "devices_per_node": None, "hbm_gib": None})
+    return found
+
+
+def _sized(match: re.Match) -> dict:
+    """One alternative with its sizes: ``2 Atlas 800 A2 (64GB × 8) nodes``; a count of cards (``1 card on
+    Atlas 800I A2 (…)``) is no node count, unless the cards are ``in 1 Atlas 800 A3 (…) node``."""
+    name = match.group(2)
+    inside = re.match(r"(cards?|NPUs?)\s+in\s+(\d+|one|two)\s+(.*)$", name, re.IGNORECASE)
+    per_card = re.match(r"(cards?|NPUs?)\b", name, re.IGNORECASE)
+    nodes = _count(inside.group(2)) if inside else None if per_card or not match.group(1) else _count(match.group(1))
+    return {"hardware": _one_family(name), "nodes": nodes, "devices_per_node": int(match.group(4)),
+            "hbm_gib": int(match.group(3))}
+
+
+def _count(word: str) -> int:
+    return int(word) if word.isdigit() else _NUMBER_WORDS[word.lower()]
 
 
 def _one_family(text: str) -> str | None:

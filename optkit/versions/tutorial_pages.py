@@ -307,6 +307,10 @@ def _command_data(block: Block, command: Command, comment: str, launcher: str = 
     return data
 
 
+_STATES_HARDWARE = re.compile(r"\bhardware\b|\brequires?\b|\brecommended for\b|\bassume you have\b", re.IGNORECASE)
+"""A section line stating the hardware its commands run on (``**Hardware**: 3 × Atlas 800 A3``, ``It is
+recommended for the W8A8 model on 2 Atlas 800 A2 (64GB x 8) nodes``), as does any sized product
+(``1 Atlas 800 A3 (64GB × 16) node``)."""
 _TITLE = 120
 """A lead line this short titles the block (``**Low Latency Configuration:**``); a longer one is prose
 (``Suitable for pure text dialogue, mathematical reasoning, and long-context scenarios. …``), and so are
@@ -320,7 +324,7 @@ def _context(block: Block, command: Command, comment: str) -> dict:
     hardware or what it requires, the headings and the block's comments; the command's own flags."""
     comments = [line.strip() for line in block.lines[:command.line - block.start] if line.strip().startswith("#")]
     titles = [line for line in reversed(block.lead) if len(line) <= _TITLE and not re.match(r"[|>]|[-*] |!!!", line)]
-    stated = [line for line in reversed(block.section) if re.search(r"\bhardware\b|\brequires?\b", line, re.IGNORECASE)]
+    stated = [line for line in reversed(block.section) if _STATES_HARDWARE.search(line) or _REQUIREMENT.search(line)]
     near = [comment, *reversed(block.tabs), *titles]
     named = next((found for text in [*near, *stated, *reversed(block.headings), *reversed(comments)]
                   if (found := families(text))), [])

@@ -8,7 +8,7 @@ and cached on first use), and the generated regions of hand-written pages: a reg
 ``<!-- optkit:NAME -->…<!-- /optkit:NAME -->`` of any ``docs/*.md`` is rewritten with
 ``FIGURES[NAME]`` — the ``optkit profile`` report of the profile fixture (docs/profile.md, with its
 timeline in ``docs/profile-timeline.png``), a count from the example bundle, the multi-node example's manifests, the release
-and probe tables of docs/versions.md, the real ``optkit port`` reports of docs/port.md — so nothing
+and probe tables of docs/versions.md, the tutorial data's summary and tab map of docs/tutorials.md, the real ``optkit port`` reports of docs/port.md — so nothing
 quoted in prose can go stale. Each figure is computed only when a page asks for it.
 ``optkit docs --check`` lists the files that differ from what would be written.
 """
@@ -110,6 +110,18 @@ def _probes(src: _Sources) -> list[str]:
     return probes_table(src.catalog)
 
 
+def _tutorials_summary(src: _Sources) -> list[str]:
+    from optkit.versions.tutorial_docs import summary_table
+
+    return summary_table()
+
+
+def _tutorial_tabs(src: _Sources) -> list[str]:
+    from optkit.versions.tutorial_docs import hardware_table
+
+    return hardware_table()
+
+
 PORT_DATE = "2026-12-01"
 """The --date of the port reports in docs/port.md (a fixed one: the page must not change by the day)."""
 
@@ -187,6 +199,7 @@ def _profile_chart(root) -> dict[str, bytes]:
 FIGURES = {"flagship-patches": _patch_count, "profile-example": _profile_example, "flagship-series": _series_state,
            "multinode-manifests": _manifests("leaderworkerset.yaml", "service.yaml"),
            "pd-example": _lines(_pd_example, "\n\n"), "releases": _lines(_releases), "moves": _lines(_moves), "probes": _lines(_probes),
+           "tutorials-summary": _lines(_tutorials_summary), "tutorial-tabs": _lines(_tutorial_tabs),
            "port-post": _lines(_port_report("0.23.0.post1", True), "\n\n"),
            "port-newest": _lines(_port_report(None, False), "\n\n"), "objective-example": _objective_example}
 """What a region ``<!-- optkit:NAME -->`` of a docs page holds, computed from ``_Sources``."""

@@ -25,6 +25,7 @@ COMMAND_MODULES = {
     "apply": "tree_cmds", "revert": "tree_cmds", "status": "tree_cmds", "tree": "tree_cmds",
     "bundle": "bundle_cmds",
     "versions": "versions_cmds", "compat": "versions_cmds", "port": "versions_cmds", "export": "export_cmds",
+    "tutorials": "tutorials_cmds",
     "ladder": "measure_cmds", "report": "measure_cmds", "measure": "measure_cmds",
     "profile": "profile_cmds",
 }

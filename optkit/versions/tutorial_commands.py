@@ -33,6 +33,7 @@ _MKDOCS_TAB = re.compile(r'^(\s*)===\s+"(.*)"\s*$')
 _MYST_TAB = re.compile(r"^\s*(:{3,})\{tab-item\}\s*(.*?)\s*$")
 _MYST_OPEN = re.compile(r"^\s*(:{3,})\{[\w-]+\}.*$")
 _MYST_CLOSE = re.compile(r"^\s*(:{3,})\s*$")
+_MYST_OPTION = re.compile(r"^\s*:[\w-]+:")  # a MyST directive's option (``:sync: prefill node2``), no text
 _FENCE = re.compile(r"^(\s*)(`{3,})(.*)$")
 _ASSIGN = re.compile(r"^(export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
@@ -56,10 +57,38 @@ class Command:
 
 
 @dataclass
-class _Block:
-    start: int  # line of the first code line
+class Block:
+    """One fenced code block of a page, dedented, with where it stands."""
+
+    start: int
+    """1-based page line of the block's first code line."""
     lines: list[str]
     where: str
+    headings: tuple[str, ...] = ()
+    """the headings it stands under, outermost first, section numbers dropped."""
+    tabs: tuple[str, ...] = ()
+    """the open tabs (mkdocs ``=== "Name"`` or MyST ``{tab-item} Name``), outermost first."""
+    lead: tuple[str, ...] = ()
+    """the text lines (stripped, non-empty) between the previous block or heading and this block."""
+    info: str = ""
+    """the fence's info string: ``bash``, ``shell``, ``python``, ``{code-block} bash``."""
+    section: tuple[str, ...] = ()
+    """the text lines (stripped, non-empty) between the last heading and this block."""
+
+    @property
+    def label(self) -> str:
+        """the last text line before the block (``**Prefill node:**``), or ''."""
+        return self.lead[-1] if self.lead else ""
+
+
+@dataclass(frozen=True)
+class TextLine:
+    """One line of a page outside code blocks, with the headings and tabs it stands under."""
+
+    number: int
+    text: str
+    headings: tuple[str, ...]
+    tabs: tuple[str, ...]
 
 
 def commands(text: str, keep: tuple[str, ...] = ()) -> list[Command]:
@@ -68,7 +97,7 @@ def commands(text: str, keep: tuple[str, ...] = ()) -> list[Command]:
     found: list[Command] = []
     seen: dict[str, int] = {}
     for block in _blocks(text.splitlines()):
-        for command in _block_commands(block, keep):
+        for command in block_commands(block, keep):
             seen[command.where] = seen.get(command.where, 0) + 1
             if seen[command.where] > 1:
                 command.where += f" #{seen[command.where]}"
@@ -76,51 +105,67 @@ def commands(text: str, keep: tuple[str, ...] = ()) -> list[Command]:
     return found
 
 
-def _blocks(lines: list[str]) -> list[_Block]:
+def _blocks(lines: list[str]) -> list[Block]:
     """The fenced code blocks of a page, each with the heading and tabs it stands under."""
-    blocks: list[_Block] = []
-    heading = ""
+    return [item for item in walk(lines) if isinstance(item, Block)]
+
+
+def walk(lines: list[str]) -> list[Block | TextLine]:
+    """A page as its code blocks and its other lines, in page order, each with its headings and tabs."""
+    items: list[Block | TextLine] = []
+    headings: list[tuple[int, str]] = []  # (level, name)
     tabs: list[tuple[str, int, str]] = []  # (dialect, indent or fence length, name)
-    fence: tuple[str, int, int, list[str]] | None = None  # (backticks, indent, start, lines)
+    fence: tuple[str, int, int, list[str], str] | None = None  # (backticks, indent, start, lines, info)
+    lead: list[str] = []
+    section: list[str] = []
     for number, line in enumerate(lines, 1):
         if fence is not None:
             match = _FENCE.match(line)
             if match and len(match.group(2)) >= len(fence[0]) and not match.group(3).strip():
-                blocks.append(_Block(fence[2], _dedent(fence[3], fence[1]), _where(heading, tabs)))
-                fence = None
+                items.append(Block(fence[2], _dedent(fence[3], fence[1]), _where(headings, tabs),
+                                   tuple(name for _, name in headings), _names(tabs), tuple(lead), fence[4],
+                                   tuple(section)))
+                fence, lead = None, []
             else:
                 fence[3].append(line)
             continue
         match = _FENCE.match(line)
         if match:
             tabs = _close_mkdocs(tabs, len(match.group(1)))
-            fence = (match.group(2), len(match.group(1)), number + 1, [])
+            fence = (match.group(2), len(match.group(1)), number + 1, [], match.group(3).strip())
             continue
-        heading, tabs = _structure(line, heading, tabs)
-    return blocks
+        headings, tabs = _structure(line, headings, tabs)
+        if _HEADING.match(line):
+            lead, section = [], []
+        elif line.strip() and not any(p.match(line) for p in (_MKDOCS_TAB, _MYST_OPEN, _MYST_CLOSE, _MYST_OPTION)):
+            lead.append(line.strip())
+            section.append(line.strip())
+        items.append(TextLine(number, line, tuple(name for _, name in headings), _names(tabs)))
+    return items
 
 
-def _structure(line: str, heading: str, tabs: list) -> tuple[str, list]:
-    """The heading and open tabs after a non-code line."""
+def _structure(line: str, headings: list, tabs: list) -> tuple[list, list]:
+    """The heading chain and open tabs after a non-code line."""
     if match := _HEADING.match(line):
-        return _NUMBER.sub("", match.group(2)), []
+        level = len(match.group(1))
+        return [*(h for h in headings if h[0] < level), (level, _NUMBER.sub("", match.group(2)))], []
     if match := _MKDOCS_TAB.match(line):
         indent = len(match.group(1))
-        return heading, [*_close_mkdocs(tabs, indent), ("mkdocs", indent, match.group(2))]
+        return headings, [*_close_mkdocs(tabs, indent), ("mkdocs", indent, match.group(2))]
     if match := _MYST_TAB.match(line):
-        return heading, [*tabs, ("myst", len(match.group(1)), match.group(2))]
+        return headings, [*tabs, ("myst", len(match.group(1)), match.group(2))]
     if match := _MYST_OPEN.match(line):
-        return heading, [*tabs, ("myst", len(match.group(1)), "")]
+        return headings, [*tabs, ("myst", len(match.group(1)), "")]
     if match := _MYST_CLOSE.match(line):
         width = len(match.group(1))
         while tabs and tabs[-1][0] == "myst":
             if tabs.pop()[1] == width:
                 break
-        return heading, tabs
+        return headings, tabs
     if line.strip():
         indent = len(line) - len(line.lstrip())
-        return heading, _close_mkdocs(tabs, indent)
-    return heading, tabs
+        return headings, _close_mkdocs(tabs, indent)
+    return headings, tabs
 
 
 def _close_mkdocs(tabs: list, indent: int) -> list:
@@ -130,15 +175,19 @@ def _close_mkdocs(tabs: list, indent: int) -> list:
     return tabs
 
 
-def _where(heading: str, tabs: list) -> str:
-    return SEPARATOR.join([heading, *(name for _, _, name in tabs if name)])
+def _where(headings: list, tabs: list) -> str:
+    return SEPARATOR.join([headings[-1][1] if headings else "", *_names(tabs)])
+
+
+def _names(tabs: list) -> tuple[str, ...]:
+    return tuple(name for _, _, name in tabs if name)
 
 
 def _dedent(lines: list[str], indent: int) -> list[str]:
     return [line[indent:] if line[:indent].strip() == "" else line.lstrip() for line in lines]
 
 
-def _block_commands(block: _Block, keep: tuple[str, ...] = ()) -> list[Command]:
+def block_commands(block: Block, keep: tuple[str, ...] = ()) -> list[Command]:
     """The ``vllm serve`` commands of one code block, with what the block exported before each."""
     found: list[Command] = []
     variables: dict[str, str] = {}
@@ -147,9 +196,9 @@ def _block_commands(block: _Block, keep: tuple[str, ...] = ()) -> list[Command]:
     while index < len(block.lines):
         line = block.lines[index].strip()
         number = block.start + index
-        if line.startswith("vllm serve"):
+        if line.startswith(("vllm serve", "exec vllm serve")):
             try:
-                tokens, used = _command_tokens(block.lines, index)
+                tokens, used = command_tokens(block.lines, index)
             except ValueError as exc:  # an open quote to the end of the block: the shell would fail too
                 found.append(Command(block.where, number, "", env=dict(env), problems=[f"line {number}: {exc}"]))
                 break
@@ -179,18 +228,21 @@ def _expand(text: str, variables: dict[str, str]) -> str:
     return _VAR.sub(lambda m: variables.get(m.group(1), m.group(0)), text)
 
 
-def _command_tokens(lines: list[str], start: int) -> tuple[list[str], int]:
+def command_tokens(lines: list[str], start: int) -> tuple[list[str], int]:
     """The shell words of the command starting at ``lines[start]`` and how many lines it spans."""
     text = ""
+    quote = ""  # the quote open at the end of the text so far ('' none): shlex is tried only where none is
     for used, raw in enumerate(lines[start:], 1):
         line = raw.rstrip()
         continued = line.endswith("\\")
-        text += (line[:-1] if continued else line) + ("\n" if not continued else " ")
-        if continued:
+        piece = line[:-1] if continued else line
+        text += piece + ("\n" if not continued else " ")
+        quote = _open_quote(piece, quote)
+        if continued or quote:  # an open quote: the value goes on over the next line
             continue
         try:
             return shlex.split(text, comments=True), used
-        except ValueError:  # an open quote: the value goes on over the next line
+        except ValueError:
             continue
     try:  # the block ends inside the command (a trailing `\`): the shell runs what it has at the end
         return shlex.split(text, comments=True), len(lines) - start
@@ -198,14 +250,71 @@ def _command_tokens(lines: list[str], start: int) -> tuple[list[str], int]:
         raise ValueError(f"unterminated quote in command: {text[:80]!r}") from None
 
 
-def _command(block: _Block, number: int, tokens: list[str], variables: dict[str, str],
+def _open_quote(text: str, quote: str) -> str:
+    """The quote open after ``text`` given the one open before it, as POSIX shell reads quotes: nothing
+    escapes inside '…', a backslash escapes inside "…" and outside, # starts a comment at a word's start."""
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if quote == "'":
+            quote = "" if char == "'" else quote
+        elif char == "\\":
+            index += 1
+        elif quote == '"':
+            quote = "" if char == '"' else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (index == 0 or text[index - 1].isspace()):
+            break
+        index += 1
+    return quote
+
+
+def _command(block: Block, number: int, tokens: list[str], variables: dict[str, str],
              env: dict[str, tuple[str, int]]) -> Command:
+    tokens = _argv(tokens[tokens[0] == "exec":])
     words = [_expand(t, variables) for t in tokens]
     command = Command(block.where, number, words[2] if len(words) > 2 else "", env=env)
     span = block.lines[number - block.start:]
+    read = {0, 1, 2}  # vllm serve MODEL
     for flag, value, index in options(words):
         _add_option(command, flag, value, number + _line_of(span, words[index].split("=", 1)[0]))
+        read |= {index, index + 1} if value is not None and "=" not in words[index] else {index}
+    command.problems += [_stray(tokens[index], span, number) for index in sorted(set(range(len(words))) - read)]
     return command
+
+
+def _stray(word: str, span: list[str], number: int) -> str:
+    """The problem of a word that is no flag and no flag's value, at the line it stands on."""
+    first = (word.splitlines() or [""])[0]
+    at = next((offset for offset, line in enumerate(span) if first and first in line), 0)
+    shown = first[:60] + ("…" if len(word) > len(first[:60]) else "")
+    return (f"line {number + at}: {shown!r} is no flag and no flag's value (a shell array or a positional "
+            "argument): what it passes is not read")
+
+
+_CONTROL = {"&", "&&", "|", "||", ";"}
+_REDIRECT = re.compile(r"^(\d*|&)(>>?|<)(&\d+)?(.*)$")
+_PLACEHOLDER = re.compile(r"<[^<>]+>\S*")
+"""``<port>``, ``<MODEL_PATH>/w8a8``: a value the page leaves to the reader, not an input redirection."""
+
+
+def _argv(tokens: list[str]) -> list[str]:
+    """The command's own arguments: up to a control operator (``&``, ``|``, ``;``), without redirections
+    (``> log``, ``2>&1``), which shlex leaves as words; a ``<placeholder>`` is an argument."""
+    argv: list[str] = []
+    skip = False
+    for token in tokens:
+        if token in _CONTROL:
+            break
+        if skip:
+            skip = False
+            continue
+        if (match := _REDIRECT.match(token)) and not _PLACEHOLDER.fullmatch(token):
+            skip = not match.group(3) and not match.group(4)  # `> file`: the target is the next word
+            continue
+        argv.append(token)
+    return argv
 
 
 def options(words: list[str]) -> list[tuple[str, str | None, int]]:
@@ -273,7 +382,7 @@ def bench_lengths(text: str) -> tuple[int | None, int | None]:
     for block in _blocks(text.splitlines()):
         for index, line in enumerate(block.lines):
             if line.strip().startswith("vllm bench serve"):
-                words, _ = _command_tokens(block.lines, index)
+                words, _ = command_tokens(block.lines, index)
                 return _int_option(words, "--random-input"), _int_option(words, "--random-output")
     return None, None
 
@@ -285,4 +394,5 @@ def _int_option(words: list[str], flag: str) -> int | None:
     return None
 
 
-__all__ = ["JSON_FLAGS", "SEPARATOR", "Command", "bench_lengths", "commands", "flatten", "option_entries", "options"]
+__all__ = ["JSON_FLAGS", "SEPARATOR", "Block", "Command", "TextLine", "bench_lengths", "block_commands", "command_tokens", "commands", "flatten",
+           "option_entries", "options", "walk"]

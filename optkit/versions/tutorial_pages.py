@@ -1,0 +1,458 @@
+"""One upstream tutorial page as data: its checkpoints, its tables, its commands with their context.
+
+``read_page(text)`` reads a page of ``docs/source/tutorials/`` (both markdown dialects, see
+``tutorial_commands``) into the page entry of ``versions/tutorials/<release>.json`` (format 1,
+docs/tutorials.md):
+
+- ``checkpoints``: the weights the "Model Weight" section lists (a table or a bullet list), each with
+  its Hub id read off the download link, its quantization read off its name, and the hardware it
+  requires as written and as ``{hardware, nodes, devices_per_node, hbm_gib}``;
+- ``tables``: every pipe table, every row and cell as written, with the headings and tabs above it;
+- ``commands``: every ``vllm serve`` command and every ``python launch_online_dp.py`` run (which starts
+  the page's ``vllm serve`` template once per local DP rank, ``$1``…``$7`` filled in), with the hardware
+  family, scenario, deployment, node count and rank and PD role its tabs, headings, label and own flags
+  say — None where they say nothing;
+- ``tabs``: every distinct tab text of the page (docs/tutorials.md maps each to its hardware family);
+- ``unread``: the lines that launch a server in a way this reader does not interpret, and why.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from optkit.versions.tutorial_commands import SEPARATOR, Block, Command, TextLine, block_commands, command_tokens, options, walk
+from optkit.versions.tutorial_tabs import families
+
+KINDS = ("llm", "embedding", "reranker", "asr", "ocr", "reward", "other")
+_KIND_WORDS = (("reranker", r"rerank"), ("embedding", r"embedding|siglip"), ("asr", r"\basr\b|transcribe"),
+               ("ocr", r"ocr"), ("reward", r"-rm-|\breward\b"))
+"""A page's kind by the words of its file name and title: the first that matches."""
+
+_SCENARIO = re.compile(r"high[- ]?throughput|low[- ]?latency|long[- ]?(context|sequence)|balanced", re.IGNORECASE)
+_MULTI_FLAGS = ("--data-parallel-address", "--headless", "--data-parallel-start-rank", "--nnodes", "--master-addr")
+_NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
+_NODES = re.compile(r"\b(\d+|" + "|".join(_NUMBER_WORDS) + r")[- ]?nodes?\b", re.IGNORECASE)
+_NODE_RANK = re.compile(r"\bnode[ _-]?(\d+)\b", re.IGNORECASE)
+_PLACEHOLDER = re.compile(r"<[A-Za-z_][^<>]*>|\$\{[^{}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|\$\d|\{[A-Za-z_][A-Za-z0-9_]*\}")
+_LAUNCHER = re.compile(r"^python3?\s+(\S*/)?launch_online_dp\.py\b")
+_LAUNCHER_ARGS = ("--dp-size", "--tp-size", "--dp-size-local", "--dp-rank-start", "--dp-address", "--dp-rpc-port",
+                  "--vllm-start-port")
+_TEMPLATE_POSITIONS = {"$2": "--vllm-start-port", "$3": "--dp-size", "$4": "--dp-rank-start", "$5": "--dp-address",
+                       "$6": "--dp-rpc-port", "$7": "--tp-size"}
+"""run_dp_template.sh's arguments as launch_online_dp.py passes them (examples/external_online_dp/
+launch_online_dp.py, run_command): devices, engine port, dp size, dp rank, dp address, rpc port, tp size;
+the first local rank's values (rank dp-rank-start, port vllm-start-port)."""
+
+
+TUTORIALS = "docs/source/tutorials"
+"""Where a vllm-ascend tree keeps its tutorials; every ``*.md`` under it but ``index.md`` pages is read."""
+
+
+def read_tree(tree: Path, release: str, digest: str) -> dict:
+    """The tutorial data of the release tree at ``tree`` (format 1; ``digest``: the sdist's sha256)."""
+    root = tree / TUTORIALS
+    pages = {path.relative_to(root).as_posix(): path for path in sorted(root.rglob("*.md")) if path.name != "index.md"}
+    return {"format": 1, "release": release, "tree": digest,
+            "pages": {name: read_page(name, path.read_text(encoding="utf-8", errors="replace"))
+                      for name, path in pages.items()}}
+
+
+def dump(data: dict) -> str:
+    """The data as its committed file: sorted keys, one-space indent, UTF-8 as is, a final newline."""
+    return json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def read_page(path: str, text: str) -> dict:
+    """The data of the page at ``path`` (relative to docs/source/tutorials/) whose markdown is ``text``."""
+    items = walk(text.splitlines())
+    title = next((line.text.lstrip("#").strip() for line in items if isinstance(line, TextLine)
+                  and line.text.startswith("# ")), path)
+    commands, unread = _commands([item for item in items if isinstance(item, Block)])
+    lines = [item for item in items if isinstance(item, TextLine)]
+    tables = _tables(lines)
+    checkpoints = sorted(_checkpoints(tables) + _bullet_checkpoints(lines), key=lambda c: c["line"])
+    tabs = sorted({tab for item in items for tab in item.tabs})
+    return {"title": title, "kind": _kind(path, title, commands or unread), "checkpoints": checkpoints, "tabs": tabs,
+            "tables": [_table_data(table) for table in tables], "commands": commands, "unread": unread}
+
+
+def _kind(path: str, title: str, serves: list[dict]) -> str:
+    """The page's kind by its words; else an LLM for a model page that serves (commands, or launches not
+    read), other for the rest."""
+    words = f"{path.rsplit('/', 1)[-1]} {title}".lower()
+    for kind, pattern in _KIND_WORDS:
+        if re.search(pattern, words):
+            return kind
+    return "llm" if serves and path.startswith("models/") else "other"
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def _tables(lines: list[TextLine]) -> list[dict]:
+    """Every pipe table: header, separator and rows, each row with its line."""
+    found: list[dict] = []
+    run: list[TextLine] = []
+    label, before = "", ""  # the last text line under the current heading; the one before the current run
+    for line in [*lines, TextLine(0, "", (), ())]:
+        is_row = line.text.strip().startswith("|")
+        if is_row and run and line.number == run[-1].number + 1:
+            run.append(line)
+            continue
+        if len(run) >= 2 and re.fullmatch(r"\|?[\s:|-]*-{3,}[\s:|-]*\|?", run[1].text.strip()):
+            first = run[0]
+            found.append({"line": first.number, "heading": SEPARATOR.join(first.headings), "headings": first.headings,
+                          "tabs": list(first.tabs), "label": before, "columns": _cells(first.text),
+                          "rows": [{"line": row.number, "cells": _cells(row.text)} for row in run[2:]]})
+        run, before = ([line], label) if is_row else ([], before)
+        if line.text.lstrip().startswith("#"):
+            label = ""
+        elif line.text.strip() and not is_row:
+            label = line.text.strip()
+    return found
+
+
+def _cells(row: str) -> list[str]:
+    text = row.strip()
+    text = text[1:] if text.startswith("|") else text
+    text = text[:-1] if text.endswith("|") and not text.endswith("\\|") else text
+    return [cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", text)]
+
+
+def _table_kind(table: dict) -> str:
+    columns = [column.lower() for column in table["columns"]]
+    if any("download" in c or "hardware requirement" in c for c in columns) or _in_weights(table["headings"]):
+        return "weights"
+    if any(c.strip("*") == "scenario" for c in columns) or (
+            re.search(r"scenario|performance tuning|recommended config", table["heading"], re.IGNORECASE)
+            and {"tp", "dp"} & {c.strip("* ") for c in columns}):
+        return "scenario"
+    return "other"
+
+
+def _in_weights(headings) -> bool:
+    """Under the page's weights section, as the releases title it (``Model Weight(s)``, ``Model Weights and
+    Hardware``, ``Prepare Model Weights``, ``Weight Preparation``), not a FAQ or step that mentions weights."""
+    return any(re.fullmatch(r"(model |prepare (model )?)?weights?( and hardware| preparation)?", heading.strip(),
+                            re.IGNORECASE) for heading in headings)
+
+
+def _table_data(table: dict) -> dict:
+    return {"line": table["line"], "heading": table["heading"], "tabs": table["tabs"], "kind": _table_kind(table),
+            "columns": table["columns"], "rows": table["rows"]}
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+
+_HUB_ID = re.compile(r"(?:modelscope\.cn/models|huggingface\.co|hf-mirror\.com|modelers\.cn/models)/"
+                     r"([\w.-]+/[\w.-]+)")
+_REQUIREMENT = re.compile(r"(?:\b(\d+|one|two|three|four|eight)(?:\s*[x×]\s*|\s+))?([A-Za-z0-9][^().]*?)\s*"
+                          r"\(\s*(\d+)\s*GB?\s*[×xX*]\s*(\d+)(?:\s*NPUs?)?(?:\s*each)?\s*\)", re.IGNORECASE)
+_QUANTIZATIONS = ((r"mxfp4", "w4a4-mxfp4"), (r"mxfp8", "w8a8-mxfp8"), (r"w8a8sc", "w8a8sc"), (r"w8a8c8", "w8a8c8"),
+                  (r"w4a8c8", "w4a8c8"), (r"w4a8", "w4a8"), (r"w4a4", "w4a4"), (r"w8a8", "w8a8"), (r"bf16", "bf16"))
+"""A checkpoint's weight format by the words of its name and description, most specific first; the values
+are optkit's quantization names (optkit.resolve.profiles.QUANTIZATIONS, which a test holds these to)."""
+
+
+def _checkpoints(tables: list[dict]) -> list[dict]:
+    found = []
+    for table in tables:
+        if _table_kind(table) != "weights":
+            continue
+        columns = [column.lower() for column in table["columns"]]
+        hardware = next((i for i, c in enumerate(columns) if "hardware" in c), None)
+        for row in table["rows"]:
+            cells = row["cells"]
+            text = " ".join(cells)
+            name = re.sub(r"\(.*", "", cells[0]).replace("`", "").replace("*", "").strip() if cells else ""
+            if not name:
+                continue
+            requirement = cells[hardware].replace("*", "").strip() if hardware is not None and hardware < len(cells) else ""
+            found.append(_checkpoint(row["line"], name, text, requirement, table["label"]))
+    return found
+
+
+def _checkpoint(line: int, name: str, text: str, requirement: str, label: str = "") -> dict:
+    """One checkpoint; its quantization is read off its own row, else off the label above its table
+    (``**BF16 Versions:**``)."""
+    hub = _HUB_ID.search(text)
+    quantization = next((q for words in (text, label) for pattern, q in _QUANTIZATIONS
+                         if re.search(pattern, words.lower())), None)
+    return {"line": line, "name": name, "id": hub.group(1).rstrip(".") if hub else None, "quantization": quantization,
+            "hardware_text": requirement or None, "requirements": _requirements(requirement)}
+
+
+def _requirements(text: str) -> list[dict]:
+    """Each alternative of a hardware requirement (``1 Atlas 800 A3 (64GB × 16) node or 2 Atlas 800 A2 (64GB × 8)
+    nodes, or Atlas 300I DUO``): its family, node count, devices per node and HBM per device, each null
+    where the alternative does not say it."""
+    found = []
+    for part in re.split(r"(?:,|<br>)\s*(?:or\s+)?|\s+or\s+", text):
+        matches = list(_REQUIREMENT.finditer(part))
+        found += [_sized(match) for match in matches]
+        if not matches and _one_family(part):
+            count = re.match(r"\s*(\d+|one|two|three|four|eight)\s+(?!cards?\b|NPUs?\b)", part, re.IGNORECASE)
+            found.append({"hardware": _one_family(part), "nodes": _count(count.group(1)) if count else None,
+                          "devices_per_node": None, "hbm_gib": None})
+    return found
+
+
+def _sized(match: re.Match) -> dict:
+    """One alternative with its sizes: ``2 Atlas 800 A2 (64GB × 8) nodes``; a count of cards (``1 card on
+    Atlas 800I A2 (…)``) is no node count, unless the cards are ``in 1 Atlas 800 A3 (…) node``."""
+    name = match.group(2)
+    inside = re.match(r"(cards?|NPUs?)\s+in\s+(\d+|one|two)\s+(.*)$", name, re.IGNORECASE)
+    per_card = re.match(r"(cards?|NPUs?)\b", name, re.IGNORECASE)
+    nodes = _count(inside.group(2)) if inside else None if per_card or not match.group(1) else _count(match.group(1))
+    return {"hardware": _one_family(name), "nodes": nodes, "devices_per_node": int(match.group(4)),
+            "hbm_gib": int(match.group(3))}
+
+
+def _count(word: str) -> int:
+    return int(word) if word.isdigit() else _NUMBER_WORDS[word.lower()]
+
+
+def _one_family(text: str) -> str | None:
+    found = families(text)
+    return found[0] if len(found) == 1 else None
+
+
+def _bullet_checkpoints(lines: list[TextLine]) -> list[dict]:
+    """The checkpoints a weights section lists as bullets: ``- `Name`(desc): require … [Download](url)``."""
+    found = []
+    for line in lines:
+        match = re.match(r"\s*[-*]\s+`([^`]+)`(.*)$", line.text)
+        if not match or not _in_weights(line.headings) or not _HUB_ID.search(line.text):
+            continue
+        require = re.search(r"requires?\s+(.*?)(\.\s*\[|\[|$)", match.group(2))
+        found.append(_checkpoint(line.number, match.group(1).strip(), line.text,
+                                 require.group(1).strip().rstrip(".") if require else ""))
+    return found
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _commands(blocks: list[Block]) -> tuple[list[dict], list[dict]]:
+    """Every command of the page's blocks, launchers after their template is read, and what was not read;
+    a second command of one launcher under one name gets `` #2`` (as ``tutorial_commands.commands`` does)."""
+    commands: list[dict] = []
+    unread: list[dict] = []
+    for block in blocks:
+        if why := _unread_block(block):
+            unread.append({"line": block.start - 1, "why": why})
+            continue
+        read = {command.line: command for command in block_commands(block)}
+        for offset, raw in enumerate(block.lines):
+            line = raw.strip()
+            number = block.start + offset
+            if number in read:
+                commands.append(_command_data(block, read[number], _comment_above(block, offset)))
+            elif _LAUNCHER.match(line):
+                commands.append(_launcher(block, offset, commands))
+            elif why := _unread(block, line):
+                unread.append({"line": number, "why": why})
+    seen: dict[tuple[str, str], int] = {}
+    for command in commands:
+        key = (command["launcher"], command["where"])
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] > 1:
+            command["where"] += f" #{seen[key]}"
+    return commands, unread
+
+
+def _comment_above(block: Block, offset: int) -> str:
+    """The comment line just above a command in its block (``# Prefill node 0``, ``# d1``), or ''."""
+    for line in reversed(block.lines[:offset]):
+        if line.strip():
+            return line.strip() if line.strip().startswith("#") else ""
+    return ""
+
+
+def _unread_block(block: Block) -> str | None:
+    """Why a whole block is not read: a directive whose content the docs build generates or lays out."""
+    if block.info.startswith("{model-code}"):
+        source = next((line.split(":", 2)[2].strip() for line in block.lines if line.startswith(":test_case_path:")), "")
+        return (f"a `{{model-code}}` block, generated by the docs build from {source or 'a test case'}: "
+                "its command is not on the page, not read")
+    if block.info.startswith("{list-table}"):
+        return "a `{list-table}` table: its rows are not read"
+    return None
+
+
+def _unread(block: Block, line: str) -> str | None:
+    """Why a code line that launches a server is not read (None: it launches none)."""
+    if "vllm.entrypoints.openai.api_server" in line:
+        return "a `python -m vllm.entrypoints.openai.api_server` launch: not read"
+    if not re.search(r"\bvllm serve\b", line) or re.search(r"\b(pkill|pgrep|grep|ps)\b", line):
+        return None
+    if line.startswith("#"):
+        return "a commented-out `vllm serve`: not read"
+    if "python" in block.info:
+        return "a `vllm serve` inside a python block: not read"
+    return "a `vllm serve` that does not start a shell line (inside a heredoc, a string or a loop): not read"
+
+
+def _command_data(block: Block, command: Command, comment: str, launcher: str = "vllm serve") -> dict:
+    opts = {flag: {"value": value, "line": line} for flag, (value, line) in sorted(command.options.items())}
+    env = {name: {"value": value, "line": line} for name, (value, line) in sorted(command.env.items())}
+    data = {"where": command.where, "line": command.line, "heading": SEPARATOR.join(block.headings),
+            "tabs": list(block.tabs), "label": block.label, "comment": comment, "launcher": launcher, "model": command.model,
+            "options": opts, "env": env, "problems": list(command.problems)}
+    data.update(_context(block, command, comment))
+    data["placeholders"] = _placeholders(command)
+    return data
+
+
+_STATES_HARDWARE = re.compile(r"\bhardware\b|\brequires?\b|\brecommended for\b|\bassume you have\b", re.IGNORECASE)
+"""A section line stating the hardware its commands run on (``**Hardware**: 3 × Atlas 800 A3``, ``It is
+recommended for the W8A8 model on 2 Atlas 800 A2 (64GB x 8) nodes``), as does any sized product
+(``1 Atlas 800 A3 (64GB × 16) node``)."""
+_TITLE = 120
+"""A lead line this short titles the block (``**Low Latency Configuration:**``); a longer one is prose
+(``Suitable for pure text dialogue, mathematical reasoning, and long-context scenarios. …``), and so are
+list items, quotes, notes and table rows: their words (``- **Decode nodes** focus on low-latency token
+generation``, ``| Low Latency | 2 (A3) |``) are no statement about the command."""
+
+
+def _context(block: Block, command: Command, comment: str) -> dict:
+    """Hardware, scenario, deployment, nodes, rank and PD role, nearest first: the command's comment, the
+    block's tabs and the short lines just before it; for hardware also its section's lines stating the
+    hardware or what it requires, the headings and the block's comments; the command's own flags."""
+    comments = [line.strip() for line in block.lines[:command.line - block.start] if line.strip().startswith("#")]
+    titles = [line for line in reversed(block.lead) if len(line) <= _TITLE and not re.match(r"[|>]|[-*] |!!!", line)]
+    stated = [line for line in reversed(block.section) if _STATES_HARDWARE.search(line) or _REQUIREMENT.search(line)]
+    near = [comment, *reversed(block.tabs), *titles]
+    named = next((found for text in [*near, *stated, *reversed(block.headings), *reversed(comments)]
+                  if (found := families(text))), [])
+    scenario = next((m.group(0) for text in [*near, *reversed(block.headings)] if (m := _SCENARIO.search(text))), None)
+    role = _pd_role(block, command, comment)
+    deployment, nodes, rank = _layout(block, command, role, comment)
+    return {"hardware": named[0] if len(named) == 1 else None, "hardware_families": named, "scenario": scenario,
+            "deployment": deployment, "nodes": nodes, "node_rank": rank, "pd_role": role}
+
+
+def _pd_role(block: Block, command: Command, comment: str) -> str | None:
+    kv_role = command.options.get("--kv-transfer-config.kv_role", (None, 0))[0]
+    if kv_role in ("kv_producer", "kv_consumer"):
+        return "prefill" if kv_role == "kv_producer" else "decode"
+    for text in (comment, *reversed(block.tabs), *reversed(block.lead[-2:])):
+        prefill = re.search(r"\bprefill(er)?\b|\bP node\b|^#\s*p\d", text, re.IGNORECASE)
+        decode = re.search(r"\bdecode(r)?\b|\bD node\b|^#\s*d\d", text, re.IGNORECASE)
+        if bool(prefill) != bool(decode):
+            return "prefill" if prefill else "decode"
+    return None
+
+
+def _layout(block: Block, command: Command, role: str | None, comment: str) -> tuple[str, int | None, int | None]:
+    """(deployment, nodes, node rank): the DP sizes' ratio first (``--data-parallel-size`` over its local
+    part), then the flags only a node of several takes (``--headless``, a start rank past 0, ray), then
+    what the comment, tabs, lead text and headings say."""
+    flags = command.options
+    context = " ".join([comment, *block.tabs, *block.lead, *block.headings])
+    local = " ".join([comment, *block.tabs, *block.lead[-2:]])
+    by_flags = _nodes_by_flags(flags)
+    rank_match = _NODE_RANK.search(local)
+    rank = int(rank_match.group(1)) if rank_match else _rank(flags)
+    follower = "--headless" in flags or bool(_int(flags.get("--data-parallel-start-rank", (None,))[0]))
+    follower = follower or "--nnodes" in flags or flags.get("--distributed-executor-backend", ("",))[0] == "ray"
+    single_said = re.search(r"single[- ]?node", context, re.IGNORECASE) is not None
+    if by_flags is not None:
+        multi = by_flags > 1 or follower
+    elif follower:
+        multi = True
+    else:
+        multi = not single_said and ("--data-parallel-address" in flags or (_nodes_said(context) or 1) > 1
+                                     or re.search(r"multi[- ]?node", context, re.IGNORECASE) is not None)
+    nodes = by_flags or _nodes_said(context)
+    if role is not None:  # a kv_both instance (PD colocated, a KV pool) is no PD split: its layout decides
+        return "pd", nodes, rank
+    if multi:
+        return "multi-node", nodes, rank
+    if single_said or not re.search(r"\bnodes\b", context, re.IGNORECASE):
+        return "single-node", 1, 0
+    return "unknown", nodes, rank
+
+
+def _nodes_by_flags(flags: dict) -> int | None:
+    size, local = (_int(flags.get(f, (None,))[0]) for f in ("--data-parallel-size", "--data-parallel-size-local"))
+    return -(-size // local) if size and local else None
+
+
+def _nodes_said(context: str) -> int | None:
+    if match := _NODES.search(context):
+        word = match.group(1).lower()
+        return int(word) if word.isdigit() else _NUMBER_WORDS[word]
+    return None
+
+
+def _rank(flags: dict) -> int | None:
+    start, local = (_int(flags.get(f, (None,))[0]) for f in ("--data-parallel-start-rank", "--data-parallel-size-local"))
+    if start is not None and local:
+        return start // local
+    return None
+
+
+def _int(value) -> int | None:
+    return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+def _placeholders(command: Command) -> list[str]:
+    values = [command.model, *(v for v, _ in command.options.values()), *(v for v, _ in command.env.values())]
+    return sorted({m.group(0) for v in values if isinstance(v, str) for m in _PLACEHOLDER.finditer(v)})
+
+
+# --------------------------------------------------------------------------- launch_online_dp.py
+
+
+def _launcher(block: Block, offset: int, earlier: list[dict]) -> dict:
+    """A ``python launch_online_dp.py`` run as the command it starts on its first local DP rank."""
+    number = block.start + offset
+    words, used = command_tokens(block.lines, offset)
+    span = block.lines[offset:offset + used]
+    args = {}
+    for flag, value, _ in options(words):
+        args[flag] = {"value": value, "line": number + next((i for i, line in enumerate(span) if flag in line), 0)}
+    comment = _comment_above(block, offset)
+    role = _pd_role(block, Command(block.where, number, ""), comment)
+    hardware = _context(block, Command(block.where, number, ""), comment)["hardware"]
+    template = _template(earlier, role, hardware)
+    command = Command(block.where, number, template["model"] if template else "")
+    if template is None:
+        command.problems.append(f"line {number}: launch_online_dp.py runs run_dp_template.sh, but no `vllm serve` "
+                                "with $1…$7 arguments stands before it on the page")
+    else:
+        for flag, entry in template["options"].items():
+            value, line = entry["value"], entry["line"]
+            if isinstance(value, str) and value in _TEMPLATE_POSITIONS:
+                source = args.get(_TEMPLATE_POSITIONS[value])
+                value, line = (source["value"], source["line"]) if source else (value, line)
+            command.options[flag] = (value, line)
+        command.env = {name: (entry["value"], entry["line"]) for name, entry in template["env"].items()}
+    data = _command_data(block, command, comment, launcher="launch_online_dp.py")
+    data["launcher_options"] = args
+    data["template_line"] = template["line"] if template else None
+    size, local = (_int((args.get(f) or {}).get("value")) for f in ("--dp-size", "--dp-size-local"))
+    local = local or size  # launch_online_dp.py: --dp-size-local defaults to --dp-size
+    if size and local:
+        start = _int((args.get("--dp-rank-start") or {}).get("value")) or 0
+        data["nodes"], data["node_rank"] = -(-size // local), start // local
+        data["deployment"] = "pd" if data["pd_role"] else ("multi-node" if size > local else "single-node")
+    return data
+
+
+def _template(earlier: list[dict], role: str | None, hardware: str | None) -> dict | None:
+    """The page's run_dp_template.sh ``vllm serve`` the launcher runs: the last before it taking ``$1``…``$7``,
+    of the launcher's PD role and hardware family where it has them and a template matches."""
+    templates = [c for c in earlier if c["launcher"] == "vllm serve"
+                 and any(isinstance(e["value"], str) and e["value"] in _TEMPLATE_POSITIONS for e in c["options"].values())]
+    for key, wanted in (("pd_role", role), ("hardware", hardware)):
+        fitting = [c for c in templates if wanted is not None and c[key] == wanted]
+        templates = fitting or templates
+    return (templates or [None])[-1]
+
+
+__all__ = ["KINDS", "TUTORIALS", "dump", "read_page", "read_tree"]

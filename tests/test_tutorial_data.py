@@ -1,0 +1,523 @@
+"""Tutorials as data (docs/tutorials.md): the committed versions/tutorials/<release>.json equal a fresh
+extraction of each release's tree; the tricky readings pinned on small inline pages; the tab → hardware
+map over every tab text of every release; the loader's errors; ``optkit tutorials diff`` on a change read
+by hand in the trees."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from optkit.cli.main import cli
+from optkit.errors import ValidationFailed
+from optkit.versions.releases import known_versions
+from optkit.versions.tutorial_data import load, releases
+from optkit.versions.tutorial_pages import read_page
+from optkit.versions.tutorial_tabs import families, family
+
+RELEASES = [str(v) for v in known_versions()]
+
+
+def page(text: str, path: str = "models/X.md") -> dict:
+    return read_page(path, textwrap.dedent(text))
+
+
+def only(data: dict, launcher: str = "vllm serve") -> dict:
+    found = [c for c in data["commands"] if c["launcher"] == launcher]
+    assert len(found) == 1, found
+    return found[0]
+
+
+# --------------------------------------------------------------------------- the committed data
+
+
+@pytest.mark.tree
+@pytest.mark.parametrize("release", RELEASES)
+def test_committed_data_equals_a_fresh_extraction(release):
+    from optkit.catalog.paths import project_root
+    from optkit.tree.fetch import fetch
+    from optkit.versions.tutorial_pages import dump, read_tree
+
+    tree = fetch(release)
+    committed = (project_root() / "versions" / "tutorials" / f"{release}.json").read_text(encoding="utf-8")
+    assert committed == dump(read_tree(tree.path, release, tree.sha256)), (
+        f"versions/tutorials/{release}.json is stale: run optkit tutorials extract --release {release}")
+
+
+def test_every_known_release_has_committed_data():
+    assert releases() == RELEASES
+
+
+def test_quantizations_are_optkits_weight_formats():
+    from optkit.resolve.profiles import QUANTIZATIONS
+
+    found = {c["quantization"] for r in RELEASES for p in load(r).pages.values() for c in p["checkpoints"]}
+    assert found - {None} <= set(QUANTIZATIONS)
+
+
+@pytest.mark.tree
+def test_serve_commands_carry_the_names_tutorial_commands_gives():
+    from optkit.tree.fetch import fetch
+    from optkit.versions.tutorial_commands import commands
+
+    name = "models/Qwen3-235B-A22B.md"
+    text = (fetch("0.30.0rc2").path / "docs/source/tutorials" / name).read_text(encoding="utf-8")
+    read = [(c.where, c.line) for c in commands(text)]
+    assert read == [(c["where"], c["line"]) for c in load("0.30.0rc2").commands(name) if c["launcher"] == "vllm serve"]
+
+
+def test_0_30_0rc2_counts():
+    """54 model pages (models/ holds 55 files, one index.md); 249 `vllm serve` commands on them, 266 with
+    the feature pages' 17 (the issue's 266 counts lines naming `vllm serve` in models/*.md: 17 are prose)."""
+    data = load("0.30.0rc2")
+    models = {name: p for name, p in data.pages.items() if name.startswith("models/")}
+    serve = [c for c in data.commands() if c["launcher"] == "vllm serve"]
+    assert len(models) == 54
+    assert sum(1 for p in models.values() for c in p["commands"] if c["launcher"] == "vllm serve") == 249
+    assert len(serve) == 266
+
+
+# --------------------------------------------------------------------------- readings of small pages
+
+
+def test_mkdocs_tabs_give_the_hardware_and_where():
+    data = page('''\
+        ## 5.1 Single-Node Online Deployment
+
+        === "A3 series"
+
+            ```bash
+            vllm serve /models/Qwen3 --tensor-parallel-size 16
+            ```
+
+        === "Atlas 300I DUO"
+
+            ```bash
+            vllm serve /models/Qwen3 --tensor-parallel-size 4
+            ```
+        ''')
+    a3, duo = data["commands"]
+    assert (a3["where"], a3["hardware"], a3["tabs"], a3["deployment"]) == (
+        "Single-Node Online Deployment › A3 series", "A3", ["A3 series"], "single-node")
+    assert (duo["hardware"], duo["options"]["--tensor-parallel-size"]) == ("310P", {"value": "4", "line": 12})
+    assert data["tabs"] == ["A3 series", "Atlas 300I DUO"]
+
+
+def test_myst_tabs_give_the_hardware():
+    data = page('''\
+        ## Online Serving
+
+        ::::{tab-set}
+        :::{tab-item} Atlas 800I A2
+        ```{code-block} bash
+        vllm serve Qwen/Qwen3-8B --port 8000
+        ```
+        :::
+        :::{tab-item} Atlas A3 inference products / Atlas A2 inference products
+        ```{code-block} bash
+        vllm serve Qwen/Qwen3-8B --port 8001
+        ```
+        :::
+        ::::
+        ''')
+    a2, both = data["commands"]
+    assert (a2["hardware"], a2["where"]) == ("A2", "Online Serving › Atlas 800I A2")
+    assert (both["hardware"], both["hardware_families"]) == (None, ["A2", "A3"])
+
+
+def test_continuation_lines_env_and_placeholders_are_kept_as_written():
+    data = page('''\
+        ### Deployment
+
+        ```shell
+        nic_name="<your_nic_name>"
+        export HCCL_SOCKET_IFNAME=$nic_name
+        export HCCL_IF_IP=${local_ip}
+        vllm serve /weights/model \\
+            --host <host_ip> \\
+            --port <port> \\
+            --additional-config '{"enable_cpu_binding": true,
+                                  "ascend_scheduler_config": {"enabled": false}}'
+        ```
+        ''')
+    command = only(data)
+    assert command["env"] == {"HCCL_IF_IP": {"value": "${local_ip}", "line": 6},
+                              "HCCL_SOCKET_IFNAME": {"value": "<your_nic_name>", "line": 5}}
+    assert command["options"]["--port"] == {"value": "<port>", "line": 9}
+    assert command["options"]["--additional-config.enable_cpu_binding"] == {"value": True, "line": 10}
+    assert command["options"]["--additional-config.ascend_scheduler_config.enabled"]["value"] is False
+    assert command["placeholders"] == ["${local_ip}", "<host_ip>", "<port>", "<your_nic_name>"]
+    assert command["problems"] == []
+
+
+def test_per_node_scripts_give_nodes_and_ranks():
+    data = page('''\
+        ## Multi-Node Data Parallel Deployment
+
+        === "Node 0"
+
+            ```shell
+            vllm serve /w --data-parallel-size 4 --data-parallel-size-local 2 --data-parallel-address $node0_ip
+            ```
+
+        === "Node 1"
+
+            ```shell
+            vllm serve /w --headless --data-parallel-size 4 --data-parallel-size-local 2 \\
+                --data-parallel-start-rank 2 --data-parallel-address $node0_ip
+            ```
+        ''')
+    first, second = data["commands"]
+    assert [(c["deployment"], c["nodes"], c["node_rank"]) for c in data["commands"]] == [
+        ("multi-node", 2, 0), ("multi-node", 2, 1)]
+    assert first["placeholders"] == ["$node0_ip"] and second["options"]["--headless"]["value"] is True
+
+
+def test_a_single_node_command_may_pass_a_dp_address():
+    """Qwen3-235B-A22B.md (0.30.0rc2) :754 passes --data-parallel-address with DP 4 of 4 local."""
+    command = only(page('''\
+        ```bash
+        vllm serve /w --data-parallel-size 4 --data-parallel-size-local 4 --data-parallel-address <node_ip>
+        ```
+        '''))
+    assert (command["deployment"], command["nodes"], command["node_rank"]) == ("single-node", 1, 0)
+
+
+PD_PAGE = '''\
+    ## Multi-Node PD Separation Deployment
+
+    **Hardware**: 3 × Atlas 800 A3 (64GB × 16), one for Prefill, two for Decode.
+
+    **Prefill node**:
+
+    ```bash
+    vllm serve /w --port $2 --data-parallel-size $3 --data-parallel-rank $4 --data-parallel-address $5 \\
+        --data-parallel-rpc-port $6 --tensor-parallel-size $7 \\
+        --kv-transfer-config '{"kv_connector": "MooncakeConnectorV1", "kv_role": "kv_producer"}'
+    ```
+
+    **Decode node**:
+
+    ```bash
+    vllm serve /w --port $2 --data-parallel-size $3 --data-parallel-rank $4 --data-parallel-address $5 \\
+        --data-parallel-rpc-port $6 --tensor-parallel-size $7 \\
+        --kv-transfer-config '{"kv_connector": "MooncakeConnectorV1", "kv_role": "kv_consumer"}'
+    ```
+
+    Start them:
+
+    ```bash
+    # Prefill node 0
+    python launch_online_dp.py --dp-size 2 --tp-size 8 --dp-size-local 2 --dp-rank-start 0 \\
+        --dp-address <prefill_ip> --dp-rpc-port 54951 --vllm-start-port 9123
+    # Decode node 1
+    python launch_online_dp.py --dp-size 8 --tp-size 4 --dp-size-local 4 --dp-rank-start 4 \\
+        --dp-address <decode_ip> --dp-rpc-port 54951 --vllm-start-port 9123
+    ```
+    '''
+
+
+def test_pd_roles_come_from_kv_role():
+    prefill, decode = [c for c in page(PD_PAGE)["commands"] if c["launcher"] == "vllm serve"]
+    assert (prefill["pd_role"], decode["pd_role"], prefill["deployment"]) == ("prefill", "decode", "pd")
+    assert prefill["hardware"] == "A3"  # the section's **Hardware** line
+    assert "$7" in prefill["placeholders"]
+
+
+def test_launch_online_dp_runs_fill_the_template_they_start():
+    runs = [c for c in page(PD_PAGE)["commands"] if c["launcher"] == "launch_online_dp.py"]
+    prefill, decode = runs
+    assert (prefill["template_line"], decode["template_line"]) == (8, 16)
+    assert prefill["options"]["--tensor-parallel-size"] == {"value": "8", "line": 25}
+    assert prefill["options"]["--port"] == {"value": "9123", "line": 26}
+    assert decode["options"]["--data-parallel-rank"] == {"value": "4", "line": 28}
+    assert decode["options"]["--kv-transfer-config.kv_role"]["value"] == "kv_consumer"
+    assert [(c["pd_role"], c["nodes"], c["node_rank"]) for c in runs] == [("prefill", 1, 0), ("decode", 2, 1)]
+    assert decode["launcher_options"]["--dp-size"] == {"value": "8", "line": 28}
+    assert decode["where"] == "Multi-Node PD Separation Deployment #2"
+
+
+def test_a_launcher_without_a_template_is_a_problem():
+    run = only(page('''\
+        ```bash
+        python launch_online_dp.py --dp-size 2 --tp-size 8 --dp-address 1.2.3.4
+        ```
+        '''), "launch_online_dp.py")
+    assert run["problems"] == ["line 2: launch_online_dp.py runs run_dp_template.sh, but no `vllm serve` with "
+                               "$1…$7 arguments stands before it on the page"]
+    assert (run["nodes"], run["node_rank"]) == (1, 0)  # --dp-size-local defaults to --dp-size
+
+
+def test_a_weights_table_gives_checkpoints():
+    data = page('''\
+        ### 3.1 Model Weight
+
+        **BF16 Versions:**
+
+        | Model | Hardware Requirement | Download |
+        |-------|---------------------|----------|
+        | Qwen3-235B-A22B | 1 Atlas 800I A3 (64GB × 16), 2 Atlas 800I A2 (32GB × 8) | [ModelScope](https://www.modelscope.cn/models/Qwen/Qwen3-235B-A22B) |
+        | `Qwen3-235B-A22B-w8a8`(Quantized version) | **1 Atlas 800 A3 (64GB × 16) node** | [Modelers](https://modelers.cn/models/Modelers_Park/Qwen3-235B-A22B-w8a8) |
+        ''')
+    bf16, w8a8 = data["checkpoints"]
+    assert bf16 == {"line": 7, "name": "Qwen3-235B-A22B", "id": "Qwen/Qwen3-235B-A22B", "quantization": "bf16",
+                    "hardware_text": "1 Atlas 800I A3 (64GB × 16), 2 Atlas 800I A2 (32GB × 8)",
+                    "requirements": [{"hardware": "A3", "nodes": 1, "devices_per_node": 16, "hbm_gib": 64},
+                                     {"hardware": "A2", "nodes": 2, "devices_per_node": 8, "hbm_gib": 32}]}
+    assert (w8a8["name"], w8a8["quantization"], w8a8["id"]) == ("Qwen3-235B-A22B-w8a8", "w8a8",
+                                                                 "Modelers_Park/Qwen3-235B-A22B-w8a8")
+    assert data["tables"][0]["kind"] == "weights"
+
+
+def test_a_weights_bullet_list_gives_checkpoints():
+    """The pre-table layout (0.18.0 Qwen3-235B-A22B.md:21)."""
+    (checkpoint,) = page('''\
+        ### Model Weight
+
+        - `Qwen3-235B-A22B-w8a8`(Quantized version): require 1 Atlas 800 A3 (64G × 16) node or 2 Atlas 800 A2(32G × 8)nodes. [Download model weight](https://www.modelscope.cn/models/vllm-ascend/Qwen3-235B-A22B-W8A8).
+        ''')["checkpoints"]
+    assert checkpoint["id"] == "vllm-ascend/Qwen3-235B-A22B-W8A8" and checkpoint["quantization"] == "w8a8"
+    assert [(r["hardware"], r["nodes"], r["hbm_gib"]) for r in checkpoint["requirements"]] == [("A3", 1, 64), ("A2", 2, 32)]
+
+
+def test_a_scenario_table_keeps_every_cell_as_written():
+    data = page('''\
+        ## 9 Performance Tuning
+
+        #### Table 2: Detailed Node Configuration
+
+        | Scenario | TP | DP | MTP Speculation Num |
+        |----------|----|----|---------------------|
+        | High Throughput | 4 | 4 | none |
+        | Low Latency | 16 | 1 | 3 |
+
+        <u>Single-node PD Hybrid — High Throughput:</u>
+
+        ```bash
+        vllm serve /w --tensor-parallel-size 4
+        ```
+        ''')
+    (table,) = data["tables"]
+    assert (table["kind"], table["heading"], table["columns"]) == (
+        "scenario", "Performance Tuning › Table 2: Detailed Node Configuration", ["Scenario", "TP", "DP", "MTP Speculation Num"])
+    assert table["rows"] == [{"line": 7, "cells": ["High Throughput", "4", "4", "none"]},
+                             {"line": 8, "cells": ["Low Latency", "16", "1", "3"]}]
+    assert only(data)["scenario"] == "High Throughput"
+
+
+def test_what_the_reader_cannot_read_is_listed():
+    data = page('''\
+        ```python
+        import subprocess
+        subprocess.run("vllm serve /w --port 8000", shell=True)
+        ```
+
+        ```bash
+        python -m vllm.entrypoints.openai.api_server --model /w
+        # vllm serve /w --enforce-eager
+        pkill -f "vllm serve"
+        ```
+        ''')
+    assert data["commands"] == []
+    assert data["unread"] == [
+        {"line": 3, "why": "a `vllm serve` inside a python block: not read"},
+        {"line": 7, "why": "a `python -m vllm.entrypoints.openai.api_server` launch: not read"},
+        {"line": 8, "why": "a commented-out `vllm serve`: not read"}]
+
+
+def test_an_open_quote_is_a_problem_with_its_line():
+    command = only(page('''\
+        ```bash
+        vllm serve /w --additional-config '{"a": 1}
+        ```
+        '''))
+    assert command["problems"] and command["problems"][0].startswith("line 2: unterminated quote")
+
+
+@pytest.mark.parametrize("path,title,kind", [
+    ("models/Qwen3-Embedding.md", "Qwen3-Embedding", "embedding"), ("models/Qwen3-Reranker.md", "x", "reranker"),
+    ("models/Qwen3-ASR-1.7B.md", "x", "asr"), ("models/PaddleOCR-VL.md", "x", "ocr"),
+    ("models/Qwen2.5-Math-RM-72B.md", "x", "reward"), ("models/SigLIP2.md", "SigLIP2", "embedding"),
+    ("models/Qwen3-Dense.md", "Qwen3 Dense", "llm"), ("features/ray.md", "Ray", "other")])
+def test_page_kinds(path, title, kind):
+    data = read_page(path, f"# {title}\n\n```bash\nvllm serve /w\n```\n")
+    assert data["kind"] == kind
+
+
+# --------------------------------------------------------------------------- the tab → hardware map
+
+
+TAB_FAMILIES = {
+    "910B4": "A2", "950DT products": "A5", "950DT Products": "A5", "950PR Products": "A5", "950PR&950DT Products": "A5",
+    "A2": "A2", "A2 / A3 series": None, "A2 series": "A2", "A2 series with dspark": "A2", "A3": "A3",
+    "A3 series": "A3", "A3 series with DSpark": "A3", "A3 series with dspark": "A3", "A3 series with MTP": "A3",
+    "A3 series(BF16)": "A3", "A3 series(W8A8)": "A3", "A3/A2 series": None, "Ascend 950DT series": "A5",
+    "Ascend 950DT&950PR Products": "A5", "Ascend 950DT&950PR Products/A3/A2": None, "Ascend950DT series": "A5",
+    "Ascend950DT/PR series": "A5", "Ascend950PR series": "A5", "Atlas 300 inference products": "310P",
+    "Atlas 300I DUO": "310P", "Atlas 800 A2": "A2", "Atlas 800 A2 (eight-node)": "A2", "Atlas 800 A2 series": "A2",
+    "Atlas 800 A3": "A3", "Atlas 800 A3 (four-node)": "A3", "Atlas 800 A3 / Atlas 800 A2": None,
+    "Atlas 800 A3 series": "A3", "Atlas 800I A2": "A2", "Atlas 800I A2/A3": None, "Atlas 800I A3": "A3",
+    "Atlas 950DT": "A5", "Atlas 950DT (four-node)": "A5", "Atlas A2 inference products": "A2",
+    "Atlas A2 inference products / Atlas A3 inference products": None, "Atlas A3 inference products": "A3",
+    "Atlas inference products": "310P", "DeepSeek-R1-W8A8 A2 series": "A2", "DeepSeek-R1-W8A8 A3 series": "A3",
+    "Atlas 200I Pro": None, "Node 0(Prefill)": None, "Qwen3.5-27B-w8a8": None, "Qwen3-14B-W8A8SC": None,
+}
+"""Every tab text of every release that names a family (read off the committed data), and a few that
+name none or several; a new tab text naming hardware fails test_every_tab_text_is_mapped until added."""
+
+
+@pytest.mark.parametrize("tab,expected", sorted(TAB_FAMILIES.items()), ids=sorted(TAB_FAMILIES))
+def test_tab_hardware(tab, expected):
+    assert family(tab) == expected
+
+
+def test_every_tab_text_is_mapped():
+    tabs = {tab for r in RELEASES for p in load(r).pages.values() for tab in p["tabs"]}
+    unreviewed = sorted(tab for tab in tabs if families(tab) and tab not in TAB_FAMILIES)
+    assert unreviewed == []
+
+
+# --------------------------------------------------------------------------- the loader
+
+
+def _write(tmp_path, name: str, text: str):
+    folder = tmp_path / "versions" / "tutorials"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+@pytest.mark.parametrize("name,text,message", [
+    (None, None, "versions/tutorials/9.9.json: no tutorial data for release 9.9 (there is for: none) "
+                 "(`optkit tutorials extract --release 9.9` writes it)"),
+    ("9.9.json", '{"format": 1,\n "release": }', "versions/tutorials/9.9.json:2: not JSON: Expecting value "
+                                                 "(`optkit tutorials extract --release 9.9` writes it afresh)"),
+    ("9.9.json", '{"format": 2, "release": "9.9", "tree": "", "pages": {}}',
+     "versions/tutorials/9.9.json: format 2; this optkit reads format 1 (`optkit tutorials extract --release 9.9` "
+     "writes it afresh)"),
+    ("9.9.json", '{"format": 1, "release": "9.8", "tree": "", "pages": {}}',
+     "versions/tutorials/9.9.json: holds release '9.8', not '9.9' (`optkit tutorials extract --release 9.9` writes it afresh)"),
+    ("9.9.json", '{"format": 1, "release": "9.9"}',
+     "versions/tutorials/9.9.json: expected an object with keys format, release, tree, pages, found ['format', 'release'] "
+     "(`optkit tutorials extract --release 9.9` writes it afresh)"),
+], ids=["missing", "not-json", "format", "release", "keys"])
+def test_loader_errors_name_the_file(tmp_path, name, text, message):
+    root = _write(tmp_path, name, text) if name else tmp_path
+    with pytest.raises(ValidationFailed) as err:
+        load("9.9", root)
+    assert str(err.value) == message
+
+
+def test_loader_gives_read_only_pages_and_filters_commands():
+    data = load("0.30.0rc2")
+    assert data.page("Qwen3-235B-A22B") is data.page("models/Qwen3-235B-A22B.md")
+    with pytest.raises(TypeError):
+        data.pages["models/Qwen3-235B-A22B.md"]["kind"] = "other"
+    a3 = data.commands(page="Qwen3-235B-A22B", hardware="A3")
+    assert a3 and all(c["hardware"] == "A3" for c in a3)
+    with pytest.raises(ValidationFailed) as err:
+        data.page("Qwen3-235B")
+    assert str(err.value) == ("versions/tutorials/0.30.0rc2.json: release 0.30.0rc2 has no tutorial page 'Qwen3-235B' "
+                              "(did you mean 'models/Qwen3-235B-A22B.md'?)")
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def test_diff_names_a_change_read_in_the_trees():
+    """0.29.0rc1 models/DeepSeek-V4-Pro.md:182 passes `--data-parallel-start-rank 0` to the A2 node 0
+    command; 0.30.0rc1 drops it (the command moves from :176 to :179). GLM5.2.md:215 (0.29.0rc1)
+    sets `--kv-cache-dtype int8`; 0.30.0rc1 drops it."""
+    result = CliRunner().invoke(cli, ["tutorials", "diff", "0.29.0rc1", "0.30.0rc1", "DeepSeek-V4-Pro"])
+    assert result.exit_code == 0, result.output
+    assert ("  ~ command vllm serve Multi-Node Online Deployment › A2 series  :176 → :179\n"
+            "      - --data-parallel-start-rank 0  :182\n") in result.output
+    result = CliRunner().invoke(cli, ["tutorials", "diff", "0.29.0rc1", "0.30.0rc1", "--json"])
+    change = json.loads(result.output)["pages"]["models/GLM5.2.md"]["commands_changed"][0]
+    assert {"key": "--kv-cache-dtype", "change": "removed", "from": {"value": "int8", "line": 215}, "to": None} \
+        in change["options"]
+
+
+def test_show_prints_a_pages_commands():
+    result = CliRunner().invoke(cli, ["tutorials", "show", "Qwen3-235B-A22B", "--release", "0.30.0rc2"])
+    assert result.exit_code == 0, result.output
+    assert "Command :754 vllm serve your_model_path — Table 2: Detailed Node Configuration" in result.output
+    assert "  --tensor-parallel-size 4  :758" in result.output
+
+
+@pytest.mark.parametrize("args,code,text", [
+    (["tutorials", "extract"], 2, "name the releases (--release R ...), or --all (not both)"),
+    (["tutorials", "extract", "--all", "--release", "0.30.0rc2"], 2, "or --all (not both)"),
+    (["tutorials", "extract", "--release", "x.y"], 2, "'x.y' is not a version"),
+    (["tutorials", "extract", "--release", "0.9"], 1, "--release: vllm-ascend 0.9 is not a release optkit knows"),
+    (["tutorials", "show", "Nope", "--release", "0.30.0rc2"], 1, "release 0.30.0rc2 has no tutorial page 'Nope'"),
+    (["tutorials", "diff", "0.30.0rc2", "9.9"], 1, "versions/tutorials/9.9.json: no tutorial data for release 9.9"),
+], ids=["nothing", "both", "not-a-version", "unknown", "no-page", "no-data"])
+def test_cli_errors(args, code, text):
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == code and text in result.output, result.output
+
+
+@pytest.mark.tree
+def test_extract_check_passes_on_the_committed_data():
+    result = CliRunner().invoke(cli, ["tutorials", "extract", "--check", "--release", "0.30.0rc2"])
+    assert result.exit_code == 0, result.output
+
+
+def test_redirections_end_the_arguments_and_stray_words_are_problems():
+    """MiniMax-M3.md (0.30.0rc2) :186 ends its command with `> ${LOG_PATH} 2>&1 &`; DeepSeek-V4.1-Flash.md :683
+    passes `"${HEADLESS_ARGS[@]}"`, a shell array the reader cannot see into."""
+    command = only(page('''\
+        ```bash
+        vllm serve <MODEL_PATH> \\
+            --port <port> \\
+            "${HEADLESS_ARGS[@]}" \\
+            --enforce-eager > ${LOG_PATH} 2>&1 &
+        ```
+        '''))
+    assert command["model"] == "<MODEL_PATH>"
+    assert command["options"] == {"--port": {"value": "<port>", "line": 3}, "--enforce-eager": {"value": True, "line": 5}}
+    assert command["problems"] == ["line 4: '${HEADLESS_ARGS[@]}' is no flag and no flag's value (a shell array or a "
+                                   "positional argument): what it passes is not read"]
+
+
+def test_a_generated_model_code_block_is_unread_and_the_page_still_an_llm():
+    """Kimi-K2-Thinking.md (0.30.0rc2) :187 has no command on the page: the docs build generates it."""
+    data = page('''\
+        # Kimi-K2-Thinking
+
+        ```{model-code}
+        :block_name: kimi_k2_thinking_single_node
+        :test_case_path: tests/e2e/cases/models/configs/Kimi/Kimi-K2-Thinking.yaml
+        ```
+        ''')
+    assert data["commands"] == [] and data["kind"] == "llm"
+    assert data["unread"] == [{"line": 3, "why": "a `{model-code}` block, generated by the docs build from "
+                               "tests/e2e/cases/models/configs/Kimi/Kimi-K2-Thinking.yaml: its command is not on "
+                               "the page, not read"}]
+
+
+def test_extract_summary_prints_the_committed_counts():
+    result = CliRunner().invoke(cli, ["tutorials", "extract", "--summary"])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if line.startswith("| 0.30.0rc2 |"))
+    assert row.startswith("| 0.30.0rc2 | 60 | 54 | 44 | 28 | 363 | 266 | 249 | 97 |")
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("1 950DT Products(96GB × 8) node or 1 Atlas 800 A3 (64GB × 16) node or Atlas 300I DUO",  # Qwen3.5-27B (0.30.0rc2)
+     [("A5", 1, 8, 96), ("A3", 1, 16, 64), ("310P", None, None, None)]),
+    ("1 card on Atlas 800I A2 (64GB × 8), Atlas 800 A3 (64GB × 16)", [("A2", None, 8, 64), ("A3", None, 16, 64)]),
+    ("8 cards in 1 Atlas 800 A3 (64GB × 16) node", [("A3", 1, 16, 64)]),  # Qwen3-Next (0.30.0rc2)
+    ("1× Atlas 800 A3 (64GB × 16) or 1× Atlas 800I A2 (64GB × 8)", [("A3", 1, 16, 64), ("A2", 1, 8, 64)]),
+    ("2 Atlas 800 A2(32G × 8)nodes", [("A2", 2, 8, 32)]),
+    ("at least 8 × 64 GB NPU chips. Recommended for Atlas 800 A3 (64GB × 16)", [("A3", None, 16, 64)]),
+    ("Atlas 800I A3 (64GB, 1\\~2 cards)<br>Atlas 800I A2 (64GB, 2\\~4 cards)", [("A3", None, None, None), ("A2", None, None, None)]),
+], ids=["a5-a3-duo", "cards", "cards-in-a-node", "times", "no-space", "prose", "unsized"])
+def test_hardware_requirements(text, expected):
+    from optkit.versions.tutorial_pages import _requirements
+
+    assert [(r["hardware"], r["nodes"], r["devices_per_node"], r["hbm_gib"]) for r in _requirements(text)] == expected

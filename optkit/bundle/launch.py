@@ -73,6 +73,8 @@ class Launch:
         self.kernels = [(kernel, r.id) for r in self.recipes for kernel in r.kernels]
 
     def _env_var(self, rid: str, name: str):
+        if rid.startswith("page:"):  # the model's own tutorial page sets it: upstream's tuned command, not envs.py's
+            return _PageEnv()
         return next(e for e in self.catalog[rid].env if e.name == name)
 
     @property
@@ -95,6 +97,13 @@ class Launch:
             return None
         return {"count": layout.nodes, "layout": layout.kind, "node_devices": layout.node_devices,
                 "dp_local": layout.dp_local, "worker_args": worker_args(layout), "env": dict(NODE_ENV)}
+
+
+class _PageEnv:
+    """An env var carried from the model's tutorial page: outside vllm-ascend's envs.py as the page's HCCL and
+    OpenMP settings are (``bundle check`` takes it as external)."""
+
+    external = True
 
 
 def worker_args(layout) -> list[str]:

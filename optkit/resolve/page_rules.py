@@ -88,6 +88,16 @@ class PageValue:
 
 
 @valueclass(frozen=True)
+class PageSetting:
+    """One setting of the page's tuned command that the plan carries: an env var, an ``--additional-config`` key
+    or a serve flag, as the page writes it."""
+
+    key: str  # 'env:HCCL_BUFFSIZE', 'additional_config:enable_mlapo', 'serve:--max-model-len'
+    value: Any
+    source: PageSource
+
+
+@valueclass(frozen=True)
 class PageAdvice:
     """What one page advises for a request's scenario and hardware tab (empty when no page states it)."""
 
@@ -99,6 +109,8 @@ class PageAdvice:
     generalized: str = ""  # '' when the model's own page states it for this tab; else why the advice is optkit's
     values: tuple = ()  # PageValue, sorted by knob
     model_pages: tuple = ()  # the model's own pages (file names), whether or not one states the scenario
+    settings: tuple = ()  # PageSetting: the tuned command's other settings (the model's own page, the plan's release)
+    note: str = ""  # how the command was chosen when the page names no scenario
 
     def value(self, knob: str) -> Any:
         """The page's value of ``knob``, or None when the page does not state it."""
@@ -112,10 +124,13 @@ class PageAdvice:
         where = f"{self.page.removeprefix(PAGE_DIR)} (vllm-ascend {self.page_release})"
         head = (f"optkit's generalization from {where}: {self.generalized}" if self.generalized
                 else f"the model's own page, {where}, on its {self.hardware} tab")
+        if self.note:
+            head += f"; {self.note}"
         if self.page_release != self.release:
             head += f"; vllm-ascend {self.release} has no data for this page: read on {self.page_release}, the nearest earlier release that has it"
         return [f"Page advice for {self.scenario} ({head}):",
-                *(f"  {v.knob} = {_shown(v.value)} ('{v.written}', {v.source.text()})" for v in self.values)]
+                *(f"  {v.knob} = {_shown(v.value)} ('{v.written}', {v.source.text()})" for v in self.values),
+                *(f"  {s.key} = {_shown(s.value)} (the page's command, {s.source.text()})" for s in self.settings)]
 
     def cite(self, text: str) -> str:
         """Where the ``page.*`` facts named in ``text`` (a rule's evaluation) come from: each value's words, page
@@ -150,7 +165,10 @@ class PageAdvice:
         return {"scenario": self.scenario, "hardware": self.hardware, "release": self.release, "page": self.page,
                 "page_release": self.page_release, "generalized": self.generalized,
                 "values": [{"knob": v.knob, "value": v.value, "written": v.written, "release": v.source.release,
-                            "page": v.source.page, "line": v.source.line} for v in self.values]}
+                            "page": v.source.page, "line": v.source.line} for v in self.values],
+                **({"note": self.note} if self.note else {}),
+                **({"settings": [{"key": s.key, "value": s.value, "release": s.source.release, "page": s.source.page,
+                                  "line": s.source.line} for s in self.settings]} if self.settings else {})}
 
 
 def plan_advice(model, target, release, goal: str) -> PageAdvice:
@@ -225,15 +243,24 @@ def _read_page(empty: PageAdvice, name: str, source: TutorialSource, generalized
     table, row, tab_note = _scenario_row(page, empty.scenario, empty.hardware)
     values = _row_values(table, row, page_release, name) if row else {}
     tab = (_row_hardware(page, table, row) if row else None) or empty.hardware
-    for command in _commands(page, empty.scenario, tab, values, _row_deployment(table, row) if row else None):
+    commands = _commands(page, empty.scenario, tab, values, _row_deployment(table, row) if row else None)
+    unnamed = ""
+    if not commands and table is None and not any(c.get("scenario") for c in page.get("commands", ())):
+        commands = [c for c in page.get("commands", ()) if c.get("hardware") == empty.hardware
+                    and not c.get("pd_role") and c.get("launcher") == "vllm serve"][:1]
+        unnamed = "the page names no scenario: its first command on the tab" if commands else ""
+    for command in commands:
         for knob, value in _command_values(command, page_release, name).items():
             if values.get(knob) is None or values[knob].value is None:
                 values[knob] = value
     if not values:
         return None
     label = "; ".join(n for n in (generalized, tab_note) if n)
+    carried = ()
+    if commands and not label and page_release == empty.release and tab == empty.hardware:
+        carried = command_settings(commands[0], page_release, name)
     return PageAdvice(empty.scenario, empty.hardware, empty.release, name, page_release, label,
-                      tuple(values[k] for k in sorted(values)), empty.model_pages)
+                      tuple(values[k] for k in sorted(values)), empty.model_pages, carried, unnamed)
 
 
 def _nearest_release(name: str, release: str, source: TutorialSource) -> tuple[str, Mapping | None]:
@@ -401,11 +428,49 @@ def _command_values(command: Mapping, release: str, page: str) -> dict[str, Page
     return values
 
 
+CARRIED_FLAGS = ("--max-model-len", "--gpu-memory-utilization", "--block-size")
+"""Serve flags of the page's tuned command the plan carries as the page writes them (the scheduling and layout
+flags are page values above; the rest describe the deployment or the client: ports, parsers, model paths)."""
+_DEPLOYMENT_ENV = re.compile(r"IFNAME|(^|_)IP($|_)|ADDRESS|HOST|PORT|NIC|VISIBLE_DEVICES|MODEL|MODELSCOPE|_RANK|"
+                             r"^LD_LIBRARY_PATH$|^PATH$|^PYTHONPATH$|^VLLM_USE_V1$|_TIMEOUT$")
+"""Env vars that name this host's devices, network, paths or ports: a deployment detail, never carried."""
+_PLACEHOLDER = re.compile(r"\$|<[^<>]*>|\bx{2,}\b|\.xx\.", re.I)
+
+
+def command_settings(command: Mapping, release: str, page: str) -> tuple:
+    """The settings of the page's tuned command a plan carries below its recipes (``optkit.resolve.settings``): its
+    env (deployment details and placeholders left out), its ``--additional-config`` keys and ``CARRIED_FLAGS``."""
+    found: list[PageSetting] = []
+    for name, entry in sorted(command.get("env", {}).items()):
+        value = str(entry.get("value", ""))
+        if name in _ENV_KNOBS or _DEPLOYMENT_ENV.search(name) or _PLACEHOLDER.search(value) or not value:
+            continue
+        found.append(PageSetting(f"env:{name}", value, PageSource(release, page, entry.get("line", command["line"]))))
+    for option, entry in sorted(command.get("options", {}).items()):
+        value = entry.get("value")
+        if isinstance(value, str) and _PLACEHOLDER.search(value):
+            continue
+        if option.startswith("--additional-config.") and option.removeprefix("--additional-config.") not in _CONFIG_KNOBS:
+            key = f"additional_config:{option.removeprefix('--additional-config.')}"
+        elif option in CARRIED_FLAGS:
+            key = f"serve:{option}"
+        else:
+            continue
+        found.append(PageSetting(key, _plain(value), PageSource(release, page, entry.get("line", command["line"]))))
+    return tuple(found)
+
+
+_ENV_KNOBS = ("VLLM_ASCEND_ENABLE_FLASHCOMM1",)
+"""Env vars the page values read already (``sequence_parallel``): the plan sets them through its recipes."""
+_CONFIG_KNOBS = ("enable_flashcomm1",)
+"""``--additional-config`` keys the page values read already."""
+
+
 def _option_value(option: str, value: Any) -> Any:
     if option.startswith("--no-"):
         return False
     if option in ("--enable-expert-parallel", "--async-scheduling", "--enable-prefix-caching"):
-        return True
+        return str(value).lower() not in ("false", "0")  # a bare flag is True; the data reads `--no-X` as X False
     if isinstance(value, str) and re.fullmatch(r"\d+", value):
         return int(value)
     return value

@@ -24,7 +24,7 @@ from optkit.resolve.profile_catalog import find_model, find_target, load_models,
 from optkit.resolve.profile_records import ModelProfileRecord, TargetRecord
 from optkit.resolve.request_record import RequestRecord, as_request_record
 from optkit.resolve.resolver import Resolution, Status, resolve, version_ranges
-from optkit.resolve.settings import (ConflictingSettings, Derivation, Setting, collect, launch_flags, merge_into,  # noqa: F401 - re-exported
+from optkit.resolve.settings import (ConflictingSettings, Derivation, Setting, carry_page_settings, collect, launch_flags, merge_into,  # noqa: F401 - re-exported
                                      substitute)
 from optkit.value import field, valueclass
 
@@ -307,6 +307,7 @@ def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
                    "request", result.config_sources, "speculative_config")
     for rid in result.selected:
         collect(result, ws.catalog[rid], result.facts, result.verdicts[rid])
+    carry_page_settings(result)
     result.estimates = _estimates(result, baseline_for)
     if result.facts["objective.slo"]:
         from optkit.resolve.slo import feasibility, parse_slo

@@ -126,6 +126,37 @@ def collect(result, recipe, facts: Facts, verdict) -> None:
             result.derivations[-1] = replace(result.derivations[-1], how=f"{result.derivations[-1].how} ({cited})")
 
 
+def carry_page_settings(result) -> None:
+    """Add the settings of the model's own page's tuned command (``PageAdvice.settings``) that no recipe and no
+    request flag set: the page's command is the baseline for its model, tab and release, and optkit's recipes
+    stand above it (a recipe's value wins; the difference shows in the conformance table). Each is labelled
+    ``page:<file>:<line>``."""
+    advice = result.page_advice
+    for setting in getattr(advice, "settings", ()) if advice is not None else ():
+        kind, _, key = setting.key.partition(":")
+        label = f"page:{setting.source.page.rsplit('/', 1)[-1]}:{setting.source.line}"
+        if kind == "env":
+            if not any(s.key == key for s in result.env):
+                result.env.append(Setting(key, str(setting.value), label))
+        elif kind == "serve":
+            taken = {s.key.split()[0] for s in [*result.serve_args, *result.launch_flags]}
+            if key not in taken:
+                shown = "" if setting.value is True else f" {setting.value}"
+                result.serve_args.append(Setting(f"{key}{shown}", None, label))
+        elif f"additional_config.{key}" not in result.config_sources and not _has_path(result.additional_config, key):
+            fragment: dict = {}
+            _set_path(fragment, key, setting.value)
+            merge_into(result.additional_config, fragment, label, result.config_sources, "additional_config")
+
+
+def _has_path(fragment: dict, dotted: str) -> bool:
+    for key in dotted.split("."):
+        if not isinstance(fragment, dict) or key not in fragment:
+            return False
+        fragment = fragment[key]
+    return True
+
+
 def _derive(result, rid: str, entry, facts: Facts) -> None:
     """Set one derived launch value (``optkit.catalog.derive``) and record how it was computed."""
     from optkit.catalog.derive import DerivedValueError, evaluate

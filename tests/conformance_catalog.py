@@ -1,0 +1,366 @@
+"""Conformance at catalog scale: every LLM command of upstream's tutorials against optkit's plan for it.
+
+``tests/conformance_support.py`` holds optkit to the commands of the pages ``tests/conformance/tutorials.yaml``
+names, one hand-written entry per command. This module does the same for the whole catalog without
+hand-written entries: it reads the committed tutorial data (``versions/tutorials/<release>.json``, extracted
+from each release's tree by ``optkit tutorials extract``; no tree is read here) and, for every ``vllm serve``
+command of every LLM page, derives the request from the page and the command alone:
+
+- the model: the catalog profile whose ``tutorials:`` lists the page (a page about several models: the one
+  whose name or checkpoint the command's model path ends with);
+- the weights: the checkpoint the model path names (the page's weights table, the profile's
+  ``checkpoints:``), else ``--quantization ascend`` read as W8A8, else bf16;
+- the target: the command's hardware tab (A2 → the A2 target, A3, A5, 310P), nodes and node rank as the
+  page lays the command out;
+- the layout and load: TP, DP, MTP and k, prefix caching, async scheduling, FlashComm1, eager mode and dtype
+  as the command sets them, the concurrency its ``--max-num-seqs`` × DP sizes, the goal its scenario names.
+
+optkit's launch for that request and the command are flattened and normalized exactly as the per-page
+harness does (``conformance_support.compare``: vLLM defaults, equivalent values, one knob for an
+``additional_config`` key and its env var, deployment details ignored); a value that is a placeholder on both
+sides (``<port>``, ``$node0_ip`` against serve.sh's ``$LEADER_IP``) is the same deployment detail.
+
+Each command ends in one of: **reproduced** (no difference), **explained** (every difference is a recipe
+optkit adds, an entry of ``tests/conformance/disagreements.yaml``, or a class of differences in
+``tests/conformance/catalog.yaml`` with its evidence), **unexplained** (the rest, listed), or **not
+comparable** with the reason (no profile, no hardware tab, no optkit target for the tab, a PD role, optkit
+refusing the request — its message). ``python tests/conformance_catalog.py [--write]`` prints (or writes into
+docs/models.md) the coverage table.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+if __package__ in (None, ""):  # run as a script: the tests folder and the repo are importable
+    sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
+
+import conformance_support as cs  # noqa: E402
+from optkit.versions.tutorial_commands import Command  # noqa: E402
+
+REPO = cs.REPO
+DOC = cs.DOC
+BEGIN, END = "<!-- catalog coverage: begin -->", "<!-- catalog coverage: end -->"
+COMPARED_RELEASES = ("0.23.0", "0.30.0rc2")
+"""The releases whose every LLM command is compared (the issue's target); the others are counted."""
+PLACEHOLDER = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|<[^<>]+>|\bxxx+\b|\bx\.x\.x\.x\b", re.I)
+QUANT_WORDS = (("w8a8-mxfp8", "w8a8-mxfp8"), ("mxfp8", "w8a8-mxfp8"), ("w4a4-mxfp4", "w4a4-mxfp4"),
+               ("mxfp4", "w4a4-mxfp4"), ("w8a8c8", "w8a8c8"), ("w4a8c8", "w4a8c8"), ("w8a8sc", "w8a8sc"),
+               ("w4a8", "w4a8"), ("w4a4", "w4a4"), ("w8a8", "w8a8"), ("int8", "w8a8"))
+"""Words of a model path that name its weight format (longest first), as the tutorials' checkpoints spell them."""
+SCENARIO_GOALS = (("throughput", "throughput"), ("latency", "latency"))
+
+
+@dataclass
+class Row:
+    """One tutorial command and what became of it."""
+
+    release: str
+    page: str
+    command: dict
+    outcome: str
+    """reproduced | explained | unexplained | not comparable"""
+    reason: str = ""
+    request: dict = field(default_factory=dict)
+    differences: list = field(default_factory=list)
+    unexplained: list = field(default_factory=list)
+
+
+@lru_cache(maxsize=None)
+def explanations() -> list[dict]:
+    """tests/conformance/catalog.yaml: classes of differences explained once, each with its evidence."""
+    path = cs.DATA / "catalog.yaml"
+    return (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("explained", []) if path.is_file() else []
+
+
+# --------------------------------------------------------------------------- the request from page and command
+
+
+def _models():
+    from optkit.resolve.profile_catalog import load_models
+
+    return load_models(REPO / "models")
+
+
+@lru_cache(maxsize=None)
+def _targets_by_generation() -> dict[str, str]:
+    from optkit.resolve.profile_catalog import load_targets
+
+    found: dict[str, str] = {}
+    for target in sorted(load_targets(REPO / "targets").values(), key=lambda t: t.id):
+        found.setdefault(target.device_generation, target.id)
+    return found
+
+
+def _tail(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1].lower()
+
+
+def profile_for(page: str, command: dict, models) -> tuple[Any, str]:
+    """The catalog profile a page's command serves, or None and why not."""
+    name = page.rsplit("/", 1)[-1]
+    owners = [m for m in models.values() if name in m.tutorials]
+    if not owners:
+        return None, "no catalog profile lists this page"
+    if len(owners) == 1:
+        return owners[0], ""
+    tail = _tail(command.get("model") or "")
+    for model in sorted(owners, key=lambda m: -len(m.hf_id)):
+        names = {_tail(model.hf_id), model.id, *model.aliases, *(_tail(c.id) for c in model.checkpoints)}
+        if tail in names or any(tail.startswith(n) for n in names if n):
+            return model, ""
+    return None, f"the page is about {len(owners)} profiles and the model path {command.get('model')!r} names none"
+
+
+def quantization_for(command: dict, page_data: dict, profile) -> tuple[str, str]:
+    """The weight format the command serves and how it was read."""
+    tail = _tail(command.get("model") or "")
+    for checkpoint in [*page_data.get("checkpoints", ()), *({"id": c.id, "quantization": c.quantization}
+                                                          for c in profile.checkpoints)]:
+        if checkpoint.get("quantization") and tail and tail == _tail(checkpoint.get("id") or ""):
+            return checkpoint["quantization"], f"checkpoint {checkpoint['id']}"
+    for word, quantization in QUANT_WORDS:
+        if word in tail:
+            return quantization, f"the model path says {word}"
+    if "--quantization" in command.get("options", {}):
+        return "w8a8", "--quantization ascend with an unnamed checkpoint: read as W8A8"
+    return "bf16", "no quantization named"
+
+
+def hardware_of(command: dict) -> str | None:
+    if command.get("hardware"):
+        return command["hardware"]
+    families = command.get("hardware_families") or ()
+    return families[0] if len(families) == 1 else None
+
+
+def goal_of(command: dict) -> str | None:
+    scenario = (command.get("scenario") or "").lower()
+    return next((goal for word, goal in SCENARIO_GOALS if word in scenario), None)
+
+
+def request_for(release: str, page: str, command: dict, profile, target: str, quantization: str) -> dict:
+    """The optkit request a command implies (module docstring)."""
+    from optkit.resolve.request import Request
+
+    opts = {k: v["value"] for k, v in command.get("options", {}).items()}
+    wrapper = {k: v["value"] for k, v in command.get("launcher_options", {}).items()}  # launch_online_dp.py
+    opts.setdefault("--tensor-parallel-size", wrapper.get("--tp-size"))
+    opts.setdefault("--data-parallel-size", wrapper.get("--dp-size"))
+    speculative = {k.split(".", 1)[1]: v for k, v in opts.items() if k.startswith("--speculative-config.")}
+    dp = _int(opts.get("--data-parallel-size"), 1)
+    request: dict[str, Any] = {
+        "model": profile.id, "target": target, "vllm_ascend_version": release,
+        "tp": _int(opts.get("--tensor-parallel-size"), 1), "dp": dp,
+        "prefix_caching": _flag(opts.get("--enable-prefix-caching"), False),
+        "async_scheduling": _flag(opts.get("--async-scheduling"), True),
+        "enforce_eager": _flag(opts.get("--enforce-eager"), False),
+        "flashcomm1": _flag(opts.get("--additional-config.enable_flashcomm1"), False)
+        or (command.get("env", {}).get("VLLM_ASCEND_ENABLE_FLASHCOMM1", {}).get("value") == "1"),
+    }
+    if "quantization" in Request.model_fields:
+        request["quantization"] = quantization
+    else:
+        request["quantized"] = quantization != "bf16"
+    method = str(speculative.get("method", "")).lower()
+    if method:
+        if "spec_method" in Request.model_fields:
+            request["spec_method"] = "mtp" if "mtp" in method else method
+        request["mtp"] = "mtp" in method
+        if speculative.get("num_speculative_tokens"):
+            request["num_speculative_tokens"] = _int(speculative["num_speculative_tokens"], 1)
+    if "--dtype" in opts and opts["--dtype"] in ("bfloat16", "float16", "float32"):
+        request["dtype"] = opts["--dtype"]
+    seqs = _int(opts.get("--max-num-seqs"), 0)
+    if seqs:
+        request["concurrency"] = [seqs * dp]
+    if command.get("nodes") and command["nodes"] > 1:
+        request["nodes"] = command["nodes"]
+    goal = goal_of(command)
+    if goal:
+        request["goal"] = goal
+    return request
+
+
+def _int(value: Any, default: int) -> int:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return default
+
+
+def _flag(value: Any, default: bool) -> bool:
+    if value is None:
+        return default
+    return str(value).lower() not in ("false", "0", "")
+
+
+# --------------------------------------------------------------------------- one command
+
+
+def _command(command: dict) -> Command:
+    return Command(
+        where=command["where"], line=command["line"], model=command.get("model") or "",
+        options={k: (v["value"], v["line"]) for k, v in command.get("options", {}).items()},
+        env={k: (v["value"], v["line"]) for k, v in command.get("env", {}).items()},
+        problems=list(command.get("problems", ())))
+
+
+def _placeholder(value: Any) -> bool:
+    return isinstance(value, str) and bool(PLACEHOLDER.search(value))
+
+
+def explained_by(d: cs.Difference) -> str:
+    """What explains a difference: a recipe, a per-command disagreement, a class of differences; '' if nothing."""
+    if d.recipe_added:
+        return f"recipe {d.source}"
+    if cs._entry_for(d) is not None:
+        return "disagreements.yaml"
+    for n, entry in enumerate(explanations()):
+        if _matches(entry, d):
+            return f"catalog.yaml #{n + 1}"
+    return ""
+
+
+def _matches(entry: dict, d: cs.Difference) -> bool:
+    if entry["key"] != d.key and not (entry["key"].endswith("*") and d.key.startswith(entry["key"][:-1])):
+        return False
+    if "tutorial_value" in entry and not cs._same(entry["tutorial_value"], d.tutorial_value):
+        return False
+    if "optkit_value" in entry and not cs._same(entry["optkit_value"], d.optkit_value):
+        return False
+    if "pages" in entry and d.tutorial.rsplit("/", 1)[-1] not in entry["pages"]:
+        return False
+    return True
+
+
+def compare_command(release: str, page: str, page_data: dict, command: dict, models, workspace) -> Row:
+    """One command's outcome."""
+    from optkit.bundle.launch import Launch
+    from optkit.errors import OptkitError
+    from optkit.resolve.plan import plan
+    from optkit.resolve.request import Request
+
+    def row(outcome: str, reason: str = "", **extra) -> Row:
+        return Row(release, page, command, outcome, reason, **extra)
+
+    if command.get("launcher") not in ("vllm serve", "launch_online_dp.py"):
+        return row("not comparable", f"launched by {command.get('launcher')} (a wrapper optkit does not emit)")
+    if command.get("pd_role"):
+        return row("not comparable", "a PD role's command (optkit plans PD as --pd P:D; per-role comparison: "
+                                     "tests/conformance/tutorials.yaml)")
+    if command.get("problems"):
+        return row("not comparable", "the reader could not read it: " + command["problems"][0])
+    profile, why = profile_for(page, command, models)
+    if profile is None:
+        return row("not comparable", why)
+    hardware = hardware_of(command)
+    if hardware is None:
+        return row("not comparable", "no hardware tab")
+    target = _targets_by_generation().get(hardware)
+    if target is None:
+        return row("not comparable", f"no optkit target for the {hardware} tab")
+    quantization, _ = quantization_for(command, page_data, profile)
+    request = request_for(release, page, command, profile, target, quantization)
+    try:
+        result = plan(Request(**request), workspace)
+        launch = Launch(result, workspace)
+    except OptkitError as exc:
+        return row("not comparable", f"optkit refuses: {str(exc).splitlines()[0][:160]}", request=request)
+    entry = {"node_rank": command.get("node_rank") or 0}
+    _, differences = cs.compare(release, page.rsplit("/", 1)[-1], _command(command), entry, result, launch)
+    differences = [d for d in differences if not (_placeholder(d.tutorial_value) and _placeholder(d.optkit_value))]
+    unexplained = [d for d in differences if not explained_by(d)]
+    outcome = "reproduced" if not differences else "unexplained" if unexplained else "explained"
+    return row(outcome, request=request, differences=differences, unexplained=unexplained)
+
+
+# --------------------------------------------------------------------------- all of it
+
+
+def llm_commands(release: str):
+    from optkit.versions.tutorial_data import load
+
+    data = load(release)
+    for name in sorted(data.pages):
+        page = data.pages[name]
+        if page["kind"] == "llm" and name.startswith("models/"):
+            for command in page["commands"]:
+                yield name, page, command
+
+
+@lru_cache(maxsize=None)
+def release_rows(release: str) -> tuple[Row, ...]:
+    from optkit.resolve.plan import load_workspace
+
+    workspace, models = load_workspace(), _models()
+    return tuple(compare_command(release, name, page, command, models, workspace)
+                 for name, page, command in llm_commands(release))
+
+
+def coverage_table(releases: list[str]) -> str:
+    """docs/models.md's coverage table: per release, LLM commands by outcome, and the reasons not compared."""
+    from optkit.versions.tutorial_data import load
+
+    lines = ["| release | LLM pages | LLM commands | reproduced | explained | unexplained | not comparable |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    reasons: Counter = Counter()
+    for release in releases:
+        data = load(release)
+        pages = sum(1 for n, p in data.pages.items() if p["kind"] == "llm" and n.startswith("models/"))
+        if release not in COMPARED_RELEASES:
+            count = sum(1 for _ in llm_commands(release))
+            lines.append(f"| {release} | {pages} | {count} | – | – | – | extracted, not compared |")
+            continue
+        rows = release_rows(release)
+        by = Counter(r.outcome for r in rows)
+        lines.append(f"| {release} | {pages} | {len(rows)} | {by['reproduced']} | {by['explained']} | "
+                     f"{by['unexplained']} | {by['not comparable']} |")
+        reasons.update((release, _reason_class(r.reason)) for r in rows if r.outcome == "not comparable")
+    lines += ["", "| release | not comparable because | commands |", "| --- | --- | --- |"]
+    lines += [f"| {release} | {reason} | {n} |" for (release, reason), n in sorted(reasons.items())]
+    keys: Counter = Counter(d.key for release in releases if release in COMPARED_RELEASES
+                            for r in release_rows(release) for d in r.unexplained)
+    lines += ["", "| unexplained entry | differences (both compared releases) |", "| --- | --- |"]
+    lines += [f"| `{key}` | {n} |" for key, n in sorted(keys.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return "\n".join(lines) + "\n"
+
+
+def _reason_class(reason: str) -> str:
+    return reason.split(": ", 1)[0] if reason.startswith(("optkit refuses", "the reader")) else reason
+
+
+def main(argv: list[str]) -> int:
+    from optkit.versions.tutorial_data import releases
+
+    rendered = coverage_table(releases())
+    if "--write" in argv:
+        text = DOC.read_text(encoding="utf-8")
+        DOC.write_text(cs._replace(text, BEGIN, END, rendered), encoding="utf-8")
+    else:
+        sys.stdout.write(rendered)
+    if "--unexplained" in argv:
+        for release in COMPARED_RELEASES:
+            for r in release_rows(release):
+                for d in r.unexplained:
+                    sys.stdout.write(f"{release} {r.page}:{d.line} [{d.where}] {d.key}: tutorial "
+                                     f"{cs._shown(d.tutorial_value)} optkit {cs._shown(d.optkit_value)} "
+                                     f"({d.source or 'unset'})\n")
+    if "--refused" in argv:
+        for release in COMPARED_RELEASES:
+            for r in release_rows(release):
+                if r.outcome == "not comparable":
+                    sys.stdout.write(f"{release} {r.page}:{r.command['line']} {r.reason}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -84,25 +84,33 @@ class FitReport:
                 f"{self.max_seqs_at_max_len} sequences of --max-model-len {i.max_model_len} fit at once")
 
 
+def _value_bytes(quantization: str) -> int:
+    """Bytes of one cached K or V value: int8 for the c8 formats, else bf16."""
+    return 1 if quantization.endswith("c8") else 2
+
+
+def _gqa_layer_bytes(m, tp: int, quantization: str) -> float:
+    """K and V of one token in one softmax-attention layer on one rank (KV heads replicated beyond their count)."""
+    return 2 * max(m.num_kv_heads // tp, 1) * m.head_dim * _value_bytes(quantization)
+
+
 def kv_bytes_per_token(m, tp: int, quantization: str, spec_tokens: int, cp: int = 1) -> float:
-    """KV-cache bytes per token of one sequence on one device (sliding-window layers counted as full here)."""
-    value = 1 if quantization.endswith("c8") else 2
+    """KV-cache bytes per token of one sequence on one device, over the full-attention (and, with MTP, the MTP)
+    layers; ``kv_bytes`` adds the sliding-window layers and the Gated DeltaNet state."""
     if m.kv_lora_rank:
-        per_layer = (m.kv_lora_rank + (m.qk_rope_head_dim or 0)) * value
+        per_layer = (m.kv_lora_rank + (m.qk_rope_head_dim or 0)) * _value_bytes(quantization)
     else:
-        per_layer = 2 * max(m.num_kv_heads // tp, 1) * m.head_dim * value
+        per_layer = _gqa_layer_bytes(m, tp, quantization)
     layers = m.full_attention_layers + ((m.mtp_layers or 0) if spec_tokens else 0)
     return layers * per_layer / cp
 
 
 def kv_bytes(m, tp: int, quantization: str, spec_tokens: int, tokens: int, cp: int = 1) -> float:
     """KV-cache bytes of one sequence of ``tokens`` on one device: attention, sliding window, GDN state."""
-    value = 1 if quantization.endswith("c8") else 2
     full = kv_bytes_per_token(m, tp, quantization, spec_tokens, cp) * tokens
     sliding = 0.0
     if m.sliding_window_layers and m.sliding_window:
-        per_layer = 2 * max(m.num_kv_heads // tp, 1) * m.head_dim * value
-        sliding = m.sliding_window_layers * per_layer * min(tokens, m.sliding_window) / cp
+        sliding = m.sliding_window_layers * _gqa_layer_bytes(m, tp, quantization) * min(tokens, m.sliding_window) / cp
     return full + sliding + gdn_state_bytes(m, tp, spec_tokens)
 
 
@@ -123,7 +131,7 @@ def reserve_bytes(m, i: FitInputs) -> float:
 
 
 def measure(m, target, i: FitInputs) -> FitReport:
-    """The memory of ``i`` on one device of ``target``, without the changes (``fit`` adds them)."""
+    """The memory of ``i`` on one device of ``target``, without the changes (``plan_fit`` adds them)."""
     budget = target.hbm_gib_per_device * GIB * i.utilization
     weights, basis = weight_bytes_per_device(m, i.quantization, i.tp, i.tp * i.dp if i.ep and m.is_moe else i.tp)
     reserve = reserve_bytes(m, i)
@@ -189,13 +197,15 @@ def _tp_sizes(m) -> list[int]:
 
 def fewest_nodes(m, target, i: FitInputs, max_nodes: int = 8) -> tuple[int, int, int] | None:
     """The fewest whole nodes of ``target`` on which the load of ``i`` fits, as (nodes, tp, dp): every TP size
-    the model splits over, DP filling the nodes, the layouts optkit plans. None within ``max_nodes``."""
+    the model splits over (the largest within one node first, as the pages lay them out), DP filling the nodes,
+    the layouts optkit plans. None within ``max_nodes``."""
     from optkit.value import replace
 
     per_node = target.devices_per_node
+    sizes = sorted(_tp_sizes(m), key=lambda tp: (tp > per_node, -tp))
     for nodes in range(1, max_nodes + 1):
         devices = nodes * per_node
-        for tp in _tp_sizes(m):
+        for tp in sizes:
             if devices % tp:
                 continue
             dp = devices // tp
@@ -221,7 +231,8 @@ def _serve_value(plan, flag: str) -> str | None:
 
 def plan_fit_inputs(plan) -> FitInputs:
     """What ``plan`` runs, as a fit reads it: its layout and weights, ``--max-num-seqs`` (else the highest
-    concurrency per DP engine) sequences of its longest request, and vLLM's defaults for what it leaves unset
+    concurrency per DP engine) sequences of its longest request, the KV cache split over its decode context parallel
+    ranks (``--decode-context-parallel-size``), and vLLM's defaults for what it leaves unset
     (``--max-model-len``: the model's context; ``--gpu-memory-utilization`` 0.9; HCCL_BUFFSIZE 200)."""
     r, facts = plan.request, plan.facts
     seqs = _serve_value(plan, "--max-num-seqs")
@@ -232,7 +243,8 @@ def plan_fit_inputs(plan) -> FitInputs:
     return FitInputs(tp=r.tp, dp=r.dp, ep=bool(facts["parallel.ep"]), quantization=request_quantization(r),
                      seqs=int(seqs) if seqs else ceil(facts["workload.concurrency_max"] / r.dp), tokens=tokens,
                      max_model_len=int(max_len), utilization=float(utilization or DEFAULT_UTILIZATION),
-                     hccl_buffsize_mb=int(hccl or DEFAULT_HCCL_BUFFSIZE_MB), spec_tokens=r.k if r.mtp else 0)
+                     hccl_buffsize_mb=int(hccl or DEFAULT_HCCL_BUFFSIZE_MB), spec_tokens=r.k if r.mtp else 0,
+                     cp=int(_serve_value(plan, "--decode-context-parallel-size") or 1))
 
 
 def plan_fit(plan) -> FitReport:

@@ -67,12 +67,21 @@ def test_the_kv_cache_follows_the_attention_kind(workspace):
     assert gdn_state_bytes(m, 8, 0) == 45 * ((2 * 16 + 64) * 128 / 8 * 3 + 8 * 128 * 128) * 2
 
 
-def test_a_bigger_load_needs_more_memory_and_the_report_says_how_many_long_sequences_fit(workspace):
+def test_a_load_beyond_the_cache_is_reported_not_refused(workspace):
     m, a3 = workspace.models["qwen3.5-35b-a3b"], workspace.targets["910c"]
     small = measure(m, a3, FitInputs(2, 1, True, "bf16", 8, 1536, 262144))
     big = measure(m, a3, FitInputs(2, 1, True, "bf16", 256, 262144, 262144))
-    assert small.fits and not big.fits and small.weights_gib == big.weights_gib
-    assert 1 <= small.max_seqs_at_max_len < 256
+    assert small.fits and small.holds_load and small.weights_gib == big.weights_gib
+    assert big.fits and not big.holds_load  # vLLM starts and queues what the cache cannot hold
+    assert big.load_seqs_max == big.max_seqs_at_max_len and 1 <= big.load_seqs_max < 256
+    assert big.line().endswith(f"; the load's 256 sequences per DP engine do not all fit, {big.load_seqs_max} do at "
+                               f"once (vLLM queues or preempts the rest; --concurrency {big.load_seqs_max} would fit)")
+
+
+def test_a_plan_at_a_load_beyond_the_cache_is_planned_and_says_so(workspace):
+    result = plan(Request(model="qwen3.5-35b", target="910c", concurrency=[1024], goal="throughput"), workspace)
+    assert result.fit.fits and not result.fit.holds_load
+    assert "do not all fit" in result.fit.line()
 
 
 @pytest.mark.parametrize("fields, changes", [

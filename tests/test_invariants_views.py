@@ -110,6 +110,10 @@ def check_views_agree(result, workspace) -> None:
     again = plan(result.given, workspace)  # `optkit explain` plans the request again: the same plan
     assert plan_data(again) == data, "planning the same request again gives another plan"
     explained = _text(explain_report(again, workspace.catalog, sorted(result.resolution.decisions)))
+    # fit before launch: the table and explain print the plan's own fit line (Plan.fit), and only they do
+    fit = result.fit.line()
+    assert fit.startswith("Fit per device: ") and again.fit.line() == fit
+    assert fit in table.splitlines() and fit in explained.splitlines(), "the table or explain differs from Plan.fit"
     for rid, d in data["decisions"].items():
         status = d["status"]
         assert lock["decisions"][rid] == d, f"{rid}: the lock's decision differs from plan --json"

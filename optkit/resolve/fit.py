@@ -16,11 +16,12 @@ Per device, as vLLM sizes it (vLLM 0.30.0 ``vllm/v1/worker/gpu_worker.py``: the 
   (vLLM 0.30.0 ``mamba_utils.gated_delta_net_state_shape``: conv ``(2·K + V) / TP × (kernel − 1 + k)`` and
   recurrent ``Hv / TP × 128 × 128``, in the model dtype); bf16, or int8 for the c8 formats.
 
-A plan fits when the budget holds weights, reserve and the KV cache of its load — ``seqs`` sequences of
-``tokens`` each per DP engine — and of one sequence of ``max_model_len`` (vLLM refuses to start when the KV
-cache cannot hold one: ``vllm/v1/core/kv_cache_utils.py``, "To serve at least one request with the models's
-max seq len"). vLLM pages the cache, so ``max-num-seqs × max-model-len`` need not be resident at once; the
-report gives how many sequences of ``max_model_len`` would be.
+A plan fits when the budget holds weights, reserve and the KV cache of one sequence of ``max_model_len``:
+vLLM refuses to start otherwise (``vllm/v1/core/kv_cache_utils.py``, "To serve at least one request with the
+models's max seq len"), so a plan that does not fit is refused. Its load — ``seqs`` sequences of ``tokens``
+each per DP engine — need not fit: vLLM pages the cache and queues or preempts what it cannot hold, so a load
+beyond the cache is reported (how many of its sequences fit at once, and the concurrency that would), not
+refused; nor need ``max-num-seqs × max-model-len`` be resident at once.
 """
 
 from __future__ import annotations
@@ -69,7 +70,9 @@ class FitReport:
     kv_gib: float  # KV cache of the load (or of one max_model_len sequence when that is more)
     kv_sized_by: str  # what the KV figure holds: the load, or one sequence of max_model_len
     free_gib: float  # budget − weights − reserve − KV
-    fits: bool
+    fits: bool  # weights, reserve and one sequence of max_model_len fit: vLLM starts
+    holds_load: bool  # the KV cache also holds the load's sequences at once
+    load_seqs_max: int  # sequences of ``tokens`` the KV cache holds at once
     max_seqs_at_max_len: int  # sequences of max_model_len the KV cache can hold at once (0: not even one)
     weights_basis: str
     changes: list[str] = field(default_factory=list)  # the smallest changes that make it fit, smallest first
@@ -78,10 +81,13 @@ class FitReport:
         """The fit in one line, as the plan report and explain print it."""
         i = self.inputs
         verdict = "fits" if self.fits else "DOES NOT FIT"
+        load = "" if self.holds_load or not self.fits else (
+            f"; the load's {i.seqs} sequences per DP engine do not all fit, {self.load_seqs_max} do at once (vLLM "
+            f"queues or preempts the rest; --concurrency {max(self.load_seqs_max, 1) * i.dp} would fit)")
         return (f"Fit per device: weights {self.weights_gib:.1f} GiB ({i.quantization}) + reserve "
                 f"{self.reserve_gib:.1f} GiB + KV {self.kv_gib:.1f} GiB ({self.kv_sized_by}) of "
                 f"{self.budget_gib:.1f} GiB ({i.utilization:g} × HBM): {verdict}, {self.free_gib:.1f} GiB free; "
-                f"{self.max_seqs_at_max_len} sequences of --max-model-len {i.max_model_len} fit at once")
+                f"{self.max_seqs_at_max_len} sequences of --max-model-len {i.max_model_len} fit at once{load}")
 
 
 def _value_bytes(quantization: str) -> int:
@@ -141,7 +147,9 @@ def measure(m, target, i: FitInputs) -> FitReport:
                     (one_long, f"one sequence of --max-model-len {i.max_model_len}, more than {i.seqs} × {i.tokens}"))
     free = budget - weights - reserve - kv
     room = budget - weights - reserve
-    return FitReport(i, budget / GIB, weights / GIB, reserve / GIB, kv / GIB, sized_by, free / GIB, free >= 0,
+    per_seq = load / i.seqs if i.seqs else 0
+    return FitReport(i, budget / GIB, weights / GIB, reserve / GIB, kv / GIB, sized_by, free / GIB,
+                     room >= one_long, free >= 0, max(floor(room / per_seq), 0) if per_seq else 0,
                      max(floor(room / one_long), 0) if one_long else 0, basis)
 
 
@@ -163,14 +171,13 @@ def _splits(m, tp: int, dp: int, ep: bool, per_node: int, nodes: int | None = No
 
 
 def smallest_changes(m, target, i: FitInputs, checkpoints=()) -> list[str]:
-    """The changes that make ``i`` fit, smallest first, each as the option of ``optkit plan`` to pass: fewer
-    sequences, a quantized checkpoint the profile lists, a larger TP, more DP ranks (and nodes)."""
+    """The changes that make ``i`` fit, smallest first, each as the option of ``optkit plan`` to pass: a quantized
+    checkpoint the profile lists, a larger TP, more DP ranks (and nodes). (Fewer sequences do not: what must fit
+    to start is one sequence of ``max_model_len``; a shorter one is no option of ``optkit plan``, which leaves
+    --max-model-len at vLLM's default.)"""
     from optkit.value import replace
 
     out = []
-    fewer = max((s for s in range(i.seqs - 1, 0, -1) if _fits(m, target, replace(i, seqs=s))), default=0)
-    if fewer:
-        out.append(f"--concurrency {fewer * i.dp} (at most {fewer} sequences per DP engine)")
     for checkpoint in checkpoints:
         if (checkpoint.quantization == "w8a8" and i.quantization == "bf16"
                 and _fits(m, target, replace(i, quantization="w8a8"))):

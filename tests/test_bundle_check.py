@@ -168,7 +168,7 @@ def two_node_bundle(tmp_path: Path, monkeypatch, release: str, launch: str) -> P
         monkeypatch.setattr(launch_module, "worker_args", lambda layout: list(launch_module.WORKER_ARGS))
     workspace = load_workspace()
     out = tmp_path / f"two-nodes-{release}-{launch}"
-    write_bundle(plan(Request(model="qwen3.5-397b", target="910b", tp=8, dp=2, nodes=2, vllm_ascend_version=release),
+    write_bundle(plan(Request(model="qwen3.5-397b", target="910b", tp=8, dp=2, nodes=2, quantized=True, vllm_ascend_version=release),
                       workspace), workspace, out)
     monkeypatch.undo()
     return out

@@ -110,6 +110,10 @@ def check_views_agree(result, workspace) -> None:
     again = plan(result.given, workspace)  # `optkit explain` plans the request again: the same plan
     assert plan_data(again) == data, "planning the same request again gives another plan"
     explained = _text(explain_report(again, workspace.catalog, sorted(result.resolution.decisions)))
+    # fit before launch: the table and explain print the plan's own fit line (Plan.fit), and only they do
+    fit = result.fit.line()
+    assert fit.startswith("Fit per device: ") and again.fit.line() == fit
+    assert fit in table.splitlines() and fit in explained.splitlines(), "the table or explain differs from Plan.fit"
     for rid, d in data["decisions"].items():
         status = d["status"]
         assert lock["decisions"][rid] == d, f"{rid}: the lock's decision differs from plan --json"
@@ -166,7 +170,7 @@ FINDINGS = [  # issue 25, finding 17: explain said no-effect then "expected gain
     pytest.param(dict(model="qwen3.6-35b", target="910c", goal="throughput", concurrency=[32]), id="throughput-c32"),
     pytest.param(dict(model="qwen3.6-35b", target="910c", concurrency=[64]), id="c64-goal-by-default"),
     pytest.param(dict(model="qwen3.5-35b", target="910c", mtp=True), id="flagship-mtp"),
-    pytest.param(dict(model="qwen3.5-397b", target="910b", tp=8, dp=2, nodes=2, vllm_ascend_version="0.30.0rc2"),
+    pytest.param(dict(model="qwen3.5-397b", target="910b", tp=8, dp=2, nodes=2, quantized=True, vllm_ascend_version="0.30.0rc2"),
                  id="two-nodes-0.30"),
     pytest.param(dict(model="qwen3.5-35b", target="910c", slo="tpot_p99<=1ms"), id="slo-infeasible"),  # finding 7
     pytest.param(dict(model="qwen3.6-35b", target="910c", goal="throughput", concurrency=[64],

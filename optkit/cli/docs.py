@@ -161,6 +161,62 @@ def _objective_example(src: _Sources) -> str:
                                                    for line in text.splitlines()) + "\n"
 
 
+FIT_CASES = "tests/fit_cases.yaml"
+FIT_COMMAND = "optkit plan qwen3.5-397b --target 910b --tp 8 --quantized"
+"""docs/objective.md's fit figures: the page cases of tests/fit_cases.yaml, and the refusal of one A2 node."""
+
+
+def _fit_pages(src: _Sources) -> str | None:
+    """The tutorials' hardware rows against optkit's fewest nodes (tests/fit_cases.yaml, as tests/test_fit.py runs
+    it); None (the region kept) in a tree without the cases."""
+    if not (src.root / FIT_CASES).is_file():
+        return None
+    return "\n" + "\n".join(_fit_rows(src)) + "\n"
+
+
+def _fit_rows(src: _Sources) -> list[str]:
+    import yaml
+
+    from optkit.resolve.fit import FitInputs, fewest_nodes, measure
+    from optkit.resolve.plan import load_workspace
+
+    workspace = load_workspace(src.root)
+    data = yaml.safe_load((src.root / FIT_CASES).read_text())
+    rows = ["| page row (0.30.0rc2) | weights | target | page | optkit | layout | weights / device | free |",
+            "|---|---|---|---|---|---|---|---|"]
+    for case in data["cases"]:
+        load = data["pages"][case["page"]]["a3" if case["target"] == "910c" else "a2"]
+        model, target = workspace.models[case["model"]], workspace.targets[case["target"]]
+        inputs = FitInputs(1, 1, True, case["quantization"], 1, load["max_model_len"], load["max_model_len"],
+                           hccl_buffsize_mb=load["hccl_buffsize_mb"], spec_tokens=load["spec_tokens"])
+        nodes, tp, dp = fewest_nodes(model, target, inputs)
+        from optkit.value import replace
+
+        report = measure(model, target, replace(inputs, tp=tp, dp=dp))
+        rows.append(f"| {case['page']}:{case['line']} | {case['quantization']} | {case['target']} | {case['nodes']} | "
+                    f"{nodes}{' (see below)' if 'why' in case else ''} | TP{tp} DP{dp} | {report.weights_gib:.1f} GiB | "
+                    f"{report.free_gib:.1f} GiB |")
+    return rows
+
+
+def _fit_refusal(src: _Sources) -> list[str]:
+    """The refusal ``FIT_COMMAND`` prints, wrapped as the terminal shows it."""
+    import textwrap
+
+    from optkit.errors import RequestError
+    from optkit.resolve.plan import load_workspace, plan
+    from optkit.resolve.request_record import parse_request
+
+    try:
+        plan(parse_request({"model": "qwen3.5-397b", "target": "910b", "tp": 8, "quantized": True}),
+             load_workspace(src.root))
+    except RequestError as exc:
+        return [f"    $ {FIT_COMMAND}", *("    " + line for line in textwrap.wrap(f"optkit: error: {exc}", 100))]
+    from optkit.errors import InternalError
+
+    raise InternalError(f"docs/objective.md: {FIT_COMMAND} was not refused")
+
+
 PROFILE_FIXTURE = "tests/profile/fixtures/one-rank"
 PROFILE_ARGS = ["--model", "qwen3.5-35b", "--target", "910c", "--mtp"]
 PROFILE_CHART = "docs/profile-timeline.png"
@@ -201,7 +257,8 @@ FIGURES = {"flagship-patches": _patch_count, "profile-example": _profile_example
            "pd-example": _lines(_pd_example, "\n\n"), "releases": _lines(_releases), "moves": _lines(_moves), "probes": _lines(_probes),
            "tutorials-summary": _lines(_tutorials_summary), "tutorial-tabs": _lines(_tutorial_tabs),
            "port-post": _lines(_port_report("0.23.0.post1", True), "\n\n"),
-           "port-newest": _lines(_port_report(None, False), "\n\n"), "objective-example": _objective_example}
+           "port-newest": _lines(_port_report(None, False), "\n\n"), "objective-example": _objective_example,
+           "fit-pages": _fit_pages, "fit-refusal": _lines(_fit_refusal, "\n\n")}
 """What a region ``<!-- optkit:NAME -->`` of a docs page holds, computed from ``_Sources``."""
 
 

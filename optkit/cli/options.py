@@ -55,6 +55,8 @@ _OPTIONS = [
                                                 "of TP x DP each, e.g. 1:1 (one bundle, a role per instance).")),
     (("--ep/--no-ep",), "ep", dict(default=None, help="Expert parallelism (default: on for MoE models).")),
     (("--context-parallel/--no-context-parallel",), "context_parallel", dict(default=None, help="Context parallelism in use.")),
+    (("--dcp",), "dcp", dict(type=int, help="Decode context parallel size: the KV cache of a sequence split over this "
+                                           "many TP ranks (default 1, off).")),
     (("--flashcomm1/--no-flashcomm1",), "flashcomm1", dict(default=None, help="FlashComm1 (sequence parallelism), set by the bundle "
                                                                                  "(default: on under the throughput goal where it applies).")),
     (("--concurrency",), "concurrency", dict(callback=_concurrency, help="Concurrency levels, e.g. 1,4,8 (default).")),

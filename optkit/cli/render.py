@@ -40,7 +40,7 @@ def plan_report(plan: Plan, catalog, verbose: bool = False, records=None) -> lis
         f"optkit plan: {plan.model.id} on {plan.target.id} ({shape}, {r.dtype}, vllm-ascend "
         f"{plan.facts['versions.vllm_ascend']}{where}, MTP {'k=' + str(r.k) if r.mtp else 'off'}, concurrency "
         f"{','.join(map(str, r.concurrency))})"]
-    blocks += assumptions_lines(plan)
+    blocks += [*assumptions_lines(plan), *_fit(plan)]
     selected = Table("Selected recipes (dependency order)", ["recipe", "kind", "why", "verification"])
     for rid in plan.selected:
         d, recipe = plan.resolution.decisions[rid], catalog[rid]
@@ -59,6 +59,11 @@ def plan_report(plan: Plan, catalog, verbose: bool = False, records=None) -> lis
               + ", ".join(f"{n} {status}" for status, n in counts.items()))
     return [*blocks, *_objective(plan), *_page_advice(plan), *_choices(plan), selected, rest, totals, *_derived(plan),
             *_estimates(plan)]
+
+
+def _fit(plan: Plan) -> list[Block]:
+    """The plan's fit line (``Plan.fit``, ``optkit.resolve.fit``)."""
+    return [plan.fit.line()] if plan.fit is not None else []
 
 
 def assumptions_lines(plan: Plan) -> list[Block]:
@@ -145,7 +150,7 @@ def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> list[Block]:
     from optkit.resolve.classify import risks_that_hold
     from optkit.resolve.resolver import describe_benefit
 
-    lines: list[Block] = [*assumptions_lines(plan), *_objective(plan), *_page_advice(plan), *_choices(plan)]
+    lines: list[Block] = [*assumptions_lines(plan), *_fit(plan), *_objective(plan), *_page_advice(plan), *_choices(plan)]
     for rid in recipe_ids:
         d, recipe = plan.resolution.decisions[rid], catalog[rid]
         lines += [f"{rid}: {d.status.value}", f"  {d.reason}"]

@@ -19,6 +19,7 @@ from optkit.resolve.layout import NodeLayout, node_layout
 from optkit.resolve.page_rules import plan_advice
 from optkit.resolve.pd import pd_layout
 from optkit.resolve.request_record import DEFAULT_VLLM_ASCEND, RequestRecord
+from optkit.resolve.context_parallel import check_decode_context_parallel
 from optkit.resolve.sharding import check_sharding
 from optkit.value import valueclass
 
@@ -136,6 +137,7 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
     layout = check_request(request, target)
     ep = model.is_moe if request.ep is None else request.ep
     check_sharding(model, request.tp, request.dp, ep)
+    check_decode_context_parallel(model, request.tp, request.dcp or 1)
     if release is None:
         from pathlib import Path
 
@@ -152,7 +154,8 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
         "parallel.dp": request.dp,
         "parallel.ep": ep,
         "parallel.ep_size": request.tp * request.dp if ep else 1,
-        "parallel.context_parallel": request.context_parallel,
+        "parallel.context_parallel": request.context_parallel or (request.dcp or 1) > 1,
+        "parallel.dcp": request.dcp or 1,
         "parallel.flashcomm1": request.flashcomm1,
         "parallel.cards": ceil(request.tp * request.dp / target.dies_per_card),
         "parallel.nodes": layout.nodes,

@@ -75,25 +75,6 @@ def layout_of(tp: int, dp: int, nodes: int) -> NodeLayout:
     return NodeLayout(kind, nodes, node_devices, local, placement, f"TP{tp} DP{dp} on {nodes} nodes ({placement})")
 
 
-def page_nodes_problem(facts) -> str:
-    """Why the model's own tutorial page says this plan's nodes cannot hold it ('' when they can or no page
-    says). Keyed to the page's architecture and hardware tab: Qwen3.5-397B-A17B.md (qwen3_5_moe, 512 experts)
-    requires 2 Atlas 800 A2 nodes for its W8A8 weights and 4 for BF16 (its weight table, :25-26 in 0.23.0 and
-    :27-28 in 0.30.0rc2; "For W8A8 deployment, 2 Atlas 800 A2 (64G x 8) nodes are required", :293 in 0.23.0,
-    :264 in 0.30.0rc2), so one A2 node (per instance) is refused. Fewer nodes than the page's BF16 counts
-    above one node (2-3 A2 nodes, one A3 node) are not refused here: the page does not say they fail."""
-    if not (facts["model.hf_model_type"] == "qwen3_5_moe" and facts["model.num_experts"] == 512
-            and facts["target.generation"] == "A2" and facts["parallel.nodes"] == 1):
-        return ""
-    weights = "W8A8" if facts["runtime.quantized"] else "BF16"
-    need = 2 if facts["runtime.quantized"] else 4
-    return (f"this architecture's tutorial (Qwen3.5-397B-A17B.md) requires {need} Atlas 800 A2 nodes for its "
-            f"{weights} weights (\"For W8A8 deployment, 2 Atlas 800 A2 (64G x 8) nodes are required\", :264 in "
-            f"0.30.0rc2, :293 in 0.23.0; BF16: 4 A2 nodes, its weight table), and this plan runs on one "
-            f"{facts['target.id']} node: give --tp 8 --dp {need} (one DP rank of TP 8 per node) or plan for an A3 "
-            "node (910c)")
-
-
 def allowed_nodes(tp: int, dp: int, per_node: int) -> list[int]:
     """Every node count TP × DP can run on."""
     return [n for n in range(1, tp * dp + 1) if not layout_problem(tp, dp, n, per_node)]
@@ -118,4 +99,4 @@ def node_layout(request, target) -> NodeLayout:
                        f"{problem}; {way_out}")
 
 
-__all__ = ["NodeLayout", "node_layout", "layout_of", "layout_problem", "allowed_nodes", "page_nodes_problem"]
+__all__ = ["NodeLayout", "node_layout", "layout_of", "layout_problem", "allowed_nodes"]

@@ -15,7 +15,8 @@ from optkit.errors import InternalError, OptkitError, RequestError
 from optkit.resolve.assumptions import Assumption, mark_decisions, workload_assumptions
 from optkit.resolve.choices import Chosen, choose
 from optkit.resolve.facts import Facts, compute_facts
-from optkit.resolve.layout import NodeLayout, layout_of, page_nodes_problem
+from optkit.resolve.fit import plan_fit, refusal as fit_refusal
+from optkit.resolve.layout import NodeLayout, layout_of
 from optkit.resolve.page_rules import plan_advice
 from optkit.resolve.pd import PDLayout, pd_layout
 from optkit.resolve.objective import (Baseline, PlanCapacity, capacity_lookup, find_baseline, latency_goal_problem,
@@ -141,6 +142,9 @@ class Plan:
     page_advice: Any = None
     """What the model's tutorial page advises for the request's scenario on its hardware tab and release, each
     value with its page line (``optkit.resolve.page_rules.PageAdvice``; its ``page.*`` facts are in ``facts``)."""
+    fit: Any = None
+    """Memory per device: weights, reserve and KV cache against the budget (``optkit.resolve.fit.FitReport``); a
+    plan that does not fit is refused."""
     assumptions: list[Assumption] = field(default_factory=list)
     """The workload assumed (``optkit.resolve.assumptions``): sampling, min_tokens, logprobs, penalties,
     structured output, lengths, each with whether it is the default and the flag that changes it."""
@@ -221,7 +225,7 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
     ws = workspace or load_workspace()
     request, choices, model, target, release = filled_request(given, ws)
     facts = compute_facts(request, model, target, release)  # the facts `optkit facts` shows: request_facts
-    if problem := latency_goal_problem(facts) or page_nodes_problem(facts):
+    if problem := latency_goal_problem(facts):
         raise RequestError(problem)
     version_ranges(ws.catalog, facts)  # packaging's answers, from the cache, for the verdicts and the resolver
     verdicts = {r.id: verdict(r, release) for r in ws.catalog}
@@ -262,7 +266,10 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
                   pd=pd_layout(request, target), profile=analysis, profile_savings=table, profile_input=held,
                   capacity=capacity.selection(resolution.selected) if capacity else None,
                   page_advice=plan_advice(model, target, facts["versions.vllm_ascend"], facts["objective.goal"]))
-    return _assemble(result, ws, baseline_for)
+    result = _assemble(result, ws, baseline_for)
+    if not result.fit.fits:
+        raise RequestError(fit_refusal(result.fit, model.id, target.id))
+    return result
 
 
 def restrict(full: Plan, keep: list[str], workspace: Workspace, why: str) -> Plan:
@@ -309,6 +316,7 @@ def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
         collect(result, ws.catalog[rid], result.facts, result.verdicts[rid])
     carry_page_settings(result)
     result.estimates = _estimates(result, baseline_for)
+    result.fit = plan_fit(result)
     if result.facts["objective.slo"]:
         from optkit.resolve.slo import feasibility, parse_slo
 

@@ -51,6 +51,9 @@ class Request(RequestBehaviour, BaseModel):
         "joined by the release's Mooncake connector and proxy (optkit.resolve.pd places them).")
     ep: Optional[bool] = Field(None, description="Expert parallelism; default on for MoE models.")
     context_parallel: bool = Field(False, description="Prefill/decode context parallelism in use.")
+    dcp: Optional[_bounded(1, MAX_PARALLEL)] = Field(
+        None, description="Decode context parallel size (vLLM's --decode-context-parallel-size): the KV cache of a "
+        "sequence is split over this many of the TP ranks (recipe context-parallel-long-context); default 1, off.")
     flashcomm1: Optional[bool] = Field(None, description=(
         "FlashComm1 (sequence parallelism: additional_config.enable_flashcomm1 or VLLM_ASCEND_ENABLE_FLASHCOMM1), "
         "turned on by the bundle when true; unset: a recipe's 'choices' rule decides (on under the throughput "

@@ -1,0 +1,279 @@
+"""Fit before launch: do the weights and the KV cache of a plan fit one device's memory, and if not, the smallest change.
+
+Per device, as vLLM sizes it (vLLM 0.30.0 ``vllm/v1/worker/gpu_worker.py``: the KV cache gets
+``total × gpu_memory_utilization`` minus the weights and the peak of a profile run):
+
+- budget: ``hbm_gib_per_device × gpu-memory-utilization`` (vLLM's default 0.9, the value of every A2/A3 command
+  of the Qwen3.5-397B-A17B page but the PD decode node's);
+- weights: ``optkit.resolve.weights`` (TP splits attention and dense FFN, expert parallelism splits the routed
+  experts over TP × DP, DP replicates the rest);
+- reserve: the HCCL buffers, ``2 × HCCL_BUFFSIZE`` MB for each communicator a rank is in (CANN's HCCL_BUFFSIZE
+  reference: "Each communicator occupies 2 × HCCL_BUFFSIZE memory"; default 200 MB; the TP, DP and EP groups
+  of size > 1), plus ``ACTIVATION_RESERVE_GIB`` for activations, graphs and the runtime: optkit's assumption;
+- KV: per full-attention layer (and MTP layer with MTP on) ``2 × max(kv_heads / TP, 1) × head_dim × bytes``
+  per token, split over context-parallel ranks; MLA ``(kv_lora_rank + qk_rope_head_dim) × bytes`` per token,
+  not split by TP; sliding-window layers at most the window; Gated DeltaNet a fixed state per sequence
+  (vLLM 0.30.0 ``mamba_utils.gated_delta_net_state_shape``: conv ``(2·K + V) / TP × (kernel − 1 + k)`` and
+  recurrent ``Hv / TP × 128 × 128``, in the model dtype); bf16, or int8 for the c8 formats.
+
+A plan fits when the budget holds weights, reserve and the KV cache of one sequence of ``max_model_len``:
+vLLM refuses to start otherwise (``vllm/v1/core/kv_cache_utils.py``, "To serve at least one request with the
+models's max seq len"), so a plan that does not fit is refused. Its load — ``seqs`` sequences of ``tokens``
+each per DP engine — need not fit: vLLM pages the cache and queues or preempts what it cannot hold, so a load
+beyond the cache is reported (how many of its sequences fit at once, and the concurrency that would), not
+refused; nor need ``max-num-seqs × max-model-len`` be resident at once.
+"""
+
+from __future__ import annotations
+
+from math import ceil, floor
+
+from optkit.resolve.weights import GDN_CONV_KERNEL, GDN_HEAD_DIM, weight_bytes_per_device
+from optkit.value import field, valueclass
+
+GIB = 2 ** 30
+DEFAULT_UTILIZATION = 0.9
+"""vLLM's default ``--gpu-memory-utilization`` (vLLM 0.30.0 ``vllm/config/cache.py``)."""
+DEFAULT_HCCL_BUFFSIZE_MB = 200
+"""CANN's default ``HCCL_BUFFSIZE`` (MB per direction and communicator)."""
+ACTIVATION_RESERVE_GIB = 6.0
+"""optkit's assumption: memory for activations, graph pools and the NPU runtime beside weights, KV and HCCL buffers.
+vLLM measures it at start-up (its profile run); optkit cannot before launch. 6 GiB is set so that the arithmetic
+agrees with the Qwen3.5-397B-A17B page's hardware table (tests/fit_cases.yaml), not measured."""
+
+
+@valueclass(frozen=True)
+class FitInputs:
+    """What a fit is computed for: the layout, the weights, the load."""
+
+    tp: int
+    dp: int
+    ep: bool
+    quantization: str  # one of QUANTIZATIONS
+    seqs: int  # sequences each DP engine runs at once
+    tokens: int  # tokens each of them holds (prompt plus output)
+    max_model_len: int  # --max-model-len (vLLM's default: the model's max_position_embeddings)
+    utilization: float = DEFAULT_UTILIZATION
+    hccl_buffsize_mb: int = DEFAULT_HCCL_BUFFSIZE_MB
+    spec_tokens: int = 0  # k with MTP (its layers hold KV; GDN conv states grow by k)
+    cp: int = 1  # context-parallel ranks the KV cache of a sequence is split over
+
+
+@valueclass(frozen=True)
+class FitReport:
+    """Memory per device of one plan, and whether it fits."""
+
+    inputs: FitInputs
+    budget_gib: float
+    weights_gib: float
+    reserve_gib: float
+    kv_gib: float  # KV cache of the load (or of one max_model_len sequence when that is more)
+    kv_sized_by: str  # what the KV figure holds: the load, or one sequence of max_model_len
+    free_gib: float  # budget − weights − reserve − KV
+    fits: bool  # weights, reserve and one sequence of max_model_len fit: vLLM starts
+    holds_load: bool  # the KV cache also holds the load's sequences at once
+    load_seqs_max: int  # sequences of ``tokens`` the KV cache holds at once
+    max_seqs_at_max_len: int  # sequences of max_model_len the KV cache can hold at once (0: not even one)
+    weights_basis: str
+    changes: list[str] = field(default_factory=list)  # the smallest changes that make it fit, smallest first
+
+    def line(self) -> str:
+        """The fit in one line, as the plan report and explain print it."""
+        i = self.inputs
+        verdict = "fits" if self.fits else "DOES NOT FIT"
+        load = "" if self.holds_load or not self.fits else (
+            f"; the load's {i.seqs} sequences per DP engine do not all fit, {self.load_seqs_max} do at once (vLLM "
+            f"queues or preempts the rest; --concurrency {max(self.load_seqs_max, 1) * i.dp} would fit)")
+        return (f"Fit per device: weights {self.weights_gib:.1f} GiB ({i.quantization}) + reserve "
+                f"{self.reserve_gib:.1f} GiB + KV {self.kv_gib:.1f} GiB ({self.kv_sized_by}) of "
+                f"{self.budget_gib:.1f} GiB ({i.utilization:g} × HBM): {verdict}, {self.free_gib:.1f} GiB free; "
+                f"{self.max_seqs_at_max_len} sequences of --max-model-len {i.max_model_len} fit at once{load}")
+
+
+def _value_bytes(quantization: str) -> int:
+    """Bytes of one cached K or V value: int8 for the c8 formats, else bf16."""
+    return 1 if quantization.endswith("c8") else 2
+
+
+def _gqa_layer_bytes(m, tp: int, quantization: str) -> float:
+    """K and V of one token in one softmax-attention layer on one rank (KV heads replicated beyond their count)."""
+    return 2 * max(m.num_kv_heads // tp, 1) * m.head_dim * _value_bytes(quantization)
+
+
+def kv_bytes_per_token(m, tp: int, quantization: str, spec_tokens: int, cp: int = 1) -> float:
+    """KV-cache bytes per token of one sequence on one device, over the full-attention (and, with MTP, the MTP)
+    layers; ``kv_bytes`` adds the sliding-window layers and the Gated DeltaNet state."""
+    if m.kv_lora_rank:
+        per_layer = (m.kv_lora_rank + (m.qk_rope_head_dim or 0)) * _value_bytes(quantization)
+    else:
+        per_layer = _gqa_layer_bytes(m, tp, quantization)
+    layers = m.full_attention_layers + ((m.mtp_layers or 0) if spec_tokens else 0)
+    return layers * per_layer / cp
+
+
+def kv_bytes(m, tp: int, quantization: str, spec_tokens: int, tokens: int, cp: int = 1) -> float:
+    """KV-cache bytes of one sequence of ``tokens`` on one device: attention, sliding window, GDN state."""
+    full = kv_bytes_per_token(m, tp, quantization, spec_tokens, cp) * tokens
+    sliding = 0.0
+    if m.sliding_window_layers and m.sliding_window:
+        sliding = m.sliding_window_layers * _gqa_layer_bytes(m, tp, quantization) * min(tokens, m.sliding_window) / cp
+    return full + sliding + gdn_state_bytes(m, tp, spec_tokens)
+
+
+def gdn_state_bytes(m, tp: int, spec_tokens: int) -> float:
+    """The Gated DeltaNet layers' fixed state of one sequence on one device (model dtype, bf16)."""
+    if not (m.gdn_layers and m.linear_key_heads and m.linear_value_heads):
+        return 0.0
+    conv_dim = GDN_HEAD_DIM * (2 * m.linear_key_heads + m.linear_value_heads)
+    conv = conv_dim / tp * (GDN_CONV_KERNEL - 1 + spec_tokens)
+    recurrent = m.linear_value_heads / tp * GDN_HEAD_DIM * GDN_HEAD_DIM
+    return m.gdn_layers * (conv + recurrent) * 2
+
+
+def reserve_bytes(m, i: FitInputs) -> float:
+    """HCCL buffers of the rank's communicators plus optkit's activation reserve."""
+    groups = [i.tp > 1, i.dp > 1, i.ep and m.is_moe and i.tp * i.dp > 1]
+    return sum(groups) * 2 * i.hccl_buffsize_mb * 2 ** 20 + ACTIVATION_RESERVE_GIB * GIB
+
+
+def measure(m, target, i: FitInputs) -> FitReport:
+    """The memory of ``i`` on one device of ``target``, without the changes (``plan_fit`` adds them)."""
+    budget = target.hbm_gib_per_device * GIB * i.utilization
+    weights, basis = weight_bytes_per_device(m, i.quantization, i.tp, i.tp * i.dp if i.ep and m.is_moe else i.tp)
+    reserve = reserve_bytes(m, i)
+    load = i.seqs * kv_bytes(m, i.tp, i.quantization, i.spec_tokens, i.tokens, i.cp)
+    one_long = kv_bytes(m, i.tp, i.quantization, i.spec_tokens, i.max_model_len, i.cp)
+    kv, sized_by = ((load, f"{i.seqs} × {i.tokens} tokens per DP engine") if load >= one_long else
+                    (one_long, f"one sequence of --max-model-len {i.max_model_len}, more than {i.seqs} × {i.tokens}"))
+    free = budget - weights - reserve - kv
+    room = budget - weights - reserve
+    per_seq = load / i.seqs if i.seqs else 0
+    return FitReport(i, budget / GIB, weights / GIB, reserve / GIB, kv / GIB, sized_by, free / GIB,
+                     room >= one_long, free >= 0, max(floor(room / per_seq), 0) if per_seq else 0,
+                     max(floor(room / one_long), 0) if one_long else 0, basis)
+
+
+def _fits(m, target, inputs: FitInputs) -> bool:
+    return measure(m, target, inputs).fits
+
+
+def _splits(m, tp: int, dp: int, ep: bool, per_node: int, nodes: int | None = None) -> bool:
+    """Whether TP × DP is a layout optkit plans (``layout``) and the model splits over it (``sharding``)."""
+    from optkit.errors import RequestError
+    from optkit.resolve.layout import layout_problem
+    from optkit.resolve.sharding import check_sharding
+
+    try:
+        check_sharding(m, tp, dp, ep)
+    except RequestError:
+        return False
+    return not layout_problem(tp, dp, nodes or ceil(tp * dp / per_node), per_node)
+
+
+def smallest_changes(m, target, i: FitInputs, checkpoints=()) -> list[str]:
+    """The changes that make ``i`` fit, smallest first, each as the option of ``optkit plan`` to pass: a quantized
+    checkpoint the profile lists, a larger TP, more DP ranks (and nodes). (Fewer sequences do not: what must fit
+    to start is one sequence of ``max_model_len``; a shorter one is no option of ``optkit plan``, which leaves
+    --max-model-len at vLLM's default.)"""
+    from optkit.value import replace
+
+    out = []
+    for checkpoint in checkpoints:
+        if (checkpoint.quantization == "w8a8" and i.quantization == "bf16"
+                and _fits(m, target, replace(i, quantization="w8a8"))):
+            out.append(f"--quantized (the W8A8 checkpoint {checkpoint.id}, {checkpoint.source})")
+            break
+    per_node = target.devices_per_node
+    tp = next((t for t in _tp_sizes(m) if t > i.tp and _splits(m, t, i.dp, i.ep, per_node)
+               and _fits(m, target, replace(i, tp=t))), None)
+    if tp:
+        out.append(f"--tp {tp}")
+    dp = next((d for d in range(i.dp + 1, 8 * per_node + 1) if _splits(m, i.tp, d, i.ep, per_node)
+               and _fits(m, target, replace(i, dp=d))), None)
+    if dp:
+        nodes = ceil(i.tp * dp / per_node)
+        out.append(f"--dp {dp}" + (f" --nodes {nodes}" if nodes > 1 else "") + " (more DP ranks spread the experts)")
+    return out
+
+
+def _tp_sizes(m) -> list[int]:
+    from optkit.resolve.sharding import tp_sizes
+
+    return tp_sizes(m)
+
+
+def fewest_nodes(m, target, i: FitInputs, max_nodes: int = 8) -> tuple[int, int, int] | None:
+    """The fewest whole nodes of ``target`` on which the load of ``i`` fits, as (nodes, tp, dp): every TP size
+    the model splits over (the largest within one node first, as the pages lay them out), DP filling the nodes,
+    the layouts optkit plans. None within ``max_nodes``."""
+    from optkit.value import replace
+
+    per_node = target.devices_per_node
+    sizes = sorted(_tp_sizes(m), key=lambda tp: (tp > per_node, -tp))
+    for nodes in range(1, max_nodes + 1):
+        devices = nodes * per_node
+        for tp in sizes:
+            if devices % tp:
+                continue
+            dp = devices // tp
+            if _splits(m, tp, dp, i.ep, per_node, nodes) and _fits(m, target, replace(i, tp=tp, dp=dp)):
+                return nodes, tp, dp
+    return None
+
+
+def request_quantization(request) -> str:
+    """The weight format a request serves. The request's own ``quantization`` field once it has one; until then
+    ``--quantized`` reads as W8A8 (the format of every quantized checkpoint the catalog's pages serve on A2/A3)."""
+    return getattr(request, "quantization", None) or ("w8a8" if request.quantized else "bf16")
+
+
+def _serve_value(plan, flag: str) -> str | None:
+    """The value a selected recipe gives ``flag`` on the plan's serve line (None when none sets it)."""
+    for setting in plan.serve_args:
+        name, _, value = setting.key.partition(" ")
+        if name == flag and value:
+            return value
+    return None
+
+
+def plan_fit_inputs(plan) -> FitInputs:
+    """What ``plan`` runs, as a fit reads it: its layout and weights, ``--max-num-seqs`` (else the highest
+    concurrency per DP engine) sequences of its longest request, the KV cache split over its decode context parallel
+    ranks (``--decode-context-parallel-size``), and vLLM's defaults for what it leaves unset
+    (``--max-model-len``: the model's context; ``--gpu-memory-utilization`` 0.9; HCCL_BUFFSIZE 200)."""
+    r, facts = plan.request, plan.facts
+    seqs = _serve_value(plan, "--max-num-seqs")
+    tokens = facts["workload.total_len_max"]
+    max_len = _serve_value(plan, "--max-model-len") or plan.model.max_position_embeddings or tokens
+    utilization = _serve_value(plan, "--gpu-memory-utilization")
+    hccl = next((s.value for s in plan.env if s.key == "HCCL_BUFFSIZE"), None)
+    return FitInputs(tp=r.tp, dp=r.dp, ep=bool(facts["parallel.ep"]), quantization=request_quantization(r),
+                     seqs=int(seqs) if seqs else ceil(facts["workload.concurrency_max"] / r.dp), tokens=tokens,
+                     max_model_len=int(max_len), utilization=float(utilization or DEFAULT_UTILIZATION),
+                     hccl_buffsize_mb=int(hccl or DEFAULT_HCCL_BUFFSIZE_MB), spec_tokens=r.k if r.mtp else 0,
+                     cp=int(_serve_value(plan, "--decode-context-parallel-size") or 1))
+
+
+def plan_fit(plan) -> FitReport:
+    """The fit of ``plan`` on its target, with the smallest changes when it does not fit."""
+    from optkit.value import replace
+
+    inputs = plan_fit_inputs(plan)
+    report = measure(plan.model, plan.target, inputs)
+    if report.fits:
+        return report
+    return replace(report, changes=smallest_changes(plan.model, plan.target, inputs, plan.model.checkpoints))
+
+
+def refusal(report: FitReport, model_id: str, target_id: str) -> str:
+    """Why a plan that does not fit is refused, and what would make it fit (``RequestError`` text)."""
+    i = report.inputs
+    ways = "; ".join(report.changes) or "no change of load, weights, TP or DP within 8 nodes makes it fit"
+    return (f"{model_id} does not fit {target_id} at TP {i.tp} × DP {i.dp}: {report.line()} (weights: "
+            f"{report.weights_basis}; reserve: HCCL buffers and optkit's assumed {ACTIVATION_RESERVE_GIB:g} GiB for "
+            f"activations and graphs, optkit.resolve.fit). Smallest changes first: {ways}")
+
+
+__all__ = ["FitInputs", "FitReport", "measure", "kv_bytes", "kv_bytes_per_token", "gdn_state_bytes", "GIB",
+           "ACTIVATION_RESERVE_GIB", "DEFAULT_UTILIZATION", "smallest_changes", "fewest_nodes",
+           "plan_fit", "plan_fit_inputs", "refusal", "request_quantization"]

@@ -1,0 +1,164 @@
+"""How many parameters a model profile has, where they sit, and what they weigh on one device.
+
+The count follows the module shapes of vLLM 0.30.0 (``vllm/model_executor/models``), per part:
+
+- embeddings and lm_head: ``vocab × hidden`` each, lm_head only unless ``tie_word_embeddings``
+  (``VocabParallelEmbedding`` / ``ParallelLMHead``: split over TP);
+- softmax attention (full and sliding-window layers): q ``hidden × heads × head_dim`` (twice that with the
+  output gate of ``qwen3_next.py``/``qwen3_5.py``, ``attn_output_gate``, default true there), k and v
+  ``hidden × kv_heads × head_dim`` each, o ``heads × head_dim × hidden``;
+- Gated DeltaNet (``qwen3_next.py`` ``Qwen3NextGatedDeltaNet``): in_proj_qkvz ``hidden × (2·K + 2·V)``,
+  in_proj_ba ``hidden × 2·Hv``, out_proj ``V × hidden`` (K, V: key/value heads × 128, the head dims of
+  ``transformers_utils/configs/qwen3_5_moe.py``, ``linear_key_head_dim``/``linear_value_head_dim``), conv1d
+  ``(2·K + V) × 4`` (``linear_conv_kernel_dim``), A_log and dt_bias ``Hv``;
+- FFN: dense ``3 × hidden × intermediate_size`` (gate, up, down); routed experts ``num_experts × 3 × hidden
+  × moe_intermediate_size``; shared expert ``3 × hidden × shared_expert_intermediate_size`` plus its gate;
+  router ``hidden × num_experts``;
+- MTP layers: one decoder layer each (full attention and the FFN of the model) plus ``fc`` ``2·hidden × hidden``
+  (``qwen3_5_mtp.py``);
+- multi-head latent attention (``deepseek_v2.py``) needs ``q_lora_rank``, ``qk_nope_head_dim`` and
+  ``v_head_dim``, which profiles do not carry: an MLA model is weighed from its ``params_b`` instead, said so.
+
+A vision tower is not counted: its size is ``params_b`` minus the text count (catalog profiles only), and
+without ``params_b`` it is left out, said so.
+
+Bytes per parameter by weight format (``QUANTIZATIONS``): msModelSlim checkpoints quantize the decoder's
+linear layers and keep embeddings, lm_head, norms, the router and the Gated DeltaNet conv/decay parameters
+in bf16 (vllm-ascend 0.30.0rc2 ``vllm_ascend/quantization/methods/w8a8/w8a8_static.py``: int8 ``weight`` of
+``output × input``; the other parameters of a layer are per-output-channel scales and offsets, a few bytes a
+row, left out here: under 0.5 % of a layer 2048 wide). W4A8 packs the experts' weights two to a byte
+(``w4a8/w4a8.py``: int8 ``[moe_intermediate_size // 2, hidden]``) and keeps the other linear layers W8A8;
+the mx formats carry one 8-bit scale per 32 values (OCP microscaling).
+"""
+
+from __future__ import annotations
+
+from optkit.value import valueclass
+
+GDN_HEAD_DIM = 128
+"""Key and value head dimension of the Gated DeltaNet layers (vLLM 0.30.0 Qwen3.5 configs' default, the value of
+every Qwen3.5/3.6 checkpoint); profiles carry the head counts only."""
+GDN_CONV_KERNEL = 4
+"""``linear_conv_kernel_dim`` of the same configs."""
+GATED_ATTENTION_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_moe")
+"""Model types whose full-attention q projection also produces the output gate (``attn_output_gate``)."""
+
+LINEAR_BYTES = {"bf16": 2.0, "w8a8": 1.0, "w8a8c8": 1.0, "w8a8sc": 1.0, "w8a8-mxfp8": 1 + 1 / 32,
+                "w4a8": 1.0, "w4a8c8": 1.0, "w4a4": 0.5, "w4a4-mxfp4": 0.5 + 1 / 32}
+"""Bytes per parameter of the decoder's linear layers other than experts, per weight format (w8a8sc, sparse
+-compressed, is weighed as plain int8: an upper bound)."""
+EXPERT_BYTES = {**LINEAR_BYTES, "w4a8": 0.5, "w4a8c8": 0.5}
+"""Bytes per parameter of the routed experts' linear layers: W4A8 packs them two to a byte."""
+FLOAT_BYTES = 2.0
+"""Embeddings, lm_head, norms, router, conv/decay parameters: bf16 in every format."""
+
+
+@valueclass(frozen=True)
+class ParameterCount:
+    """A model's parameters by where they sit on the devices."""
+
+    embedding: int  # embeddings and lm_head: split over TP, bf16
+    attention: int  # linear layers of attention and Gated DeltaNet: split over TP (KV heads up to their count)
+    kv_projection: int  # the part of ``attention`` that is k/v projections: replicated beyond kv_heads ranks
+    dense_ffn: int  # dense FFN and shared experts: split over TP
+    experts: int  # routed experts: split over the EP group, else over TP
+    small_float: int  # router, norms, GDN conv and decay: bf16, replicated (negligible)
+    vision: int  # the vision tower (params_b minus the text count; 0 when unknown)
+    note: str = ""  # what was estimated rather than counted
+
+    @property
+    def text(self) -> int:
+        return (self.embedding + self.attention + self.dense_ffn + self.experts + self.small_float)
+
+    @property
+    def total(self) -> int:
+        return self.text + self.vision
+
+
+def _attention_layer(m) -> tuple[int, int]:
+    """(all linear parameters, the k/v part) of one softmax-attention layer."""
+    gate = 2 if m.text_model_type.removesuffix("_text") in GATED_ATTENTION_TYPES else 1
+    q = m.hidden_size * m.num_attention_heads * m.head_dim * gate
+    kv = 2 * m.hidden_size * m.num_kv_heads * m.head_dim
+    o = m.num_attention_heads * m.head_dim * m.hidden_size
+    return q + kv + o, kv
+
+
+def _gdn_layer(m) -> tuple[int, int]:
+    """(linear parameters, conv and decay parameters) of one Gated DeltaNet layer."""
+    key, value = m.linear_key_heads * GDN_HEAD_DIM, m.linear_value_heads * GDN_HEAD_DIM
+    linear = m.hidden_size * (2 * key + 2 * value) + m.hidden_size * 2 * m.linear_value_heads + value * m.hidden_size
+    return linear, (2 * key + value) * GDN_CONV_KERNEL + 2 * m.linear_value_heads + GDN_HEAD_DIM
+
+
+def _ffn(m, moe: bool) -> tuple[int, int, int]:
+    """(dense and shared-expert parameters, routed-expert parameters, router parameters) of one layer's FFN."""
+    if not moe:
+        return 3 * m.hidden_size * (m.intermediate_size or 0), 0, 0
+    shared = 3 * m.hidden_size * (m.shared_expert_intermediate_size or 0) + (m.hidden_size if m.shared_experts else 0)
+    experts = m.num_experts * 3 * m.hidden_size * (m.moe_intermediate_size or 0)
+    return shared, experts, m.hidden_size * m.num_experts
+
+
+def count_parameters(m) -> ParameterCount | None:
+    """The parameters of profile ``m``, or None when its attention is MLA (shapes the profile lacks)."""
+    if m.kv_lora_rank:
+        return None
+    attention_layers = m.full_attention_layers + m.sliding_window_layers
+    mtp = m.mtp_layers or 0
+    attn, kv = _attention_layer(m)
+    gdn_linear, gdn_small = _gdn_layer(m) if m.gdn_layers else (0, 0)
+    dense_layers = m.first_dense_layers if m.is_moe else m.num_layers
+    moe_layers = m.num_layers - dense_layers if m.is_moe else 0
+    dense, _, _ = _ffn(m, False)
+    shared, experts, router = _ffn(m, True) if m.is_moe else (0, 0, 0)
+    ffn_layers = moe_layers + mtp if m.is_moe else 0  # an MTP layer has the model's MoE FFN
+    embedding = m.vocab_size * m.hidden_size * (1 if m.tie_word_embeddings else 2)
+    norms = 2 * m.hidden_size * (m.num_layers + mtp) + m.hidden_size
+    count = ParameterCount(
+        embedding=embedding,
+        attention=(attention_layers + mtp) * attn + m.gdn_layers * gdn_linear + mtp * 2 * m.hidden_size ** 2,
+        kv_projection=(attention_layers + mtp) * kv,
+        dense_ffn=dense * (dense_layers + (0 if m.is_moe else mtp)) + shared * ffn_layers,
+        experts=experts * ffn_layers,
+        small_float=router * ffn_layers + m.gdn_layers * gdn_small + norms,
+        vision=0)
+    return _with_vision(m, count)
+
+
+def _with_vision(m, count: ParameterCount) -> ParameterCount:
+    """``count`` with the vision tower sized from ``params_b`` (what the card states beyond the text count)."""
+    if not m.is_vl:
+        return count
+    if not m.params_b:
+        return _replace(count, note="vision tower not counted (no params_b)")
+    vision = round(m.params_b * 1e9) - count.text
+    if vision <= 0:  # the card's rounded total is no larger than the text count: the tower is within its rounding
+        return _replace(count, note=f"vision tower not counted: params_b {m.params_b:g} B is within rounding of the text count")
+    return _replace(count, vision=vision, note=f"vision tower {vision / 1e9:.2f} B: params_b minus the text count")
+
+
+def _replace(count: ParameterCount, **changes) -> ParameterCount:
+    from optkit.value import replace
+
+    return replace(count, **changes)
+
+
+def weight_bytes_per_device(m, quantization: str, tp: int, experts_over: int) -> tuple[float, str]:
+    """Bytes of weights one device holds, and how they were counted. ``experts_over``: the ranks the routed
+    experts are split over (TP × DP with expert parallelism, else TP)."""
+    count = count_parameters(m)
+    if count is None:
+        if not m.params_b:
+            return 0.0, "MLA model without params_b: weights unknown"
+        return (m.params_b * 1e9 * LINEAR_BYTES[quantization] / tp,
+                f"{m.params_b:g} B parameters (params_b; MLA shapes are not in the profile), all split over TP")
+    kv_ranks = min(tp, m.num_kv_heads)  # k/v heads are replicated beyond their count
+    linear = (count.attention - count.kv_projection) / tp + count.kv_projection / kv_ranks + count.dense_ffn / tp
+    held = (linear * LINEAR_BYTES[quantization] + count.experts / experts_over * EXPERT_BYTES[quantization]
+            + (count.embedding / tp + count.small_float + count.vision) * FLOAT_BYTES)
+    how = f"{count.total / 1e9:.1f} B parameters counted from the architecture" + (f" ({count.note})" if count.note else "")
+    return held, how
+
+
+__all__ = ["ParameterCount", "count_parameters", "weight_bytes_per_device", "LINEAR_BYTES", "EXPERT_BYTES"]

@@ -1,0 +1,79 @@
+"""Decode context parallelism (recipe context-parallel-long-context, optkit.resolve.context_parallel): the sizes
+vLLM refuses are refused at plan time, the recipe applies where upstream's guide says, and the fit splits the KV."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from optkit.errors import PlanImpossible, RequestError
+from optkit.resolve.context_parallel import check_decode_context_parallel, dcp_sizes
+from optkit.resolve.fit import kv_bytes_per_token
+from optkit.resolve.plan import load_workspace, plan
+from optkit.resolve.request import Request
+
+LLAMA = "tests/fixtures/hf/llama_dense/config.json"  # GQA: 32 query heads, 4 KV heads, no Gated DeltaNet
+RECIPE = "context-parallel-long-context"
+MLA = SimpleNamespace(kv_lora_rank=512, num_kv_heads=1, num_attention_heads=128)
+GQA = SimpleNamespace(kv_lora_rank=None, num_kv_heads=4, num_attention_heads=32)
+
+
+@pytest.fixture(scope="module")
+def workspace():
+    return load_workspace()
+
+
+@pytest.mark.parametrize("model, tp, dcp, message", [
+    (GQA, 8, 3, "--dcp 3 (request field dcp) with --tp 8: GQA needs the DCP size to divide TP // KV heads = 2; "
+                "sizes that work at TP 8: --dcp 2"),
+    (GQA, 4, 2, "--dcp 2 (request field dcp) with --tp 4: GQA needs TP (4) above the model's 4 KV heads, so that "
+                "ranks hold copies of a head to split; no DCP size works at TP 4: raise --tp or leave --dcp out"),
+    (MLA, 8, 3, "--dcp 3 (request field dcp) with --tp 8: an MLA model needs TP divisible by the DCP size (TP 8); "
+                "sizes that work at TP 8: --dcp 2, --dcp 4, --dcp 8"),
+    (GQA, 8, 2, None), (GQA, 16, 4, None), (MLA, 16, 16, None), (MLA, 2, 1, None),
+], ids=["gqa-not-dividing", "gqa-tp-at-kv-heads", "mla-not-dividing", "gqa-tp8-dcp2", "gqa-tp16-dcp4",
+        "mla-tp16-dcp16", "off"])
+def test_a_dcp_size_vllm_refuses_is_refused(model, tp, dcp, message):
+    if message is None:
+        check_decode_context_parallel(model, tp, dcp)
+        assert dcp == 1 or dcp in dcp_sizes(model, tp)
+    else:
+        with pytest.raises(RequestError) as caught:
+            check_decode_context_parallel(model, tp, dcp)
+        assert str(caught.value) == message
+
+
+def test_a_gqa_model_gets_the_flag_and_half_the_kv_cache(workspace):
+    fields = dict(model_config=LLAMA, target="910c", tp=8, input_len=65536, output_len=1024)
+    with_dcp, without = plan(Request(dcp=2, **fields), workspace), plan(Request(**fields), workspace)
+    assert with_dcp.resolution.decisions[RECIPE].status.value == "selected"
+    assert [s.key for s in with_dcp.serve_args if "context-parallel" in s.key] == ["--decode-context-parallel-size 2"]
+    assert with_dcp.facts["parallel.context_parallel"] and with_dcp.facts["parallel.dcp"] == 2
+    assert with_dcp.fit.inputs.cp == 2 and without.fit.inputs.cp == 1
+    assert with_dcp.fit.kv_gib == pytest.approx(without.fit.kv_gib / 2)
+    assert with_dcp.fit.weights_gib == without.fit.weights_gib  # DCP reuses the TP ranks: weights unchanged
+
+
+@pytest.mark.parametrize("fields, reason", [
+    (dict(model="qwen3.5-397b", target="910c", tp=16, quantized=True, dcp=8), "the model has Gated DeltaNet layers"),
+    (dict(model_config=LLAMA, target="910c", tp=8, dcp=2, mtp=True), "not in a PD-mixed deployment"),
+], ids=["gdn-hybrid", "with-mtp"])
+def test_where_the_guide_does_not_support_it_dcp_is_refused_with_the_way_out(fields, reason, workspace):
+    with pytest.raises(PlanImpossible) as caught:
+        plan(Request(**fields), workspace)
+    text = str(caught.value)
+    assert reason in text and "drop --dcp (it implies context-parallel-long-context)" in text
+
+
+def test_without_dcp_the_recipe_does_not_apply(workspace):
+    result = plan(Request(model_config=LLAMA, target="910c", tp=8), workspace)
+    assert result.resolution.decisions[RECIPE].status.value == "excluded"  # its first precondition: no --dcp
+    assert not any("context-parallel" in s.key for s in result.serve_args) and result.fit.inputs.cp == 1
+
+
+def test_the_kv_cache_of_an_mla_model_is_not_split_by_tp_but_by_dcp():
+    mla = SimpleNamespace(kv_lora_rank=512, qk_rope_head_dim=64, full_attention_layers=61, mtp_layers=1)
+    assert kv_bytes_per_token(mla, 1, "bf16", 0) == kv_bytes_per_token(mla, 16, "bf16", 0) == 61 * 576 * 2
+    assert kv_bytes_per_token(mla, 16, "bf16", 0, cp=16) == 61 * 576 * 2 / 16
+    assert kv_bytes_per_token(mla, 16, "w8a8c8", 1) == 62 * 576  # the MTP layer; an int8 cache

@@ -1,0 +1,122 @@
+"""Fit before launch (optkit.resolve.fit, optkit.resolve.weights): the parameter count against the model cards,
+the fewest nodes against the tutorials' hardware tables (tests/fit_cases.yaml), the plan's refusal and its changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from optkit.errors import RequestError
+from optkit.resolve.fit import FitInputs, fewest_nodes, gdn_state_bytes, kv_bytes_per_token, measure
+from optkit.resolve.plan import load_workspace, plan
+from optkit.resolve.request import Request
+from optkit.resolve.weights import count_parameters
+
+CASES = yaml.safe_load((Path(__file__).parent / "fit_cases.yaml").read_text())
+A3_OR_A2 = {"910c": "a3", "910b": "a2"}
+
+
+@pytest.fixture(scope="module")
+def workspace():
+    return load_workspace()
+
+
+NOT_CROSS_CHECKED = {
+    "qwen3.8-flash-next": "its 51 B-parameter n-gram embedding table and sparse-attention indexer are not in the "
+                          "profile (models/qwen3.8-flash-next.yaml says so): the count is the transformer alone",
+}
+"""Profiles whose architecture the profile cannot express in full: their count is not held to params_b."""
+LOOSER = {"deepseek-v4-flash": 0.05}
+"""V4's compressed-attention (CSA) weights are approximated from the profile's shapes: within 5 %."""
+
+
+def test_the_count_is_within_a_few_percent_of_params_b_for_every_catalog_profile(workspace):
+    counted = {mid: count_parameters(m) for mid, m in workspace.models.items() if m.params_b}
+    assert counted, "no catalog profile states params_b"
+    for mid, count in sorted(counted.items()):
+        model = workspace.models[mid]
+        if count is None:  # MLA: weighed from params_b itself, nothing to cross-check
+            assert model.kv_lora_rank, f"{mid}: only MLA profiles are weighed from params_b"
+            continue
+        if mid in NOT_CROSS_CHECKED:
+            continue
+        # the text count includes the MTP layers, which model cards leave out of their rounded totals; a vision
+        # model's card counts its vision tower too, which the text count leaves out
+        ratio = count.text / (model.params_b * 1e9) - 1
+        low = -0.10 if model.is_vl else -LOOSER.get(mid, 0.03)
+        assert low < ratio < LOOSER.get(mid, 0.03), f"{mid}: {count.text / 1e9:.2f} B against params_b {model.params_b}"
+
+
+def _case_id(case) -> str:
+    return f"{case['model']}-{case['quantization']}-{case['target']}"
+
+
+@pytest.mark.parametrize("case", CASES["cases"], ids=_case_id)
+def test_fewest_nodes_agrees_with_the_page(case, workspace):
+    load = CASES["pages"][case["page"]][A3_OR_A2[case["target"]]]
+    model, target = workspace.models[case["model"]], workspace.targets[case["target"]]
+    assert any(c.quantization == case["quantization"] for c in model.checkpoints), \
+        f"{case['page']}:{case['line']}: the profile lists no {case['quantization']} checkpoint"
+    inputs = FitInputs(tp=1, dp=1, ep=True, quantization=case["quantization"], seqs=1,
+                       tokens=load["max_model_len"], max_model_len=load["max_model_len"],
+                       hccl_buffsize_mb=load["hccl_buffsize_mb"], spec_tokens=load["spec_tokens"])
+    found = fewest_nodes(model, target, inputs)
+    assert found is not None
+    expected = case.get("optkit_nodes", case["nodes"])
+    assert found[0] == expected, f"{case['page']}:{case['line']}: optkit {found}, page {case['nodes']} nodes"
+    if "optkit_nodes" in case:
+        assert case["optkit_nodes"] != case["nodes"] and case["why"].strip()
+
+
+def test_the_kv_cache_follows_the_attention_kind(workspace):
+    m = workspace.models["qwen3.5-397b-a17b"]
+    # 15 full-attention layers, 2 KV heads of 256: one head per rank from TP 2 up (replicated beyond 2)
+    assert kv_bytes_per_token(m, 2, "bf16", 0) == 15 * 2 * 1 * 256 * 2
+    assert kv_bytes_per_token(m, 16, "bf16", 0) == kv_bytes_per_token(m, 2, "bf16", 0)
+    assert kv_bytes_per_token(m, 1, "bf16", 0) == 2 * kv_bytes_per_token(m, 2, "bf16", 0)
+    assert kv_bytes_per_token(m, 2, "w8a8c8", 0) == kv_bytes_per_token(m, 2, "bf16", 0) / 2  # int8 KV cache
+    assert kv_bytes_per_token(m, 2, "bf16", 3) == 16 / 15 * kv_bytes_per_token(m, 2, "bf16", 0)  # the MTP layer
+    assert kv_bytes_per_token(m, 2, "bf16", 0, cp=2) == kv_bytes_per_token(m, 2, "bf16", 0) / 2
+    # Gated DeltaNet state per sequence (45 layers): conv (2·16 + 64)·128/TP × 3, recurrent 64/TP × 128 × 128, bf16
+    assert gdn_state_bytes(m, 8, 0) == 45 * ((2 * 16 + 64) * 128 / 8 * 3 + 8 * 128 * 128) * 2
+
+
+def test_a_load_beyond_the_cache_is_reported_not_refused(workspace):
+    m, a3 = workspace.models["qwen3.5-35b-a3b"], workspace.targets["910c"]
+    small = measure(m, a3, FitInputs(2, 1, True, "bf16", 8, 1536, 262144))
+    big = measure(m, a3, FitInputs(2, 1, True, "bf16", 256, 262144, 262144))
+    assert small.fits and small.holds_load and small.weights_gib == big.weights_gib
+    assert big.fits and not big.holds_load  # vLLM starts and queues what the cache cannot hold
+    assert big.load_seqs_max == big.max_seqs_at_max_len and 1 <= big.load_seqs_max < 256
+    assert big.line().endswith(f"; the load's 256 sequences per DP engine do not all fit, {big.load_seqs_max} do at "
+                               f"once (vLLM queues or preempts the rest; --concurrency {big.load_seqs_max} would fit)")
+
+
+def test_a_plan_at_a_load_beyond_the_cache_is_planned_and_says_so(workspace):
+    result = plan(Request(model="qwen3.5-35b", target="910c", concurrency=[1024], goal="throughput"), workspace)
+    assert result.fit.fits and not result.fit.holds_load
+    assert "do not all fit" in result.fit.line()
+
+
+@pytest.mark.parametrize("fields, changes", [
+    # BF16 on one A3 node: the page asks for two (Qwen3.5-397B-A17B.md:27); the W8A8 checkpoint fits one (:28)
+    (dict(tp=16), ["--quantized (the W8A8 checkpoint Eco-Tech/Qwen3.5-397B-A17B-w8a8-mtp, vllm-ascend 0.30.0rc2 "
+                   "docs/source/tutorials/models/Qwen3.5-397B-A17B.md:28)",
+                   "--dp 2 --nodes 2 (more DP ranks spread the experts)"]),
+    # half a node: neither W8A8 nor TP 16 alone is enough for BF16 weights, four times the ranks are
+    (dict(tp=8), ["--dp 4 --nodes 2 (more DP ranks spread the experts)"]),
+], ids=["tp16-bf16", "tp8-bf16"])
+def test_a_plan_that_does_not_fit_is_refused_with_the_smallest_changes(fields, changes, workspace):
+    with pytest.raises(RequestError) as caught:
+        plan(Request(model="qwen3.5-397b", target="910c", **fields), workspace)
+    text = str(caught.value)
+    assert text.startswith(f"qwen3.5-397b-a17b does not fit 910c at TP {fields['tp']} × DP 1: Fit per device:")
+    assert text.endswith("Smallest changes first: " + "; ".join(changes))
+
+
+def test_a_plan_that_fits_carries_its_fit(workspace):
+    result = plan(Request(model="qwen3.5-35b", target="910c"), workspace)
+    assert result.fit.fits and result.fit.inputs.tp == 2 and result.fit.inputs.quantization == "bf16"
+    assert result.fit.line().startswith("Fit per device: weights ")

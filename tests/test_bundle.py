@@ -44,7 +44,7 @@ from optkit.bundle.check import (
 from optkit.bundle.launch_check import serve_sh_argv
 from optkit.catalog.paths import project_root
 from optkit.cli.main import cli
-from optkit.errors import InternalError
+from optkit.errors import BundleError, InternalError
 from optkit.tree.patchset import from_bundle
 from optkit.resolve.plan import load_workspace, plan
 from optkit.resolve.request_record import parse_request
@@ -713,16 +713,24 @@ def test_expected_json_quotes_the_article_and_labels_estimates(flagship):
 @pytest.mark.parametrize("target, plugin, resource", [
     ("910c", None, "huawei.com/Ascend910"), ("910c", "cce", "huawei.com/ascend-1980"),
     ("910b", "mindcluster", "huawei.com/Ascend910"), ("910b", "cce", "huawei.com/ascend-1980"),
-], ids=["910c-default", "910c-cce", "910b-mindcluster", "910b-cce"])
+    ("300i-duo", None, "huawei.com/Ascend310P"), ("300i-duo", "cce", "huawei.com/ascend-310"),
+    ("950", "cce", "huawei.com/npu"),
+], ids=["910c-default", "910c-cce", "910b-mindcluster", "910b-cce", "300i-duo-default", "300i-duo-cce", "950-cce"])
 def test_k8s_deployment_requests_ascend_devices(tmp_path, target, plugin, resource):
     options = K8sOptions(device_plugin=plugin) if plugin else True
-    bundle = write(tmp_path / "b", target=target, k8s=options)
+    bundle = write(tmp_path / "b", target=target, k8s=options, mtp=target != "300i-duo")  # see docs/targets.md
     deployment = yaml.safe_load((bundle / "k8s" / "deployment.yaml").read_text())
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"] == {resource: 2}
     assert container["readinessProbe"]["httpGet"]["path"] == "/health"
     assert container["command"] == ["vllm", "serve"]
     assert [e["name"] for e in container["env"]] == [e["name"] for e in read_lock(bundle)["launch"]["env"]] + ["HF_HOME"]
+
+
+def test_k8s_on_a5_with_mindcluster_is_refused(tmp_path):
+    with pytest.raises(BundleError, match="--k8s-device-plugin mindcluster: no public source names its resource "
+                                          "for A5 NPUs; use --k8s-device-plugin cce"):
+        write(tmp_path / "b", target="950", k8s=True)
 
 
 K8S_PLANS = [

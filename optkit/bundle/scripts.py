@@ -90,7 +90,7 @@ def build_kernels_data(launch: Launch, lock: dict) -> dict[str, Any]:
     """build-kernels.sh: the kernel specs involved, the target's SoC names, build-time variables."""
     target = launch.plan.target
     return {**_header(launch), "kernels": lock["kernels"], "device_generation": target.device_generation,
-            "soc_family": target.soc_family, "soc_default": target.default_soc_version,
+            "soc_family": target.soc_family, "soc_default": launch.plan.facts["target.soc_version"],
             "soc_versions": list(target.soc_versions),
             "build_env": [{"name": e.name, "value": e.value, "recipe": rid} for e, rid in launch.build_env]}
 

@@ -686,6 +686,44 @@ def test_preflight_fails_on_another_chip(flagship, tmp_path):
     assert "FAIL  chip: npu-smi info does not show a Ascend 910C" in proc.stdout
 
 
+HOST_SETTINGS = {"host-cpu-governor-performance": "cpu governor", "host-numa-balancing-off": "kernel.numa_balancing",
+                 "host-sched-migration-cost": "kernel.sched_migration_cost_ns", "host-swappiness-zero": "vm.swappiness"}
+
+
+def _host_line(stdout: str, name: str) -> str:
+    return next(line for line in stdout.splitlines() if line[6:].startswith(name + ":"))
+
+
+def test_preflight_advises_the_host_recipes_a_plan_left_out(flagship, tmp_path):
+    """Host recipes are opt-in: a plan without them still has preflight.sh check their settings, as WARNs
+    that name the recipe (or PASS where this host already has the setting)."""
+    stdout = run_preflight(flagship, tmp_path, "Ascend910").stdout
+    for rid, name in HOST_SETTINGS.items():
+        line = _host_line(stdout, name)
+        assert line.startswith("PASS") or (line.startswith("WARN") and f"recipe {rid}: plan --with {rid}" in line), line
+    assert "jemalloc library" not in stdout  # an env recipe's check runs only when it is selected
+
+
+def test_preflight_requires_the_host_settings_of_selected_recipes(tmp_path):
+    bundle = write(tmp_path / "bundle", with_recipes=["host-jemalloc-preload", "host-swappiness-zero"])
+    (tmp_path / "host").mkdir()
+    stdout = run_preflight(bundle, tmp_path / "host", "Ascend910").stdout
+    library = Path("/usr/lib/aarch64-linux-gnu/libjemalloc.so.2")
+    line = _host_line(stdout, "jemalloc library")
+    if library.exists():
+        assert line == f"PASS  jemalloc library: {library} present"
+    else:
+        assert line == (f"FAIL  jemalloc library: missing (recipe host-jemalloc-preload, selected, wants {library}; "
+                        "as root: sudo apt install libjemalloc2)")
+    swappiness = Path("/proc/sys/vm/swappiness").read_text().strip()
+    line = _host_line(stdout, "vm.swappiness")
+    assert line == ("PASS  vm.swappiness: 0" if swappiness == "0" else
+                    f"FAIL  vm.swappiness: {swappiness} (recipe host-swappiness-zero, selected, wants 0; "
+                    "as root: sysctl -w vm.swappiness=0)")
+    env = (bundle / "env.sh").read_text()
+    assert "export LD_PRELOAD=/usr/lib/aarch64-linux-gnu/libjemalloc.so.2  # host-jemalloc-preload" in env
+
+
 # --------------------------------------------------------------------------- README, expected.json, k8s
 
 

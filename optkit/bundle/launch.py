@@ -71,6 +71,7 @@ class Launch:
                      "external": self._env_var(s.recipe, s.key).external} for s in plan.env]
         self.build_env = [(e, r.id) for r in self.recipes for e in r.env if e.build_time]
         self.kernels = [(kernel, r.id) for r in self.recipes for kernel in r.kernels]
+        self.host_checks = host_checks(self.catalog, plan.selected)
 
     def _env_var(self, rid: str, name: str):
         return next(e for e in self.catalog[rid].env if e.name == name)
@@ -95,6 +96,17 @@ class Launch:
             return None
         return {"count": layout.nodes, "layout": layout.kind, "node_devices": layout.node_devices,
                 "dp_local": layout.dp_local, "worker_args": worker_args(layout), "env": dict(NODE_ENV)}
+
+
+def host_checks(catalog, selected: list[str]) -> list[dict[str, Any]]:
+    """What preflight.sh checks on the host: every host setting of a selected recipe (level 'fail': a FAIL when
+    it does not hold), then those of the host recipes left out (level 'warn': advice naming the recipe), by id."""
+    chosen = set(selected)
+    advised = [r for r in catalog if r.kind.value == "host" and r.id not in chosen]
+    return [{"name": h.name, "file": h.file, "want": h.want or "", "fix": h.fix, "recipe": r.id,
+             "level": "fail" if r.id in chosen else "warn"}
+            for r in sorted([catalog[rid] for rid in selected], key=lambda r: r.id) + sorted(advised, key=lambda r: r.id)
+            for h in r.host]
 
 
 def worker_args(layout) -> list[str]:

@@ -76,7 +76,8 @@ def preflight_data(launch: Launch, lock: dict) -> dict[str, Any]:
             "cann_sources": [{"value": s.value, "source": s.source} for s in release.cann.statements],
             "vllm_ascend": lock["versions"]["vllm_ascend"], "vllm": lock["versions"]["vllm"],
             "torch_npu": torch_npu.value if torch_npu else "",
-            "patches": [p["name"] for p in lock["patches"]], "pending": pending_names(lock), "mooncake": None}
+            "patches": [p["name"] for p in lock["patches"]], "pending": pending_names(lock), "mooncake": None,
+            "host_checks": launch.host_checks}
 
 
 def apply_data(launch: Launch, lock: dict) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from optkit.bundle.check import (
 from optkit.bundle.launch_check import serve_sh_argv
 from optkit.catalog.paths import project_root
 from optkit.cli.main import cli
-from optkit.errors import InternalError
+from optkit.errors import BundleError, InternalError
 from optkit.tree.patchset import from_bundle
 from optkit.resolve.plan import load_workspace, plan
 from optkit.resolve.request_record import parse_request
@@ -686,6 +686,44 @@ def test_preflight_fails_on_another_chip(flagship, tmp_path):
     assert "FAIL  chip: npu-smi info does not show a Ascend 910C" in proc.stdout
 
 
+HOST_SETTINGS = {"host-cpu-governor-performance": "cpu governor", "host-numa-balancing-off": "kernel.numa_balancing",
+                 "host-sched-migration-cost": "kernel.sched_migration_cost_ns", "host-swappiness-zero": "vm.swappiness"}
+
+
+def _host_line(stdout: str, name: str) -> str:
+    return next(line for line in stdout.splitlines() if line[6:].startswith(name + ":"))
+
+
+def test_preflight_advises_the_host_recipes_a_plan_left_out(flagship, tmp_path):
+    """Host recipes are opt-in: a plan without them still has preflight.sh check their settings, as WARNs
+    that name the recipe (or PASS where this host already has the setting)."""
+    stdout = run_preflight(flagship, tmp_path, "Ascend910").stdout
+    for rid, name in HOST_SETTINGS.items():
+        line = _host_line(stdout, name)
+        assert line.startswith("PASS") or (line.startswith("WARN") and f"recipe {rid}: plan --with {rid}" in line), line
+    assert "jemalloc library" not in stdout  # an env recipe's check runs only when it is selected
+
+
+def test_preflight_requires_the_host_settings_of_selected_recipes(tmp_path):
+    bundle = write(tmp_path / "bundle", with_recipes=["host-jemalloc-preload", "host-swappiness-zero"])
+    (tmp_path / "host").mkdir()
+    stdout = run_preflight(bundle, tmp_path / "host", "Ascend910").stdout
+    library = Path("/usr/lib/aarch64-linux-gnu/libjemalloc.so.2")
+    line = _host_line(stdout, "jemalloc library")
+    if library.exists():
+        assert line == f"PASS  jemalloc library: {library} present"
+    else:
+        assert line == (f"FAIL  jemalloc library: missing (recipe host-jemalloc-preload, selected, wants {library}; "
+                        "as root: sudo apt install libjemalloc2)")
+    swappiness = Path("/proc/sys/vm/swappiness").read_text().strip()
+    line = _host_line(stdout, "vm.swappiness")
+    assert line == ("PASS  vm.swappiness: 0" if swappiness == "0" else
+                    f"FAIL  vm.swappiness: {swappiness} (recipe host-swappiness-zero, selected, wants 0; "
+                    "as root: sysctl -w vm.swappiness=0)")
+    env = (bundle / "env.sh").read_text()
+    assert "export LD_PRELOAD=/usr/lib/aarch64-linux-gnu/libjemalloc.so.2  # host-jemalloc-preload" in env
+
+
 # --------------------------------------------------------------------------- README, expected.json, k8s
 
 
@@ -713,16 +751,24 @@ def test_expected_json_quotes_the_article_and_labels_estimates(flagship):
 @pytest.mark.parametrize("target, plugin, resource", [
     ("910c", None, "huawei.com/Ascend910"), ("910c", "cce", "huawei.com/ascend-1980"),
     ("910b", "mindcluster", "huawei.com/Ascend910"), ("910b", "cce", "huawei.com/ascend-1980"),
-], ids=["910c-default", "910c-cce", "910b-mindcluster", "910b-cce"])
+    ("300i-duo", None, "huawei.com/Ascend310P"), ("300i-duo", "cce", "huawei.com/ascend-310"),
+    ("950", "cce", "huawei.com/npu"),
+], ids=["910c-default", "910c-cce", "910b-mindcluster", "910b-cce", "300i-duo-default", "300i-duo-cce", "950-cce"])
 def test_k8s_deployment_requests_ascend_devices(tmp_path, target, plugin, resource):
     options = K8sOptions(device_plugin=plugin) if plugin else True
-    bundle = write(tmp_path / "b", target=target, k8s=options)
+    bundle = write(tmp_path / "b", target=target, k8s=options, mtp=target != "300i-duo")  # see docs/targets.md
     deployment = yaml.safe_load((bundle / "k8s" / "deployment.yaml").read_text())
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"] == {resource: 2}
     assert container["readinessProbe"]["httpGet"]["path"] == "/health"
     assert container["command"] == ["vllm", "serve"]
     assert [e["name"] for e in container["env"]] == [e["name"] for e in read_lock(bundle)["launch"]["env"]] + ["HF_HOME"]
+
+
+def test_k8s_on_a5_with_mindcluster_is_refused(tmp_path):
+    with pytest.raises(BundleError, match="--k8s-device-plugin mindcluster: no public source names its resource "
+                                          "for A5 NPUs; use --k8s-device-plugin cce"):
+        write(tmp_path / "b", target="950", k8s=True)
 
 
 K8S_PLANS = [

@@ -43,7 +43,7 @@ def targets():
 def test_catalogs_load(models, targets):
     assert sorted(models) == sorted(path.stem for path in (Path(__file__).parents[1] / "models").glob("*.yaml"))
     assert {"qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3.5-397b-a17b", "deepseek-v3.2", "gpt-oss-120b"} <= set(models)
-    assert sorted(targets) == ["910b", "910c"]
+    assert sorted(targets) == ["300i-duo", "910b", "910c", "950"]
     assert all(m.source == "catalog" and m.sources for m in models.values())
 
 
@@ -146,7 +146,8 @@ def test_target_facts(targets, target_id, variant, expected):
     keys = ["target.soc_family", "target.soc_version", "target.generation", "target.dies_per_card",
             "target.devices_per_node", "target.variant"]
     facts = targets[target_id].facts(variant)
-    assert set(facts) == {"target.id", *keys}
+    assert set(facts) == {"target.id", *keys, "target.hbm_gib_per_device", "target.interconnect.within_node",
+                          "target.interconnect.across_nodes"}  # tests/test_targets.py checks those three
     assert facts["target.id"] == target_id
     assert tuple(facts[k] for k in keys) == expected
 

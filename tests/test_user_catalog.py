@@ -123,16 +123,16 @@ def test_replacing_a_shipped_recipe_is_said_and_used(tmp_path):
 
 def test_lint_audits_a_folder_against_the_shipped_catalog(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    _team_recipe(Path("mine"), **{"preconditions:\n": "requires:\n  - recipe: compile-super-kernal\n    msg: needs it\n"
-                                                      "preconditions:\n"})
+    _team_recipe(Path("mine"), **{"effective_when:\n": "requires:\n  - recipe: compile-super-kernal\n    msg: needs it\n"
+                                                      "effective_when:\n"})
     found = [str(p) for p in lint(Path("mine"))]
     assert any(f.startswith("mine/team-hccl-tweak/recipe.yaml:") and "unknown recipe 'compile-super-kernal'" in f
                and "did you mean 'compile-super-kernel'?" in f for f in found), found
     result = run("lint", "mine")
     assert result.exit_code == 1 and "unknown recipe 'compile-super-kernal'" in result.output
     shutil.rmtree("mine")
-    _team_recipe(Path("mine"), **{"preconditions:\n": "requires:\n  - recipe: compile-super-kernel\n    msg: needs it\n"
-                                                      "preconditions:\n"})
+    _team_recipe(Path("mine"), **{"effective_when:\n": "requires:\n  - recipe: compile-super-kernel\n    msg: needs it\n"
+                                                      "effective_when:\n"})
     assert run("lint", "mine").output.strip() == "catalog ok"
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from optkit import __version__
 from optkit.bundle.launch import Launch
+from optkit.errors import BundleError
 
 KUBERNETES_VERSION = "1.33"
 """The Kubernetes API version the manifests are written for and validated against."""
@@ -47,15 +48,36 @@ STARTUP_POLICY = "LeaderCreated"
 """Workers start once the leader pod exists, not once it is ready: the leader only answers /health after
 the workers have joined (LeaderReady would wait forever)."""
 DEVICE_RESOURCES = {
-    "mindcluster": {"A3": "huawei.com/Ascend910", "A2": "huawei.com/Ascend910"},
-    "cce": {"A3": "huawei.com/ascend-1980", "A2": "huawei.com/ascend-1980"},
+    "mindcluster": {"A3": "huawei.com/Ascend910", "A2": "huawei.com/Ascend910", "310P": "huawei.com/Ascend310P"},
+    "cce": {"A3": "huawei.com/ascend-1980", "A2": "huawei.com/ascend-1980", "310P": "huawei.com/ascend-310",
+            "A5": "huawei.com/npu"},
 }
 """Extended-resource name of the NPUs per device plugin and generation. vllm-ascend 0.23.0
 docs/source/user_guide/deployment_guide/using_volcano_kthena.md:36-40: Huawei's Ascend Device Plugin
-(MindCluster) registers ``huawei.com/Ascend910`` for the 910 series, A3 included; the CCE AI Suite
+(MindCluster) registers ``huawei.com/Ascend910`` for the 910 series, A3 included, and
+``huawei.com/Ascend310P`` for the 310P (Atlas 300I DUO; MindCluster 7.0.RC1's resource-name table,
+https://www.hiascend.com/doc_center/source/zh/mindcluster/70rc1/clustersched/dlug/mxdlug_appendices_014.html,
+agrees); the CCE AI Suite
 plugin on Huawei Cloud registers ``huawei.com/ascend-1980``, which vllm-ascend's own A3 multi-node
-CI requests (docs/source/developer_guide/contribution/multi_node_test.md:171)."""
+CI requests (docs/source/developer_guide/contribution/multi_node_test.md:171), and ``huawei.com/ascend-310``
+for the 310 series. A5 (950): the same CI asks for ``huawei.com/npu`` on its A5 runners in place of
+ascend-1980 (0.30.0rc2 .github/workflows/_e2e_nightly_multi_node.yaml:272-274 and
+tests/e2e/common/multi_node/lws.yaml.jinja2:97); no public source names MindCluster's A5 resource,
+so that pair is absent and ``device_resource`` says so."""
 DEVICE_PLUGINS = tuple(DEVICE_RESOURCES)
+
+
+def device_resource(device_plugin: str, generation: str) -> str:
+    """The extended-resource name ``device_plugin`` gives ``generation``'s NPUs; ``BundleError`` when optkit
+    knows none (MindCluster on A5)."""
+    names = DEVICE_RESOURCES[device_plugin]
+    if generation not in names:
+        known = [plugin for plugin, by_generation in DEVICE_RESOURCES.items() if generation in by_generation]
+        raise BundleError([f"--k8s-device-plugin {device_plugin}: no public source names its resource for "
+                           f"{generation} NPUs; use --k8s-device-plugin {' or '.join(known)}"])
+    return names[generation]
+
+
 SHM_GIB_PER_DEVICE = 2
 WEIGHTS_MOUNT = "/var/cache/huggingface"
 """Where the weights volume is mounted; HF_HOME points there."""
@@ -92,7 +114,7 @@ def _pod_data(launch: Launch, lock: dict) -> dict[str, Any]:
     return {
         "version": __version__, "name": _name(launch), "replicas": options.replicas, "kubernetes": "v" + KUBERNETES_VERSION,
         "image": "vllm-ascend:v{}".format(plan.facts["versions.vllm_ascend"]), "port": int(launch.parameters["PORT"]),
-        "resource": DEVICE_RESOURCES[options.device_plugin][plan.target.device_generation], "devices": launch.devices,
+        "resource": device_resource(options.device_plugin, plan.target.device_generation), "devices": launch.devices,
         "shm": f"{SHM_GIB_PER_DEVICE * launch.devices}Gi", "weights_claim": _name(launch) + "-weights",
         "weights_mount": WEIGHTS_MOUNT,
         "period": PROBE_PERIOD_SECONDS, "startup_failures": STARTUP_MINUTES[phase] * 60 // PROBE_PERIOD_SECONDS,

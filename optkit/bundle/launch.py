@@ -71,6 +71,7 @@ class Launch:
                      "external": self._env_var(s.recipe, s.key).external} for s in plan.env]
         self.build_env = [(e, r.id) for r in self.recipes for e in r.env if e.build_time]
         self.kernels = [(kernel, r.id) for r in self.recipes for kernel in r.kernels]
+        self.host_checks = host_checks(self.catalog, plan.selected)
 
     def _env_var(self, rid: str, name: str):
         if rid.startswith("page:"):  # the model's own tutorial page sets it: upstream's tuned command, not envs.py's
@@ -104,6 +105,17 @@ class _PageEnv:
     OpenMP settings are (``bundle check`` takes it as external)."""
 
     external = True
+
+
+def host_checks(catalog, selected: list[str]) -> list[dict[str, Any]]:
+    """What preflight.sh checks on the host: every host setting of a selected recipe (level 'fail': a FAIL when
+    it does not hold), then those of the host recipes left out (level 'warn': advice naming the recipe), by id."""
+    chosen = set(selected)
+    advised = [r for r in catalog if r.kind.value == "host" and r.id not in chosen]
+    return [{"name": h.name, "file": h.file, "want": h.want or "", "fix": h.fix, "recipe": r.id,
+             "level": "fail" if r.id in chosen else "warn"}
+            for r in sorted([catalog[rid] for rid in selected], key=lambda r: r.id) + sorted(advised, key=lambda r: r.id)
+            for h in r.host]
 
 
 def worker_args(layout) -> list[str]:

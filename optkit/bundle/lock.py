@@ -100,7 +100,7 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s=None) -> 
         "pending_patches": pending,
         "kernels": [{"spec": kernel, "recipe": rid} for kernel, rid in launch.kernels],
         "launch": launch_data,
-        "target": {"id": plan.target.id, "soc_version": plan.target.default_soc_version,
+        "target": {"id": plan.target.id, "soc_version": plan.facts["target.soc_version"],
                    "soc_versions": list(plan.target.soc_versions)},
         "versions": {"vllm_ascend": str(plan.facts["versions.vllm_ascend"]), "vllm": str(plan.facts["versions.vllm"])},
         "bundle": _bundle_options(plan, k8s),

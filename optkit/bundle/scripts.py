@@ -76,7 +76,8 @@ def preflight_data(launch: Launch, lock: dict) -> dict[str, Any]:
             "cann_sources": [{"value": s.value, "source": s.source} for s in release.cann.statements],
             "vllm_ascend": lock["versions"]["vllm_ascend"], "vllm": lock["versions"]["vllm"],
             "torch_npu": torch_npu.value if torch_npu else "",
-            "patches": [p["name"] for p in lock["patches"]], "pending": pending_names(lock), "mooncake": None}
+            "patches": [p["name"] for p in lock["patches"]], "pending": pending_names(lock), "mooncake": None,
+            "host_checks": launch.host_checks}
 
 
 def apply_data(launch: Launch, lock: dict) -> dict[str, Any]:
@@ -90,7 +91,7 @@ def build_kernels_data(launch: Launch, lock: dict) -> dict[str, Any]:
     """build-kernels.sh: the kernel specs involved, the target's SoC names, build-time variables."""
     target = launch.plan.target
     return {**_header(launch), "kernels": lock["kernels"], "device_generation": target.device_generation,
-            "soc_family": target.soc_family, "soc_default": target.default_soc_version,
+            "soc_family": target.soc_family, "soc_default": launch.plan.facts["target.soc_version"],
             "soc_versions": list(target.soc_versions),
             "build_env": [{"name": e.name, "value": e.value, "recipe": rid} for e, rid in launch.build_env]}
 

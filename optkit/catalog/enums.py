@@ -17,6 +17,7 @@ class Kind(str, Enum):
     kernel = "kernel"  # AscendC op changes + op-package rebuild
     compile = "compile"  # compilation / graph options
     launch = "launch"  # how vllm serve is launched (version, speculative decoding, …)
+    host = "host"  # a host setting outside vllm serve (kernel, CPU): preflight.sh checks it
 
 
 class UpstreamStatus(str, Enum):

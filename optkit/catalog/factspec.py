@@ -32,12 +32,16 @@ _SPECS = [
     # target
     _f("target.id", "str", "Target id from targets/ (e.g. 910c, 910b)."),
     _f("target.soc_family", "str", "SoC family as vllm-ascend's build lists name it.",
-       ("ascend910_93", "ascend910b")),
+       ("ascend310p", "ascend910_93", "ascend910b", "ascend950")),
     _f("target.soc_version", "str", "Full SoC name used for kernel builds (e.g. ascend910_9391)."),
-    _f("target.generation", "str", "Atlas generation.", ("A2", "A3")),
+    _f("target.generation", "str", "Atlas generation (vllm-ascend's AscendDeviceType).", ("A2", "A3", "A5", "310P")),
     _f("target.dies_per_card", "int", "NPU dies per card (910C: 2)."),
     _f("target.devices_per_node", "int", "NPU devices (dies) per node."),
-    _f("target.variant", "str", "Benchmarked hardware variant (e.g. 752t, 560t), or '' if none."),
+    _f("target.variant", "str", "Hardware variant (e.g. 752t, 560t; 32g of 910b; 950pr), or '' if none."),
+    _f("target.hbm_gib_per_device", "int", "HBM per device (die) in GiB on the requested variant."),
+    _f("target.interconnect.within_node", "str", "Link between the devices of one node.", ("hccs", "pcie", "ub")),
+    _f("target.interconnect.across_nodes", "str", "Link between nodes ('unknown': no page runs the target on "
+       "more than one node).", ("hccs", "roce", "ub", "unknown")),
     # model
     _f("model.id", "str", "Model profile id."),
     _f("model.family", "str", "Profile family label (qwen3.5-moe, qwen3.6-dense, custom): a name, not an "

@@ -157,6 +157,18 @@ class Link(_Strict):
     msg: str = Field(min_length=3, description="Why the link exists.")
 
 
+class HostCheck(_Strict):
+    """A host setting the recipe needs outside `vllm serve`: preflight.sh reads ``file`` and, where it does not
+    hold, prints ``fix`` (run as root). optkit never changes the host itself."""
+
+    name: str = Field(min_length=3, description="What preflight.sh calls it, e.g. 'kernel.numa_balancing'.")
+    file: str = Field(pattern=r"^/[A-Za-z0-9_./-]+$", description="Absolute path of the file that holds the setting "
+                      "(a /proc/sys or /sys file, or a library that must exist).")
+    want: Optional[str] = Field(None, min_length=1, description="Its content when the setting holds; absent: the "
+                                "file must exist.")
+    fix: str = Field(min_length=3, description="The command that sets it, as the cited source writes it.")
+
+
 class EnvVar(_Strict):
     name: str = Field(description="Variable name.")
     value: str = Field(description="Value to export (a string; may be '${fact.name}').")
@@ -223,8 +235,10 @@ class TutorialRef(_Strict):
 
     release: str = Field(pattern=r"^\d+\.\d+\.\d+(rc\d+|\.post\d+)?$",
                          description="The vllm-ascend release whose tree holds the line (e.g. 0.30.0rc2).")
-    file: str = Field(pattern=r"^docs/source/tutorials/(models|features)/[A-Za-z0-9._-]+\.md$",
-                      description="The tutorial, relative to the tree root.")
+    file: str = Field(pattern=r"^docs/source/(tutorials/(models|features)|developer_guide/performance_and_debug|"
+                      r"user_guide/(feature_guide|configuration))/[A-Za-z0-9._-]+\.md$",
+                      description="The tutorial (or the tuning, feature or configuration guide), relative to the "
+                      "tree root.")
     line: int = Field(ge=1, description="1-based line number in that release's file.")
     quote: str = Field(min_length=8, description="Exact text of that line (a part of it; spaces as in the file).")
     supports: str = Field(min_length=4, description="What the recipe takes from it (the rule or value).")
@@ -393,6 +407,9 @@ class Recipe(RecipeBehaviour, _Strict):
     requires: list[Link] = Field(default_factory=list, description="Recipes that must be selected with it.")
     conflicts: list[Link] = Field(default_factory=list, description="Recipes that must not be selected with it.")
     env: list[EnvVar] = Field(default_factory=list, description="Environment variables to export.")
+    host: list[HostCheck] = Field(
+        default_factory=list, description="Host settings outside `vllm serve` it needs; preflight.sh checks them "
+        "(a FAIL when the recipe is selected, a WARN naming it when a host recipe is not).")
     additional_config: dict[str, Any] = Field(default_factory=dict, description="vllm-ascend --additional-config fragment.")
     compilation_config: dict[str, Any] = Field(default_factory=dict, description="vLLM --compilation-config fragment.")
     speculative_config: dict[str, Any] = Field(default_factory=dict, description="vLLM --speculative-config fragment.")
@@ -448,6 +465,8 @@ class Recipe(RecipeBehaviour, _Strict):
             raise ValueError("a source-patch recipe needs at least one entry in 'patches'")
         if self.kind is Kind.kernel and not self.kernels:
             raise ValueError("a kernel recipe needs at least one entry in 'kernels'")
+        if self.kind is Kind.host and not self.host:
+            raise ValueError("a host recipe needs at least one entry in 'host'")
         return self
 
 

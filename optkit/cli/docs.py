@@ -252,13 +252,22 @@ def _profile_chart(root) -> dict[str, bytes]:
     return {PROFILE_CHART: chart(_profile_report(root).analysis)}
 
 
+def _target_reach(src: _Sources) -> str:
+    """docs/targets.md's table: each recipe on each target, by the recipes' own target rules."""
+    from optkit.resolve.profile_catalog import load_targets
+    from optkit.resolve.target_review import reach_markdown, recipe_reach
+
+    return "\n\n" + reach_markdown(recipe_reach(src.catalog, load_targets(src.root / "targets"))) + "\n\n"
+
+
 FIGURES = {"flagship-patches": _patch_count, "profile-example": _profile_example, "flagship-series": _series_state,
            "multinode-manifests": _manifests("leaderworkerset.yaml", "service.yaml"),
            "pd-example": _lines(_pd_example, "\n\n"), "releases": _lines(_releases), "moves": _lines(_moves), "probes": _lines(_probes),
            "tutorials-summary": _lines(_tutorials_summary), "tutorial-tabs": _lines(_tutorial_tabs),
            "port-post": _lines(_port_report("0.23.0.post1", True), "\n\n"),
            "port-newest": _lines(_port_report(None, False), "\n\n"), "objective-example": _objective_example,
-           "fit-pages": _fit_pages, "fit-refusal": _lines(_fit_refusal, "\n\n")}
+           "fit-pages": _fit_pages, "fit-refusal": _lines(_fit_refusal, "\n\n"),
+           "target-reach": _target_reach}
 """What a region ``<!-- optkit:NAME -->`` of a docs page holds, computed from ``_Sources``."""
 
 

@@ -45,7 +45,7 @@ PROFILE_AT_HELP = ("the concurrency the capture was taken at: its savings count 
 # so a flag and the same key in a request file accept the same values
 _OPTIONS = [
     (("--target",), "target", dict(help="Target id or alias (910c, 910b).")),
-    (("--variant",), "variant", dict(help="Target hardware variant (910c: 752t, 560t).")),
+    (("--variant",), "variant", dict(help="Target hardware variant (910c: 752t, 560t; 910b: 32g; 950: 950pr).")),
     (("--tp",), "tp", dict(type=int, help="Tensor-parallel size (default 2: one 910C card).")),
     (("--dp",), "dp", dict(callback=_dp, metavar="N|auto", help="Data-parallel size (default 1); auto: sized "
                                                                "from the load under the throughput goal.")),

@@ -197,7 +197,7 @@ def _script_data(plan: Plan, data: dict) -> dict[str, Any]:
             "patch_keys": [s["patch_key"] for s in steps], "kernel_keys": [s["kernel_key"] for s in steps],
             "pending": [s["id"] for s in steps if s["pending_patches"]],
             "repeat": data["repeat"], "cost": data["cost"], "health_timeout": HEALTH_TIMEOUT_S,
-            "soc_default": plan.target.default_soc_version, "max_tokens": data["accuracy"]["max_tokens"],
+            "soc_default": plan.facts["target.soc_version"], "max_tokens": data["accuracy"]["max_tokens"],
             "min_tokens": data["accuracy"]["min_tokens"], "concurrency": data["workload"]["concurrency"],
             "bench_env": _bench_env(data), "sweep": "sweep" in data,
             "sweep_slo": data["sweep"]["slo"] if "sweep" in data else "",

@@ -57,6 +57,7 @@ class FitInputs:
     hccl_buffsize_mb: int = DEFAULT_HCCL_BUFFSIZE_MB
     spec_tokens: int = 0  # k with MTP (its layers hold KV; GDN conv states grow by k)
     cp: int = 1  # context-parallel ranks the KV cache of a sequence is split over
+    variant: str | None = None  # the target's SKU (--variant): its HBM per device where it differs (A2 32 GB)
 
 
 @valueclass(frozen=True)
@@ -138,7 +139,7 @@ def reserve_bytes(m, i: FitInputs) -> float:
 
 def measure(m, target, i: FitInputs) -> FitReport:
     """The memory of ``i`` on one device of ``target``, without the changes (``plan_fit`` adds them)."""
-    budget = target.hbm_gib_per_device * GIB * i.utilization
+    budget = target.hbm_gib(i.variant) * GIB * i.utilization
     weights, basis = weight_bytes_per_device(m, i.quantization, i.tp, i.tp * i.dp if i.ep and m.is_moe else i.tp)
     reserve = reserve_bytes(m, i)
     load = i.seqs * kv_bytes(m, i.tp, i.quantization, i.spec_tokens, i.tokens, i.cp)
@@ -251,7 +252,7 @@ def plan_fit_inputs(plan) -> FitInputs:
                      seqs=int(seqs) if seqs else ceil(facts["workload.concurrency_max"] / r.dp), tokens=tokens,
                      max_model_len=int(max_len), utilization=float(utilization or DEFAULT_UTILIZATION),
                      hccl_buffsize_mb=int(hccl or DEFAULT_HCCL_BUFFSIZE_MB), spec_tokens=r.k if r.mtp else 0,
-                     cp=int(_serve_value(plan, "--decode-context-parallel-size") or 1))
+                     cp=int(_serve_value(plan, "--decode-context-parallel-size") or 1), variant=r.variant)
 
 
 def plan_fit(plan) -> FitReport:

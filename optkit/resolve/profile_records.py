@@ -88,16 +88,29 @@ class TargetBehaviour:
                 return variant
         raise UnknownName(f"variant of target {self.id}", name, [v.id for v in self.variants])
 
+    def hbm_gib(self, variant: str | None = None) -> int:
+        """HBM per device (die) in GiB on ``variant`` (the target's own figure when the variant has none)."""
+        override = self.variant(variant).hbm_gib_per_device if variant else None
+        return self.hbm_gib_per_device if override is None else override
+
+    def soc_version(self, variant: str | None = None) -> str:
+        """SOC_VERSION to build with on ``variant`` (the target's default when the variant names none)."""
+        override = self.variant(variant).soc_version if variant else None
+        return self.default_soc_version if override is None else override
+
     def facts(self, variant: str | None = None) -> dict[str, object]:
         """The target facts recipe conditions may read; ``target.variant`` is '' if not given."""
         return {
             "target.id": self.id,
             "target.soc_family": self.soc_family,
-            "target.soc_version": self.default_soc_version,
+            "target.soc_version": self.soc_version(variant),
             "target.generation": self.device_generation,
             "target.dies_per_card": self.dies_per_card,
             "target.devices_per_node": self.devices_per_node,
             "target.variant": self.variant(variant).id if variant else "",
+            "target.hbm_gib_per_device": self.hbm_gib(variant),
+            "target.interconnect.within_node": self.interconnect.within_node,
+            "target.interconnect.across_nodes": self.interconnect.across_nodes,
         }
 
 

@@ -22,6 +22,7 @@ from pydantic import (
     StringConstraints,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from optkit.resolve.profile_records import ModelProfileBehaviour, ModelProfileRecord, TargetBehaviour, TargetRecord
@@ -198,6 +199,37 @@ class TargetVariant(BaseModel):
 
     id: str = Field(pattern=NAME_PATTERN, description="Variant id, lowercase, e.g. '752t'.")
     description: str = Field(description="What the variant is and where it is referenced.")
+    hbm_gib_per_device: Optional[int] = Field(
+        None, gt=0, description="HBM per device (die) in GiB where the variant differs from its target "
+        "(Atlas 800I A2 32GB × 8 beside the 64GB × 8 node); None: the target's.")
+    soc_version: Optional[str] = Field(
+        None, description="SOC_VERSION of the variant where it differs from the target's default (one of the "
+        "target's soc_versions; 950PR: ascend950pr_9599); None: the target's default_soc_version.")
+
+
+class Interconnect(BaseModel):
+    """How a target's NPU devices talk to each other, as upstream's pages name the links."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # see catalog.schema._Strict
+
+    within_node: Literal["hccs", "ub", "pcie"] = Field(
+        description="Link between the devices of one node: 'hccs' (Huawei Cache Coherence System), 'ub' "
+        "(the 950's UnifiedBus, 'Device UB'), 'pcie' (cards that only meet over the host's PCIe).")
+    across_nodes: Literal["hccs", "roce", "ub", "unknown"] = Field(
+        description="Link between nodes: 'hccs' (A3 SuperPoD fabric), 'roce' (RDMA over Ethernet), 'ub', or "
+        "'unknown' when no page runs the target on more than one node.")
+
+
+class TargetSource(BaseModel):
+    """Where one fact of a target file is read: a line of an upstream tree, or a public page."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # see catalog.schema._Strict
+
+    facts: list[str] = Field(min_length=1, description="The target fields it supports, dotted for nested "
+                             "ones (e.g. 'hbm_gib_per_device', 'interconnect.within_node', 'variants.32g').")
+    release: str = Field("", description="vllm-ascend release whose tree holds ``where`` ('' for a public page).")
+    where: str = Field(min_length=1, description="'path:line' in that tree, or the page's URL.")
+    quote: str = Field(min_length=1, description="Words found on that line (or page), as written there.")
 
 
 class Target(TargetBehaviour, BaseModel):
@@ -216,7 +248,9 @@ class Target(TargetBehaviour, BaseModel):
     variants: list[TargetVariant] = Field(default_factory=list, description="Named SKUs of this target.")
     device_generation: Literal["A2", "A3", "A5", "310P"] = Field(
         description="vllm-ascend device type: 'A2' (910B), 'A3' (910C), 'A5' (950), '310P' (Atlas 300I DUO).")
-    hbm_gib_per_device: int = Field(gt=0, description="HBM per device (die) in GiB.")
+    hbm_gib_per_device: int = Field(gt=0, description="HBM per device (die) in GiB (a variant may differ).")
+    interconnect: Interconnect = Field(description="Links within a node and across nodes.")
+    sources: list[TargetSource] = Field(min_length=1, description="Where each fact of this file is read.")
     npu_smi_name_pattern: str = Field(description="Regex searched in `npu-smi info` chip names to detect the target.")
 
     @field_validator("npu_smi_name_pattern")
@@ -243,6 +277,31 @@ class Target(TargetBehaviour, BaseModel):
         if len(ids) != len(set(ids)):
             raise ValueError("variant ids must be unique")
         return value
+
+
+    @model_validator(mode="after")
+    def _every_fact_sourced(self) -> "Target":
+        overridden = [f"variants.{v.id}" for v in self.variants
+                      if v.hbm_gib_per_device is not None or v.soc_version is not None]
+        strays = [v.soc_version for v in self.variants if v.soc_version not in (None, *self.soc_versions)]
+        if strays:
+            raise ValueError(f"variant soc_version {strays[0]!r} is not one of soc_versions")
+        known = set(SOURCED_TARGET_FACTS) | {f"variants.{v.id}" for v in self.variants}
+        named = {fact for source in self.sources for fact in source.facts}
+        unknown = sorted(named - known)
+        if unknown:
+            raise ValueError(f"sources name {', '.join(map(repr, unknown))}, not a target fact "
+                             f"(known: {', '.join(sorted(known))})")
+        missing = [fact for fact in [*SOURCED_TARGET_FACTS, *overridden] if fact not in named]
+        if missing:
+            raise ValueError(f"no entry of sources cites {', '.join(missing)}: add where each is read")
+        return self
+
+
+SOURCED_TARGET_FACTS = ("soc_family", "soc_versions", "default_soc_version", "dies_per_card", "devices_per_node",
+                        "device_generation", "hbm_gib_per_device", "interconnect.within_node",
+                        "interconnect.across_nodes")
+"""The target fields every target file must cite a source for (a variant that overrides one: ``variants.<id>``)."""
 
 
 # The record class each model is frozen into (``optkit.catalog.frozen``); TargetVariant becomes a plain record.

@@ -144,17 +144,28 @@ check_mooncake() {  # the KV connector imports Mooncake's transfer engine (vllm_
   fi
 }
 
-check_host() {  # generic host settings from vllm-ascend's Atlas A3 tuning docs: warnings only
-  local governor swappiness numa
-  governor="$(cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>/dev/null || true)"
-  swappiness="$(cat /proc/sys/vm/swappiness 2>/dev/null || true)"
-  numa="$(cat /proc/sys/kernel/numa_balancing 2>/dev/null || true)"
-  if [ "$governor" = performance ]; then pass "cpu governor: performance"
-  else warn "cpu governor: ${governor:-unknown} (recommended: performance)"; fi
-  if [ "$swappiness" = 0 ]; then pass "vm.swappiness: 0"
-  else warn "vm.swappiness: ${swappiness:-unknown} (recommended: 0)"; fi
-  if [ "$numa" = 0 ]; then pass "kernel.numa_balancing: 0"
-  else warn "kernel.numa_balancing: ${numa:-unknown} (recommended: 0)"; fi
+check_setting() {  # check_setting NAME FILE WANT FIX RECIPE LEVEL: a host setting of a recipe (WANT '': FILE exists)
+  local name="$1" file="$2" want="$3" fix="$4" recipe="$5" level="$6" have
+  if [ -z "$want" ]; then
+    if [ -e "$file" ]; then pass "$name: $file present"; return; fi
+    have="missing"
+  else
+    have="$(cat "$file" 2>/dev/null || true)"
+    if [ "$have" = "$want" ]; then pass "$name: $want"; return; fi
+    have="${have:-unknown}"
+  fi
+  if [ "$level" = fail ]; then
+    fail "$name: $have (recipe $recipe, selected, wants ${want:-$file}; as root: $fix)"
+  else
+    warn "$name: $have (recommended: ${want:-$file}, recipe $recipe: plan --with $recipe; as root: $fix)"
+  fi
+}
+
+check_host() {  # the host recipes' settings: required by the selected ones, advised by the others
+  check_setting 'cpu governor' /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor performance 'echo performance | tee /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor' host-cpu-governor-performance warn
+  check_setting kernel.numa_balancing /proc/sys/kernel/numa_balancing 0 'sysctl -w kernel.numa_balancing=0' host-numa-balancing-off warn
+  check_setting kernel.sched_migration_cost_ns /proc/sys/kernel/sched_migration_cost_ns 50000 'sysctl -w kernel.sched_migration_cost_ns=50000' host-sched-migration-cost warn
+  check_setting vm.swappiness /proc/sys/vm/swappiness 0 'sysctl -w vm.swappiness=0' host-swappiness-zero warn
 }
 
 check_chip

@@ -35,7 +35,7 @@ def run(*args):
     (["models", "--json"], 0, '"hf_id": "Qwen/Qwen3.6-35B-A3B"'),
     (["explain", "qwen3.5-35b"], 2, "'qwen3.5-35b' is no recipe id: explain takes RECIPE_ID... then MODEL"),
     (["plan", "qwen3.5-35b", "--tp", "0"], 2, "--tp"),
-    (["plan", "qwen3.5-35b", "--num-speculative-tokens", "3"], 1, "--num-speculative-tokens needs --mtp"),
+    (["plan", "qwen3.5-35b", "--num-speculative-tokens", "3"], 1, "--num-speculative-tokens needs --mtp or --spec-method"),
     (["plan", "qwen3.5-35b", "--tp", "16", "--dp", "2"], 0, "TP16 DP2 on 2 nodes (1 DP rank of TP16 per node)"),
     (["plan", "qwen3.5-35b", "--tp", "32", "--dp", "2"], 1, "a TP group spanning nodes is planned with DP 1 only"),
     (["plan", "qwen3.5-35b", "--tp", "2", "--nodes", "0"], 2, "--nodes"),

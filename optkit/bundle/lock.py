@@ -90,6 +90,7 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s=None) -> 
         **_inputs(plan, workspace),
         "assumptions": data["assumptions"],
         **({"choices": data["choices"]} if "choices" in data else {}),
+        **({"weights": data["weights"]} if "weights" in data else {}),  # the quantization and checkpoint served
         "slo_checks": data["slo_checks"],  # each SLO bound against the plan's own estimate (Plan.slo_checks)
         "facts": facts_data(plan),
         "selected": list(plan.selected),

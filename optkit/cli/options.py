@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 
-from optkit.catalog.factspec import QUANTIZATION_CHOICES
 from optkit.errors import RequestError
 
 
@@ -90,9 +89,9 @@ _OPTIONS = [
     (("--tree",), "tree", dict(type=click.Path(exists=True, file_okay=False, path_type=Path),
                                help="Plan for this vllm-ascend tree: its version, knobs and upstream probes (probes beat the version).")),
     (("--dtype",), "dtype", dict(type=click.Choice(["bfloat16", "float16", "float32"]), help="Serving dtype (default bfloat16).")),
-    (("--quantization",), "quantization", dict(type=click.Choice(list(QUANTIZATION_CHOICES)), help=(
-        "Weight format (default: the checkpoint MODEL names, else bf16); every format but bf16 is served with "
-        "--quantization ascend."))),
+    (("--quantization",), "quantization", dict(metavar="FORMAT", help=(
+        "Weight format: bf16, w8a8, w8a8c8, w8a8-mxfp8, w4a8, w4a8c8, w4a4, w4a4-mxfp4, w8a8sc (default: the "
+        "checkpoint MODEL names, else bf16); every format but bf16 is served with --quantization ascend."))),
     (("--enforce-eager/--no-enforce-eager",), "enforce_eager", dict(default=None, help="No graphs.")),
     (("--lora/--no-lora",), "lora", dict(default=None, help="LoRA adapters enabled.")),
     (("--model-config",), "model_config", dict(type=click.Path(dir_okay=True, path_type=Path), help="HF config.json of your own checkpoint (instead of MODEL).")),

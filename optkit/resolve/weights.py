@@ -59,8 +59,9 @@ def find_checkpoint(models: dict, name: str) -> tuple[Any, Any] | None:
 
 def served_weights(request, model, checkpoint=None) -> Weights:
     """The weights ``request`` serves on ``model`` (a profile), MODEL having named ``checkpoint`` (or none). A
-    quantization without a named checkpoint serves the profile's one checkpoint of that format; a catalog profile
-    that lists none is served the user's own weights, with a warning."""
+    quantization without a named checkpoint serves the profile's checkpoint of that format (the first its page
+    lists, with a warning, when there are several); a catalog profile that lists none is served the user's own
+    weights, with a warning."""
     asked = request.quantization
     if checkpoint is not None:
         if asked is not None and asked != checkpoint.quantization:
@@ -72,10 +73,12 @@ def served_weights(request, model, checkpoint=None) -> Weights:
     if quantization == "bf16" or not model.checkpoints:
         return Weights(quantization)
     published = [c for c in model.checkpoints if c.quantization == quantization]
-    if len(published) == 1:
-        return Weights(quantization, published[0])
+    if len(published) > 1:
+        return Weights(quantization, published[0], warning=(
+            f"{model.id} lists several {quantization} checkpoints ({', '.join(c.id for c in published)}): the plan "
+            f"serves the first its page lists, {published[0].id}; name another as MODEL to serve it"))
     if published:
-        raise RequestError(f"{model.id} lists several {quantization} checkpoints ({_listed(model)}): name one as MODEL")
+        return Weights(quantization, published[0])
     return Weights(quantization, warning=(
         f"{model.id} lists no {quantization} checkpoint ({_listed(model)}): the plan assumes your own {quantization} "
         f"weights; serve.sh loads {model.hf_id} unless given their path as MODEL"))

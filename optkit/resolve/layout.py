@@ -85,7 +85,7 @@ def page_nodes_problem(facts) -> str:
     if not (facts["model.hf_model_type"] == "qwen3_5_moe" and facts["model.num_experts"] == 512
             and facts["target.generation"] == "A2" and facts["parallel.nodes"] == 1):
         return ""
-    weights = "W8A8" if facts["runtime.quantized"] else "BF16"
+    weights = facts["runtime.quantization"].upper()  # 2 A2 nodes for W8A8 and W4A8 too (:28-29 in 0.30.0rc2)
     need = 2 if facts["runtime.quantized"] else 4
     return (f"this architecture's tutorial (Qwen3.5-397B-A17B.md) requires {need} Atlas 800 A2 nodes for its "
             f"{weights} weights (\"For W8A8 deployment, 2 Atlas 800 A2 (64G x 8) nodes are required\", :264 in "

@@ -259,7 +259,7 @@ def parse_request(data: Any) -> RequestRecord:
 
 
 REPLACED_FIELDS = {"quantized": "quantization: give the weight format (quantization: w8a8 for what quantized: true "
-                                "meant; formats: bf16, w8a8, w8a8c8, w8a8-mxfp8, w4a8, w4a8c8, w4a4, w4a4-mxfp4, w8a8sc)"}
+                                "meant; formats: {formats})"}
 """Request fields that are gone, and what replaced them."""
 
 
@@ -267,7 +267,9 @@ def _refuse_replaced_fields(data: Any) -> None:
     """A field that is gone (``REPLACED_FIELDS``) is refused at its key, naming what replaced it."""
     for key, instead in REPLACED_FIELDS.items():
         if isinstance(data, dict) and key in data:
-            raise _field_error(key, data[key], f"{key} was replaced by {instead}")
+            from optkit.resolve.profiles import QUANTIZATIONS  # only when refusing: the profile schema is pydantic's
+
+            raise _field_error(key, data[key], f"{key} was replaced by {instead.format(formats=', '.join(QUANTIZATIONS))}")
 
 
 def _one_speculative_method(fields: dict) -> None:

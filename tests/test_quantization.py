@@ -181,3 +181,11 @@ def test_a_request_file_names_the_format(tmp_path, quantization):
     result = CliRunner().invoke(cli, ["facts", "--request", str(path)])
     assert result.exit_code == 0, result.output
     assert f"runtime.quantization = '{quantization}'" in result.output
+
+
+def test_the_ladder_serves_the_checkpoint_too(tmp_path):
+    out = tmp_path / "ladder"
+    result = CliRunner().invoke(cli, ["ladder", "Eco-Tech/Qwen3.6-35B-A3B-w8a8", "-o", str(out), "--k8s"])
+    assert result.exit_code == 0, result.output
+    assert 'MODEL="${MODEL:-Eco-Tech/Qwen3.6-35B-A3B-w8a8}"' in (out / "run-ladder.sh").read_text()
+    assert "- Eco-Tech/Qwen3.6-35B-A3B-w8a8\n" in (out / "k8s" / "ladder-job.yaml").read_text()

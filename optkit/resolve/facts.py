@@ -206,7 +206,8 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
         "spec.speculative": request.speculative_method is not None,
         "spec.draft_model": request.draft_model or "",
         "spec.num_speculative_tokens": request.k,
-        # vLLM keeps async scheduling with EAGLE/MTP drafters (use_async_spec_decode: async and k > 0); suffix is refused with it
+        # vLLM keeps async scheduling with EAGLE/MTP drafters (use_async_spec_decode: async and k > 0); suffix
+        # decoding runs without it (check_speculation)
         "spec.async_spec_decode": request.speculative_method is not None and request.async_scheduling,
     })
     missing = sorted(set(FACTS) - set(values))

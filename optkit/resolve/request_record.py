@@ -39,7 +39,7 @@ SpecMethod = Literal["mtp", "eagle3", "suffix"]
 """The speculative decoding methods a request may ask for (``--spec-method``)."""
 DEFAULT_SPECULATIVE_TOKENS = {"mtp": 4, "eagle3": 3, "suffix": 3}
 """k unless ``--num-speculative-tokens`` says: the article's 4 with MTP; 3 with eagle3, as every eagle3 command of
-vllm-ascend 0.30.0rc2's Qwen3 pages writes it (e.g. docs/source/tutorials/models/Qwen3-235B-A22B.md:795), and 3
+vllm-ascend 0.30.0rc2's Qwen3 pages writes it (e.g. docs/source/tutorials/models/Qwen3-235B-A22B.md:814), and 3
 with suffix, as its feature page does (docs/source/tutorials/features/suffix_speculative_decoding.md:92)."""
 
 
@@ -269,7 +269,8 @@ def _refuse_replaced_fields(data: Any) -> None:
         if isinstance(data, dict) and key in data:
             from optkit.resolve.profiles import QUANTIZATIONS  # only when refusing: the profile schema is pydantic's
 
-            raise _field_error(key, data[key], f"{key} was replaced by {instead.format(formats=', '.join(QUANTIZATIONS))}")
+            instead = instead.format(formats=", ".join(QUANTIZATIONS))
+            raise _field_error(key, data[key], f"{key} was replaced by {instead}")
 
 
 def _one_speculative_method(fields: dict) -> None:

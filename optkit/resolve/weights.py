@@ -7,20 +7,23 @@ contradicts the checkpoint is refused; on a profile, a quantization none of its 
 with a warning (the user's own weights), and with ``--model-config`` it is the user's say.
 
 Every format but bf16 is launched with ``--quantization ascend``: the name vllm-ascend registers for
-msModelSlim checkpoints (``ASCEND_QUANTIZATION_METHOD = "ascend"``, vllm_ascend/utils.py:49 in 0.23.0 and :56
-in 0.30.0rc2; ``@register_quantization_config(ASCEND_QUANTIZATION_METHOD)``,
-vllm_ascend/quantization/modelslim_config.py:456 in 0.23.0, quantization/configs/modelslim_config.py:356 in
-0.30.0rc2), appended to ``vllm serve``'s ``--quantization`` choices by the platform plugin
-(vllm_ascend/platform.py:190-197 in 0.23.0, :322-328 in 0.30.0rc2); the tutorials pass it for W8A8 and W4A8
-alike and for the A5 microscaling checkpoints ("needs `--quantization ascend`", Qwen3.5-397B-A17B.md:182 in
-0.30.0rc2). ``--dtype`` stays: the ModelSlim config takes int8, float16 and bfloat16 activations
-(``get_supported_act_dtypes``, modelslim_config.py:482 in 0.23.0, configs/modelslim_config.py:395 in 0.30.0rc2).
+msModelSlim checkpoints (``ASCEND_QUANTIZATION_METHOD = "ascend"``, vllm_ascend/utils.py:48 in 0.18.0, :49 in
+0.23.0 and :56 in 0.30.0rc2; ``@register_quantization_config(ASCEND_QUANTIZATION_METHOD)``,
+vllm_ascend/quantization/modelslim_config.py:355 in 0.18.0, :456 in 0.23.0,
+quantization/configs/modelslim_config.py:356 in 0.30.0rc2), appended to ``vllm serve``'s ``--quantization``
+choices by the platform plugin (vllm_ascend/platform.py:190-197 in 0.23.0, :322-328 in 0.30.0rc2); the
+tutorials pass it for W8A8 and W4A8 alike and for the A5 microscaling checkpoints ("needs `--quantization
+ascend`", Qwen3.5-397B-A17B.md:182 in 0.30.0rc2). ``--dtype`` stays: the ModelSlim config takes int8,
+float16 and bfloat16 activations (``get_supported_act_dtypes``, modelslim_config.py:482 in 0.23.0,
+configs/modelslim_config.py:395 in 0.30.0rc2).
 
-KV-cache quantization (the c8 formats) needs no flag in either release: the checkpoint's
+KV-cache quantization (the c8 formats) needs no flag in any release from 0.18.0: the checkpoint's
 quant_model_description.json says ``"kv_cache_type": "C8"`` and the ModelSlim config turns the int8 KV cache
-on from it (``self.enable_c8_quant = kv_quant_type == "C8"``, modelslim_config.py:942 in 0.23.0,
-configs/modelslim_config.py:1054 in 0.30.0rc2). The ``--kv-cache-dtype int8`` of the GLM-5.x pages (GLM5.md:385
-in 0.30.0rc2) belongs to those pages' sparse-attention MLA models and is not generalized here.
+on from it (modelslim_config.py:494 in 0.18.0; ``self.enable_c8_quant = kv_quant_type == "C8"``,
+modelslim_config.py:942 in 0.23.0, configs/modelslim_config.py:1054 in 0.30.0rc2), so no release is refused.
+The ``--kv-cache-dtype int8`` of the GLM-5.x pages (GLM5.md:385 in 0.30.0rc2) belongs to those pages'
+sparse-attention MLA models (vLLM 0.23.0 has no int8 cache dtype; vllm-ascend 0.30.0rc2 adds it,
+patch/platform/patch_kv_cache_dtype.py) and is not generalized here.
 """
 
 from __future__ import annotations

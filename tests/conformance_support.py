@@ -139,12 +139,14 @@ def request_for(release: str, tutorial_text: str, command: Command, entry: dict)
     input_len, output_len = bench_lengths(tutorial_text)
     request = {
         "model": checkpoint["model"], "target": entry["target"], "vllm_ascend_version": release,
-        "tp": int(opts["--tensor-parallel-size"]), "dp": dp, "quantized": bool(checkpoint.get("quantized")),
+        "tp": int(opts["--tensor-parallel-size"]), "dp": dp,
         "mtp": bool(speculative), "prefix_caching": bool(opts.get("--enable-prefix-caching", False)),
         "async_scheduling": bool(opts.get("--async-scheduling", True)), "enforce_eager": bool(opts.get("--enforce-eager", False)),
         "input_len": input_len or data()["bench_defaults"]["random_input_len"]["value"],
         "output_len": output_len or data()["bench_defaults"]["random_output_len"]["value"],
     }
+    if checkpoint.get("quantized"):  # the pages' quantized checkpoints are W8A8 (their names say so)
+        request["quantization"] = "w8a8"
     if speculative.get("num_speculative_tokens"):
         request["num_speculative_tokens"] = int(speculative["num_speculative_tokens"])
     # the tutorial's command fixes the layout: FlashComm1 as it sets it, never left for optkit's choice rule
@@ -429,7 +431,7 @@ def table(results: list[Compared]) -> str:
 def _commands_rows(results: list[Compared]) -> list[str]:
     rows = ["| release | tutorial command | optkit request (besides model, target, TP, DP) | recipes selected | "
             "entries agreeing | differences |", "| --- | --- | --- | --- | --- | --- |"]
-    shown = ("concurrency", "mtp", "num_speculative_tokens", "prefix_caching", "quantized", "flashcomm1", "nodes",
+    shown = ("concurrency", "mtp", "num_speculative_tokens", "prefix_caching", "quantization", "flashcomm1", "nodes",
              "pd", "input_len", "output_len")
     for r in results:
         asked = ", ".join(f"{k} {json.dumps(r.request[k])}" for k in shown if k in r.request)

@@ -734,8 +734,8 @@ def test_absurd_request_values(base, name):
 
 FIELDS = ["model", "target", "variant", "tp", "dp", "ep", "context_parallel", "concurrency", "input_len", "output_len",
           "sampling", "logprobs", "penalties", "min_tokens", "structured_output", "prefix_caching", "async_scheduling",
-          "mtp", "num_speculative_tokens", "vllm_ascend_version", "vllm_version", "dtype", "quantized",
-          "enforce_eager", "lora", "with", "without", "model_config", "bogus"]
+          "mtp", "spec_method", "draft_model", "num_speculative_tokens", "vllm_ascend_version", "vllm_version", "dtype",
+          "quantization", "quantized", "enforce_eager", "lora", "with", "without", "model_config", "bogus"]
 YAML_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-(2 ** 80), max_value=2 ** 80) | st.floats(allow_nan=True)
     | st.text(max_size=12) | st.sampled_from(["qwen3.5-35b", "910c", "0.26.0", "1,4", "greedy", "bfloat16", "752t"]),

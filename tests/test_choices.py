@@ -44,7 +44,7 @@ def _chosen(result) -> dict:
     (dict(concurrency=64, vllm_ascend_version="0.30.0rc2", dp=4), True),
     (dict(concurrency=64, vllm_ascend_version="0.30.0rc2", dp=4, ep=False), False),  # vLLM's SP MoE needs EP
     (dict(concurrency=64, model="qwen3.6-27b"), False),  # dense: no single-server row runs it
-    (dict(concurrency=64, tp=1, quantized=True), False),  # no TP communication (W8A8: BF16 35B does not fit one die)
+    (dict(concurrency=64, tp=1, quantization="w8a8"), False),  # no TP communication (W8A8: BF16 35B does not fit one die)
     (dict(concurrency=64, context_parallel=True), False),
     (dict(concurrency=8), False),  # the latency goal (the default up to c8)
     (dict(concurrency=64, goal="latency"), False),
@@ -308,7 +308,7 @@ def _mtp_risks(workspace, result) -> list[str]:
     (dict(concurrency=8, goal="throughput"), None, None, None),
     (dict(concurrency=16, goal="throughput"), True, "flashcomm1-sequence-parallel", "Qwen3.6-35B-A3B.md"),
     # the 397B page's high-throughput row runs no sequence parallelism, its FAQ warns of regressions
-    (dict(model="qwen3.5-397b", quantized=True, target="910b", tp=8, dp=2, concurrency=32, goal="throughput"), False,
+    (dict(model="qwen3.5-397b", quantization="w8a8", target="910b", tp=8, dp=2, concurrency=32, goal="throughput"), False,
      "flashcomm1-sequence-parallel", "no sequence parallelism"),
 ], ids=["35b-c1-dp-auto", "35b-c8-throughput", "35b-c16-throughput", "397b-multi-node"])
 def test_flashcomm1_rule_holds_only_where_its_page_says(workspace, fields, value, recipe, says):
@@ -323,8 +323,8 @@ def test_flashcomm1_rule_holds_only_where_its_page_says(workspace, fields, value
 
 
 @pytest.mark.parametrize("fields, dp, says", [
-    (dict(model="qwen3.5-397b", quantized=True, target="910b", tp=8, nodes=2, concurrency=32), 2, "16 per DP"),
-    (dict(model="qwen3.5-397b", quantized=True, target="910c", tp=8, concurrency=32), 2, "generalization"),
+    (dict(model="qwen3.5-397b", quantization="w8a8", target="910b", tp=8, nodes=2, concurrency=32), 2, "16 per DP"),
+    (dict(model="qwen3.5-397b", quantization="w8a8", target="910c", tp=8, concurrency=32), 2, "generalization"),
     (dict(concurrency=64), 2, "Qwen3.6-35B-A3B.md"),
     (dict(model="qwen3.6-27b", concurrency=64), 2, "Qwen3.5-27B-Qwen3.6-27B.md"),
 ], ids=["397b-a2", "397b-a3", "35b", "27b"])
@@ -336,7 +336,7 @@ def test_dp_auto_takes_the_group_size_of_the_models_own_page(workspace, fields, 
 
 
 @pytest.mark.parametrize("fields, tokens", [
-    (dict(model="qwen3.5-397b", quantized=True, target="910b", tp=8, dp=2, concurrency=32), 4096),  # Qwen3.5-397B-A17B.md:881
+    (dict(model="qwen3.5-397b", quantization="w8a8", target="910b", tp=8, dp=2, concurrency=32), 4096),  # Qwen3.5-397B-A17B.md:881
     (dict(concurrency=64, flashcomm1=False), 8192),  # Qwen3.6-35B-A3B.md's high-throughput row
 ], ids=["397b", "35b"])
 def test_batched_tokens_follow_the_models_page(workspace, fields, tokens):
@@ -351,7 +351,7 @@ def test_batched_tokens_follow_the_models_page(workspace, fields, tokens):
     # the 35B low-latency row (:344, :350 in 0.30.0rc2) is cited where the plan runs MTP at low latency
     (dict(concurrency="1,4,8"), ["disable speculative decoding by default"], ["fewer than two", "below two"]),
     # the 397B page runs MTP 3 in every A2/A3 command and says start with 3: no "below two" risk
-    (dict(model="qwen3.5-397b", quantized=True, target="910b", tp=8, dp=2, concurrency=32, goal="throughput"),
+    (dict(model="qwen3.5-397b", quantization="w8a8", target="910b", tp=8, dp=2, concurrency=32, goal="throughput"),
      ["Start with num_speculative_tokens set to 3"], ["below two", "disable speculative decoding"]),
 ], ids=["35b-throughput", "35b-latency", "397b"])
 def test_mtp_risks_come_from_the_models_own_page_and_tab(workspace, fields, present, absent):

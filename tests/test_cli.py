@@ -37,13 +37,13 @@ def run(*args):
     (["models", "--json"], 0, '"source": "vllm-ascend 0.30.0rc2 docs/source/tutorials/models/Qwen3-Dense.md:38"'),
     (["models", "eco-tech/qwen3.5-397b-a17b-w4a8-mtp"], 0, "Eco-Tech/Qwen3.5-397B-A17B-w4a4-mxfp4"),
     (["models", "Qwen/Qwen3-235B-A2"], 1, "unknown model 'Qwen/Qwen3-235B-A2'; did you mean 'Qwen/Qwen3-235B-A22B'"),
-    (["plan", "Qwen/Qwen3-235B-A22B"], 0, "optkit plan: qwen3-235b-a22b on 910c"),
-    (["plan", "Eco-Tech/Qwen3.5-397B-A17B-w8a8-mtp"], 0, "optkit plan: qwen3.5-397b-a17b on 910c"),
+    (["plan", "Qwen/Qwen3-235B-A22B", "--tp", "16"], 0, "optkit plan: qwen3-235b-a22b on 910c"),
+    (["plan", "Eco-Tech/Qwen3.5-397B-A17B-w8a8-mtp", "--tp", "16"], 0, "optkit plan: qwen3.5-397b-a17b on 910c"),
     (["facts", "Modelers_Park/Qwen3-32B"], 0, "model.id = 'qwen3-32b'"),
     (["explain", "moe-fused-mc2-enable", "Qwen/Qwen3-30B-A3B"], 0, "moe-fused-mc2-enable: selected"),
     (["explain", "qwen3.5-35b"], 2, "'qwen3.5-35b' is no recipe id: explain takes RECIPE_ID... then MODEL"),
     (["plan", "qwen3.5-35b", "--tp", "0"], 2, "--tp"),
-    (["plan", "qwen3.5-35b", "--num-speculative-tokens", "3"], 1, "--num-speculative-tokens needs --mtp"),
+    (["plan", "qwen3.5-35b", "--num-speculative-tokens", "3"], 1, "--num-speculative-tokens needs --mtp or --spec-method"),
     (["plan", "qwen3.5-35b", "--tp", "16", "--dp", "2"], 0, "TP16 DP2 on 2 nodes (1 DP rank of TP16 per node)"),
     (["plan", "qwen3.5-35b", "--tp", "32", "--dp", "2"], 1, "a TP group spanning nodes is planned with DP 1 only"),
     (["plan", "qwen3.5-35b", "--tp", "2", "--nodes", "0"], 2, "--nodes"),
@@ -245,7 +245,7 @@ def test_docs_check_names_a_stale_figure(tmp_path, monkeypatch):
     from optkit.cli.docs import generated_docs
 
     root = tmp_path / "repo"
-    for name in ("recipes", "models", "targets", "kernels", "docs"):
+    for name in ("recipes", "models", "targets", "kernels", "docs", "versions"):
         shutil.copytree(ROOT / name, root / name)
     page = root / "docs" / "apply.md"
     page.write_text(page.read_text().replace("-->13 patches", "-->15 patches"))

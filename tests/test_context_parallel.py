@@ -56,7 +56,7 @@ def test_a_gqa_model_gets_the_flag_and_half_the_kv_cache(workspace):
 
 
 @pytest.mark.parametrize("fields, reason", [
-    (dict(model="qwen3.5-397b", target="910c", tp=16, quantized=True, dcp=8), "the model has Gated DeltaNet layers"),
+    (dict(model="qwen3.5-397b", target="910c", tp=16, quantization="w8a8", dcp=8), "the model has Gated DeltaNet layers"),
     (dict(model_config=LLAMA, target="910c", tp=8, dcp=2, mtp=True), "not in a PD-mixed deployment"),
 ], ids=["gdn-hybrid", "with-mtp"])
 def test_where_the_guide_does_not_support_it_dcp_is_refused_with_the_way_out(fields, reason, workspace):

@@ -170,7 +170,7 @@ FINDINGS = [  # issue 25, finding 17: explain said no-effect then "expected gain
     pytest.param(dict(model="qwen3.6-35b", target="910c", goal="throughput", concurrency=[32]), id="throughput-c32"),
     pytest.param(dict(model="qwen3.6-35b", target="910c", concurrency=[64]), id="c64-goal-by-default"),
     pytest.param(dict(model="qwen3.5-35b", target="910c", mtp=True), id="flagship-mtp"),
-    pytest.param(dict(model="qwen3.5-397b", target="910b", tp=8, dp=2, nodes=2, quantized=True, vllm_ascend_version="0.30.0rc2"),
+    pytest.param(dict(model="qwen3.5-397b", target="910b", tp=8, dp=2, nodes=2, quantization="w8a8", vllm_ascend_version="0.30.0rc2"),
                  id="two-nodes-0.30"),
     pytest.param(dict(model="qwen3.5-35b", target="910c", slo="tpot_p99<=1ms"), id="slo-infeasible"),  # finding 7
     pytest.param(dict(model="qwen3.6-35b", target="910c", goal="throughput", concurrency=[64],

@@ -74,8 +74,8 @@ CASES = [
     ("newer-lock-format", _set(lock_version=2, optkit__version="9.0.0"), '"lock_version"',
      f"lock_version: is 2, a lock format newer than this optkit ({__version__}) reads (lock_version 1): it was "
      "written by optkit 9.0.0; use that optkit, or write the bundle again with this one"),
-    ("newer-optkit-request-field", _set(optkit__version="9.0.0", request__speed="max"), '"speed"',
-     "request.speed: unknown field 'speed'\n" + OTHER),
+    ("newer-optkit-request-field", _set(optkit__version="9.0.0", request__turbo="max"), '"turbo"',
+     "request.turbo: unknown field 'turbo'\n" + OTHER),
 ]
 
 

@@ -24,7 +24,7 @@ REQUESTS = {
     "flagship-mtp": dict(mtp=True),
     "no-mtp": dict(),
     "c64": dict(concurrency=[64]),
-    "w8a8-c128-prefix": dict(quantized=True, concurrency=[128], prefix_caching=True),
+    "w8a8-c128-prefix": dict(quantization="w8a8", concurrency=[128], prefix_caching=True),
     "dp4": dict(dp=4, concurrency=[32]),
 }
 ARCHITECTURE = ("hf_model_type", "text_model_type", "architecture", "num_layers", "gdn_layers",

@@ -192,7 +192,7 @@ def _serve(result, flag: str):
 @pytest.mark.parametrize("model, target, more, dp, batched, flashcomm1", [
     # 64 / 16 per DP on the page's A2 layout (TP 8, one DP rank per node); the row's 4096; no sequence parallelism
     ("qwen3.5-397b-a17b", "910b", {"tp": 8, "nodes": 4}, 4, 4096, False),
-    ("qwen3.5-397b-a17b", "910c", {"quantized": True, "tp": 4}, 4, 4096, False),  # the A2 row carried to A3, labelled (W8A8: bf16 needs 2 A3 nodes)
+    ("qwen3.5-397b-a17b", "910c", {"quantization": "w8a8", "tp": 4}, 4, 4096, False),  # the A2 row carried to A3, labelled (W8A8: bf16 needs 2 A3 nodes)
     ("qwen3.6-35b-a3b", "910c", {}, 2, 8192, True),  # 64 / 32 per DP; FlashComm1 with EP and DP > 1
     ("qwen3.5-35b-a3b", "910c", {}, 2, 8192, True),  # no page: the 35B page's, labelled
     ("qwen3.6-27b", "910c", {}, 2, 16384, False),  # Qwen3.5-27B-Qwen3.6-27B.md:901: 32 per DP, 16384
@@ -206,7 +206,7 @@ def test_plans_take_their_own_pages_numbers(workspace, committed, model, target,
 
 
 def test_a_k_other_than_the_pages_is_a_risk_naming_it(workspace, committed):
-    result = _plan(workspace, model="qwen3.5-397b-a17b", target="910c", quantized=True, tp=4, mtp=True, num_speculative_tokens=4)
+    result = _plan(workspace, model="qwen3.5-397b-a17b", target="910c", quantization="w8a8", tp=4, mtp=True, num_speculative_tokens=4)
     assert result.facts["page.num_speculative_tokens"] == 3
     from optkit.resolve.classify import risks_that_hold
 
@@ -214,13 +214,13 @@ def test_a_k_other_than_the_pages_is_a_risk_naming_it(workspace, committed):
     assert any("another num_speculative_tokens" in t for t in texts)
     assert not any("another num_speculative_tokens" in t for t in
                    [r.text for r in risks_that_hold(workspace.catalog["mtp-enable-k4"],
-                                                    _plan(workspace, model="qwen3.5-397b-a17b", target="910c", quantized=True, tp=4, mtp=True, num_speculative_tokens=3).facts)])
+                                                    _plan(workspace, model="qwen3.5-397b-a17b", target="910c", quantization="w8a8", tp=4, mtp=True, num_speculative_tokens=3).facts)])
 
 
 def test_the_views_show_each_value_with_its_line_and_the_lock_records_them(workspace, committed):
     from optkit.cli.render import explain_report
 
-    result = _plan(workspace, model="qwen3.5-397b-a17b", target="910c", quantized=True, tp=4)
+    result = _plan(workspace, model="qwen3.5-397b-a17b", target="910c", quantization="w8a8", tp=4)
     shown = "\n".join(str(b) for b in explain_report(result, workspace.catalog, ["sched-capacity-for-load"]))
     assert "  max_num_seqs = 16 ('Max Num Seqs: 16 per DP', Qwen3.5-397B-A17B.md:881 (vllm-ascend 0.30.0rc2))" in shown
     lock = json.loads(bundle_files(result, workspace)["optkit.lock.json"])
@@ -231,7 +231,7 @@ def test_the_views_show_each_value_with_its_line_and_the_lock_records_them(works
 
 def test_without_committed_data_the_plan_reads_no_page(workspace, committed):
     committed({})
-    result = _plan(workspace, model="qwen3.5-397b-a17b", target="910c", quantized=True, tp=4)
+    result = _plan(workspace, model="qwen3.5-397b-a17b", target="910c", quantization="w8a8", tp=4)
     assert result.facts["page.present"] is False and result.page_advice.values == ()
     assert result.request.dp == 4  # the architecture rule the page rules replace, kept for releases without data
 
@@ -243,7 +243,7 @@ def test_a_page_silent_on_the_scenario_leaves_the_model_to_its_own_pages_rules(w
     data = json.loads(json.dumps(DATA))
     data["0.30.0rc2"]["pages"][OWN_397B]["tables"] = []
     committed(data)
-    result = _plan(workspace, model="qwen3.5-397b-a17b", target="910c", quantized=True, tp=4, nodes=2, concurrency=128)
+    result = _plan(workspace, model="qwen3.5-397b-a17b", target="910c", quantization="w8a8", tp=4, nodes=2, concurrency=128)
     assert (result.facts["page.present"], result.facts["page.model_pages"]) == (False, "Qwen3.5-397B-A17B.md")
     assert result.request.dp == 8 and "page.model_pages" in {c.field: c for c in result.choices}["dp"].how
 

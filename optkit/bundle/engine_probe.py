@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import os
 import re
 import shutil
@@ -33,6 +34,9 @@ to decide a configuration (einops: tensor reshapes, torchvision: image transform
 a quantization format)."""
 NOT_RUN = ["the NPU platform's config updates (vllm-ascend's check_and_update_config)", "the engines"]
 HANDSHAKE_SOURCE = "vllm/v1/engine/utils.py"
+ASCEND_QUANTIZATION = "ascend"
+"""The --quantization name vllm-ascend registers for msModelSlim checkpoints (vllm_ascend/utils.py
+ASCEND_QUANTIZATION_METHOD; optkit.resolve.quantization cites it per release)."""
 
 
 def resolve(vllm, args, labels: list[str], argv: list[str], model_config: str | None) -> dict:
@@ -44,7 +48,20 @@ def resolve(vllm, args, labels: list[str], argv: list[str], model_config: str | 
     headless = bool(getattr(args, "headless", False))
     finder = _AbsentFinder()
     not_run = list(NOT_RUN)
-    with _model_dir(model_config) as model_dir, _inspected_here(vllm, finder):
+    if getattr(args, "quantization", None) == ASCEND_QUANTIZATION:
+        not_run.append(_register_ascend_quantization())
+    speculative = getattr(args, "speculative_config", None) or {}
+    if speculative.get("method") == "suffix" and importlib.util.find_spec("arctic_inference") is None:
+        not_run.append("the speculative config (suffix decoding needs the arctic-inference package, not installed "
+                       "here; preflight.sh checks the host for it; the configuration is built without "
+                       "--speculative-config, whose keys the vllm check parsed)")
+        args.speculative_config = None
+    draft = speculative.get("model")
+    if draft and not os.path.isdir(draft):  # a Hub id: its config.json is not on this machine, nor fetched
+        not_run.append(f"the speculative config (its draft model {draft} is not here to read; the configuration is "
+                       "built without --speculative-config, whose keys the vllm check parsed)")
+        args.speculative_config = None
+    with _model_dir(model_config) as model_dir, _inspected_here(vllm, finder), _ascend_config_looked_up(args, finder):
         args.model = model_dir
         try:
             config = _engine_config(vllm, args, headless, not_run)
@@ -55,6 +72,72 @@ def resolve(vllm, args, labels: list[str], argv: list[str], model_config: str | 
                     "stubbed": sorted(finder.stubbed)}
     return {"ran": ["AsyncEngineArgs.from_cli_args", "create_engine_config"], "not_run": not_run,
             "parallel": _parallel(config.parallel_config, headless), "problems": [], "stubbed": sorted(finder.stubbed)}
+
+
+def _register_ascend_quantization() -> str:
+    """Register ``ASCEND_QUANTIZATION`` as vllm-ascend's plugin does at start-up (``@register_quantization_config``
+    on its ModelSlim config, which also makes the platform accept it), with a stand-in config that answers what
+    ``create_engine_config`` asks as the real one does: no config file for vLLM to look up (the real
+    ``get_config_filenames`` returns [] and reads quant_model_description.json itself, later) and int8, float16
+    and bfloat16 activations (``get_supported_act_dtypes``). What the stand-in does not do is returned for
+    ``not_run``."""
+    import torch
+    from vllm.model_executor.layers import quantization
+    from vllm.model_executor.layers.quantization.base_config import QuantizationConfig
+
+    if ASCEND_QUANTIZATION not in quantization.QUANTIZATION_METHODS:
+        class AscendModelSlimStandIn(QuantizationConfig):
+            def get_name(self):
+                return ASCEND_QUANTIZATION
+
+            @classmethod
+            def get_supported_act_dtypes(cls):
+                return [torch.int8, torch.float16, torch.bfloat16]
+
+            @classmethod
+            def get_min_capability(cls):
+                return 0
+
+            @staticmethod
+            def get_config_filenames():
+                return []
+
+            @classmethod
+            def from_config(cls, config):
+                return cls()
+
+            def get_quant_method(self, layer, prefix):
+                return None
+
+        quantization.register_quantization_config(ASCEND_QUANTIZATION)(AscendModelSlimStandIn)
+    return ("vllm-ascend's ModelSlim quantization config (--quantization ascend is registered here as its plugin "
+            "registers it, with a stand-in that reads no quant_model_description.json)")
+
+
+@contextlib.contextmanager
+def _ascend_config_looked_up(args, finder: "_AbsentFinder"):
+    """With ``--quantization ascend``: ``get_quant_config`` (vllm/model_executor/model_loader/weight_utils.py)
+    gives the registered stand-in as vLLM's own does for a config with no file to read (``quant_cls()``),
+    without importing first every other method's module (compressed_tensors' among them, whose module-level code
+    an empty stand-in cannot run); ``STUBBED`` modules stand in, when absent, for the imports of weight_utils."""
+    if getattr(args, "quantization", None) != ASCEND_QUANTIZATION:
+        yield
+        return
+    sys.meta_path.append(finder)
+    try:
+        from vllm.model_executor.layers import quantization
+        from vllm.model_executor.model_loader import weight_utils
+
+        real = weight_utils.get_quant_config
+        registered = quantization._CUSTOMIZED_METHOD_TO_QUANT_CONFIG[ASCEND_QUANTIZATION]
+        weight_utils.get_quant_config = lambda model_config, load_config: (
+            registered() if model_config.quantization == ASCEND_QUANTIZATION else real(model_config, load_config))
+        try:
+            yield
+        finally:
+            weight_utils.get_quant_config = real
+    finally:
+        sys.meta_path.remove(finder)
 
 
 def _engine_config(vllm, args, headless: bool, not_run: list[str]):

@@ -63,7 +63,7 @@ class Launch:
         self.plan = plan
         self.catalog = workspace.catalog
         self.recipes: list[RecipeRecord] = [workspace.catalog[rid] for rid in plan.selected]
-        self.model_default = plan.model.hf_id
+        self.model_default = served_checkpoint(plan)
         self.served_name = plan.model.id
         self.speculative, self.speculative_sources = speculative_config(plan)
         self.argv, self.sources = serve_argv(plan, self.speculative, self.speculative_sources)
@@ -135,10 +135,17 @@ def node_options(layout) -> list[str]:
     return []
 
 
+def served_checkpoint(plan: Plan) -> str:
+    """What serve.sh loads unless told (``MODEL``): the checkpoint the plan's weights name (``optkit.resolve.quantization``),
+    else the profile's Hub id."""
+    checkpoint = plan.weights.checkpoint if plan.weights is not None else None
+    return checkpoint.id if checkpoint is not None else plan.model.hf_id
+
+
 def speculative_config(plan: Plan) -> tuple[dict[str, Any], list[str]]:
-    """The --speculative-config: the plan's (``optkit.resolve.plan``: MTP from the request, recipes' fragments on
-    top), and who set it."""
-    owners = ["request"] if plan.request.mtp else []
+    """The --speculative-config: the plan's (``optkit.resolve.plan``: the method from the request, recipes'
+    fragments on top), and who set it."""
+    owners = ["request"] if plan.request.speculative_method else []
     return dict(plan.speculative_config), owners + [rid for rid in _sources(plan, "speculative_config")]
 
 
@@ -185,4 +192,4 @@ def serve_argv(plan: Plan, speculative: dict, speculative_sources: list[str], *,
     return argv, sources
 
 
-__all__ = ["Launch", "serve_argv", "node_options", "worker_args", "speculative_config", "compact_json"]
+__all__ = ["Launch", "served_checkpoint", "serve_argv", "node_options", "worker_args", "speculative_config", "compact_json"]

@@ -91,6 +91,7 @@ def lock_data(plan: Plan, workspace: Workspace, launch: Launch, *, k8s=None) -> 
         "assumptions": data["assumptions"],
         **({"choices": data["choices"]} if "choices" in data else {}),
         **({"page_advice": data["page_advice"]} if "page_advice" in data else {}),  # the page lines the plan used
+        **({"weights": data["weights"]} if "weights" in data else {}),  # the quantization and checkpoint served
         "slo_checks": data["slo_checks"],  # each SLO bound against the plan's own estimate (Plan.slo_checks)
         "facts": facts_data(plan),
         "selected": list(plan.selected),

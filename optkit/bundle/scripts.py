@@ -66,8 +66,9 @@ def _option_lines(argv: list[str]) -> list[list[str | ShellVar]]:
 
 
 def preflight_data(launch: Launch, lock: dict) -> dict[str, Any]:
-    """preflight.sh: the chip, devices, versions and patches the host must have. The CANN minimum
-    and the torch-npu pin are the release's own (``versions/<version>.yaml``, read from its tree)."""
+    """preflight.sh: the chip, devices, versions and patches the host must have (and, for suffix decoding, the
+    arctic-inference package). The CANN minimum and the torch-npu pin are the release's own
+    (``versions/<version>.yaml``, read from its tree)."""
     target = launch.plan.target
     release = launch.plan.release.data
     torch_npu = release.pins.get("torch_npu")
@@ -77,7 +78,8 @@ def preflight_data(launch: Launch, lock: dict) -> dict[str, Any]:
             "vllm_ascend": lock["versions"]["vllm_ascend"], "vllm": lock["versions"]["vllm"],
             "torch_npu": torch_npu.value if torch_npu else "",
             "patches": [p["name"] for p in lock["patches"]], "pending": pending_names(lock), "mooncake": None,
-            "host_checks": launch.host_checks}
+            "host_checks": launch.host_checks,
+            "arctic_inference": launch.plan.request.speculative_method == "suffix"}
 
 
 def apply_data(launch: Launch, lock: dict) -> dict[str, Any]:

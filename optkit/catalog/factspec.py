@@ -12,6 +12,10 @@ from optkit.value import valueclass
 
 # Fact types: bool, int, float, str, version (PEP 440), list[int].
 
+QUANTIZATION_CHOICES = ("bf16", "w8a8", "w8a8c8", "w8a8-mxfp8", "w4a8", "w4a8c8", "w4a4", "w4a4-mxfp4", "w8a8sc")
+"""``runtime.quantization``'s values: optkit.resolve.profiles.QUANTIZATIONS (a test holds them equal; the catalog
+stage may not import the resolver)."""
+
 
 @valueclass(frozen=True)
 class FactSpec:
@@ -89,7 +93,11 @@ _SPECS = [
     _f("versions.vllm", "version", "vLLM version."),
     # runtime
     _f("runtime.dtype", "str", "Serving dtype.", ("bfloat16", "float16", "float32")),
-    _f("runtime.quantized", "bool", "Weights are quantized (w8a8 etc.).", flag="--quantized"),
+    _f("runtime.quantization", "str", "Weight format served (bf16, or a quantization served with --quantization "
+       "ascend; optkit.resolve.quantization).", QUANTIZATION_CHOICES, flag="--quantization"),
+    _f("runtime.quantized", "bool", "Weights are quantized (any format but bf16).", flag="--quantization"),
+    _f("runtime.kv_cache_quantized", "bool", "The KV cache is int8 too (the C8 formats w8a8c8 and w4a8c8, turned on "
+       "by the checkpoint's quant description).", flag="--quantization"),
     _f("runtime.enforce_eager", "bool", "Graph mode off (--enforce-eager).", flag="--enforce-eager"),
     _f("runtime.lora", "bool", "LoRA adapters enabled.", flag="--lora"),
     # workload
@@ -146,6 +154,11 @@ _SPECS = [
     _f("page.async_scheduling", "str", "Whether the page's row names async scheduling.", ("on", "off", "unstated")),
     # speculative decoding
     _f("spec.mtp", "bool", "MTP speculative decoding on.", flag="--mtp"),
+    _f("spec.method", "str", "Speculative decoding method ('none' when off).", ("none", "mtp", "eagle3", "suffix"),
+       flag="--spec-method"),
+    _f("spec.speculative", "bool", "Speculative decoding on, by any method (decode steps verify 1 + k tokens per "
+       "request through the rejection sampler).", flag="--spec-method"),
+    _f("spec.draft_model", "str", "eagle3's draft model, an HF id or path ('' without one).", flag="--draft-model"),
     _f("spec.num_speculative_tokens", "int", "k, draft tokens per step (0 when off)."),
     _f("spec.async_spec_decode", "bool", "Async scheduling with spec decode (CPU state optimistic)."),
 ]

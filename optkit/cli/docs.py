@@ -208,7 +208,7 @@ def _fit_refusal(src: _Sources) -> list[str]:
     from optkit.resolve.request_record import parse_request
 
     try:
-        plan(parse_request({"model": "qwen3.5-397b", "target": "910b", "tp": 8, "quantized": True}),
+        plan(parse_request({"model": "qwen3.5-397b", "target": "910b", "tp": 8, "quantization": "w8a8"}),
              load_workspace(src.root))
     except RequestError as exc:
         return [f"    $ {FIT_COMMAND}", *("    " + line for line in textwrap.wrap(f"optkit: error: {exc}", 100))]

@@ -78,14 +78,22 @@ _OPTIONS = [
     (("--shared-prefix-len",), "shared_prefix_len", dict(type=int, help="Tokens every prompt shares at its start (a "
                                                                         "system prompt; part of --input-len; default 0).")),
     (("--async-scheduling/--no-async-scheduling",), "async_scheduling", dict(default=None, help="Async scheduling (default on, as in vLLM 0.23.0).")),
-    (("--mtp/--no-mtp",), "mtp", dict(default=None, help="MTP speculative decoding.")),
-    (("--num-speculative-tokens", "-k"), "num_speculative_tokens", dict(type=int, help="k with --mtp (default 4).")),
+    (("--mtp/--no-mtp",), "mtp", dict(default=None, help="MTP speculative decoding (the same as --spec-method mtp).")),
+    (("--spec-method",), "spec_method", dict(type=click.Choice(["mtp", "eagle3", "suffix"]), help=(
+        "Speculative decoding method: mtp (the checkpoint's MTP head), eagle3 (needs --draft-model) or suffix "
+        "(needs the arctic-inference package and --no-async-scheduling)."))),
+    (("--draft-model",), "draft_model", dict(metavar="HF_ID", help="With --spec-method eagle3: the EAGLE-3 draft "
+                                                                   "model (HF repo id or path).")),
+    (("--num-speculative-tokens", "-k"), "num_speculative_tokens", dict(type=int, help=(
+        "k with speculative decoding (default 4 with MTP, 3 with eagle3 and suffix)."))),
     (("--vllm-ascend-version",), "vllm_ascend_version", dict(help="vllm-ascend release (default 0.23.0; see `optkit versions list`).")),
     (("--vllm-version",), "vllm_version", dict(help="vLLM version (default: the one the vllm-ascend release pairs with).")),
     (("--tree",), "tree", dict(type=click.Path(exists=True, file_okay=False, path_type=Path),
                                help="Plan for this vllm-ascend tree: its version, knobs and upstream probes (probes beat the version).")),
     (("--dtype",), "dtype", dict(type=click.Choice(["bfloat16", "float16", "float32"]), help="Serving dtype (default bfloat16).")),
-    (("--quantized/--no-quantized",), "quantized", dict(default=None, help="Quantized weights.")),
+    (("--quantization",), "quantization", dict(metavar="FORMAT", help=(
+        "Weight format: bf16, w8a8, w8a8c8, w8a8-mxfp8, w4a8, w4a8c8, w4a4, w4a4-mxfp4, w8a8sc (default: the "
+        "checkpoint MODEL names, else bf16); every format but bf16 is served with --quantization ascend."))),
     (("--enforce-eager/--no-enforce-eager",), "enforce_eager", dict(default=None, help="No graphs.")),
     (("--lora/--no-lora",), "lora", dict(default=None, help="LoRA adapters enabled.")),
     (("--model-config",), "model_config", dict(type=click.Path(dir_okay=True, path_type=Path), help="HF config.json of your own checkpoint (instead of MODEL).")),
@@ -110,11 +118,21 @@ def catalog_dirs(catalogs) -> list[Path]:
     return catalog_path(catalogs)
 
 
+def _deprecated_quantized(ctx, param, value):
+    """``--quantized``: what it meant before ``--quantization`` (w8a8), said once on stderr."""
+    if value:
+        click.echo("optkit: --quantized is deprecated: it means --quantization w8a8; give the checkpoint's format "
+                   "with --quantization (or name the checkpoint as MODEL)", err=True)
+    return value or None
+
+
 def request_options(func=None, *, model_argument: bool = True):
     """Decorate a command with MODEL (unless ``model_argument`` is false), --request FILE and every
     request flag."""
     if func is None:
         return lambda f: request_options(f, model_argument=model_argument)
+    func = click.option("--quantized", "quantized", is_flag=True, default=None, callback=_deprecated_quantized,
+                        help="Deprecated: the same as --quantization w8a8.")(func)
     for decls, _, kwargs in reversed(_OPTIONS):
         func = click.option(*decls, **kwargs)(func)
     func = click.option("--request", "request_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -128,6 +146,7 @@ def build_request(model: str | None, request_file: Path | None, params: dict):
 
     base = load_request(request_file).dump(by_alias=True) if request_file else {}
     _lengths_from_the_command_line(base, params)
+    _quantized_as_quantization(params)
     for _, field, _ in _OPTIONS:
         key = field if field != "with" else "with_"
         value = params.get(key)
@@ -150,6 +169,16 @@ def build_request(model: str | None, request_file: Path | None, params: dict):
             raise click.BadParameter(message, param_hint=f"'{flag}'") from None
         where = ".".join(str(p) for p in first["loc"])
         raise RequestError(f"{where}: {message}") from None
+
+
+def _quantized_as_quantization(params: dict) -> None:
+    """The deprecated ``--quantized`` as ``--quantization w8a8``; with another ``--quantization`` it is refused."""
+    if not params.pop("quantized", None):
+        return
+    if params.get("quantization") not in (None, "w8a8"):
+        raise click.BadParameter(f"--quantized means --quantization w8a8, but --quantization "
+                                 f"{params['quantization']} is given too; drop --quantized", param_hint="'--quantized'")
+    params["quantization"] = "w8a8"
 
 
 def _lengths_from_the_command_line(base: dict, params: dict) -> None:

@@ -38,8 +38,9 @@ def plan_report(plan: Plan, catalog, verbose: bool = False, records=None) -> lis
     shape = plan.layout.summary + (f" per instance, {plan.pd.summary}" if plan.pd else "")
     blocks: list[Block] = [
         f"optkit plan: {plan.model.id} on {plan.target.id} ({shape}, {r.dtype}, vllm-ascend "
-        f"{plan.facts['versions.vllm_ascend']}{where}, MTP {'k=' + str(r.k) if r.mtp else 'off'}, concurrency "
+        f"{plan.facts['versions.vllm_ascend']}{where}, {_speculation(r)}, concurrency "
         f"{','.join(map(str, r.concurrency))})"]
+    blocks += weights_lines(plan)
     blocks += [*assumptions_lines(plan), *_fit(plan)]
     selected = Table("Selected recipes (dependency order)", ["recipe", "kind", "why", "verification"])
     for rid in plan.selected:
@@ -64,6 +65,26 @@ def plan_report(plan: Plan, catalog, verbose: bool = False, records=None) -> lis
 def _fit(plan: Plan) -> list[Block]:
     """The plan's fit line (``Plan.fit``, ``optkit.resolve.fit``)."""
     return [plan.fit.line()] if plan.fit is not None else []
+
+
+def _speculation(request) -> str:
+    """The speculative decoding of the header: 'MTP k=4', 'eagle3 k=3', 'MTP off' when there is none."""
+    method = request.speculative_method
+    return f"{'MTP' if method == 'mtp' else method} k={request.k}" if method else "MTP off"
+
+
+def weights_lines(plan: Plan) -> list[Block]:
+    """The weights served when they are not the profile's own bf16 ones (``optkit.resolve.report.weights_data``)."""
+    from optkit.resolve.report import weights_data
+
+    weights = weights_data(plan).get("weights")
+    if weights is None:
+        return []
+    checkpoint = weights["checkpoint"]
+    named = f"checkpoint {checkpoint['id']} ({checkpoint['source']})" if checkpoint else "your own weights"
+    launched = ", served with --quantization ascend" if weights["quantization"] != "bf16" else ""
+    return [f"Weights: {weights['quantization']}, {named}{launched}"] + (
+        [f"warning: {weights['warning']}"] if weights["warning"] else [])
 
 
 def assumptions_lines(plan: Plan) -> list[Block]:

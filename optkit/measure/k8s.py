@@ -15,6 +15,7 @@ from typing import Any
 
 from optkit import __version__
 from optkit.bundle.k8s import K8sOptions, device_resource
+from optkit.bundle.launch import served_checkpoint
 
 TREE = "/vllm-workspace/vllm-ascend"
 """Where vllm-ascend's images keep the (editable) source tree."""
@@ -28,7 +29,7 @@ def ladder_job_data(plan, data: dict) -> dict[str, Any]:
     return {
         "version": __version__, "name": name, "steps": len(data["steps"]),
         "image": "vllm-ascend:v{}".format(data["versions"]["vllm_ascend"]),
-        "model": plan.model.hf_id or "MODEL", "tree": TREE, "shared": SHARED,
+        "model": served_checkpoint(plan) or "MODEL", "tree": TREE, "shared": SHARED,
         "resource": device_resource(K8sOptions().device_plugin, plan.target.device_generation), "devices": plan.request.tp * plan.request.dp,
     }
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from optkit import __version__
+from optkit.bundle.launch import served_checkpoint
 from optkit.bundle.lock import catalog_sha256, profiles_sha256
 from optkit.bundle.render import plain, render
 from optkit.bundle.scripts import MIN_PROMPTS, PROMPTS_PER_CONCURRENCY, WARMUPS_PER_CONCURRENCY, bench_extra, num_prompts
@@ -192,7 +193,7 @@ def _article_gain(gain) -> dict[str, Any]:
 def _script_data(plan: Plan, data: dict) -> dict[str, Any]:
     steps = data["steps"]
     return {"version": __version__, "model_id": plan.model.id, "target_id": plan.target.id,
-            "model_default": plan.model.hf_id if plain(plan.model.hf_id) else "",
+            "model_default": served if plain(served := served_checkpoint(plan)) else "",
             "served_name": data["served_name"], "steps": [s["id"] for s in steps],
             "patch_keys": [s["patch_key"] for s in steps], "kernel_keys": [s["kernel_key"] for s in steps],
             "pending": [s["id"] for s in steps if s["pending_patches"]],

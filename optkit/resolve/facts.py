@@ -21,6 +21,7 @@ from optkit.resolve.pd import pd_layout
 from optkit.resolve.request_record import DEFAULT_VLLM_ASCEND, RequestRecord
 from optkit.resolve.context_parallel import check_decode_context_parallel
 from optkit.resolve.sharding import check_sharding
+from optkit.resolve.quantization import kv_cache_quantized
 from optkit.value import valueclass
 
 
@@ -111,8 +112,7 @@ def length_facts(request: RequestRecord, decode_rows_max: int) -> dict[str, Any]
 
 def check_request(request: RequestRecord, target) -> NodeLayout:
     """Request-level consistency that no recipe could fix; the request's node layout."""
-    if request.num_speculative_tokens is not None and not request.mtp:
-        raise RequestError("--num-speculative-tokens needs --mtp (speculative decoding is off)")
+    check_speculation(request)
     shortest = min(c.input_len for c in request.lengths.classes)
     if request.shared_prefix_len >= shortest:
         raise RequestError(f"--shared-prefix-len {request.shared_prefix_len} (request field shared_prefix_len): the "
@@ -124,6 +124,25 @@ def check_request(request: RequestRecord, target) -> NodeLayout:
         known = ", ".join(v.id for v in target.variants) or "none"
         raise RequestError(f"--variant {request.variant!r} is not a variant of {target.id} (known: {known})")
     return layout
+
+
+def check_speculation(request: RequestRecord) -> None:
+    """The speculative decoding a request asks for is one whole method: k and a draft model only with a method
+    that takes them, eagle3 with its draft model, suffix decoding without async scheduling."""
+    method = request.speculative_method
+    if request.num_speculative_tokens is not None and not method:
+        raise RequestError("--num-speculative-tokens needs --mtp or --spec-method (speculative decoding is off)")
+    if request.draft_model and method != "eagle3":
+        raise RequestError(f"--draft-model {request.draft_model} is the draft model of --spec-method eagle3 "
+                           f"(speculative decoding is {method or 'off'}); drop it, or give --spec-method eagle3")
+    if method == "eagle3" and not request.draft_model:
+        raise RequestError("--spec-method eagle3 drafts with an EAGLE-3 model trained for the target: give "
+                           "--draft-model HF_ID_OR_PATH (the --speculative-config model, e.g. "
+                           "lightseekorg/kimi-k2.5-eagle3 on vllm-ascend 0.30.0rc2's Kimi-K2.5.md:150)")
+    if method == "suffix" and request.async_scheduling:
+        raise RequestError("--spec-method suffix runs without async scheduling: vLLM turns it off for suffix "
+                           "decoding (only EAGLE/MTP, draft-model and ngram_gpu methods keep it; vllm/config/vllm.py:"
+                           "957-978 in vLLM 0.23.0, :1450-1458 in 0.30.0); add --no-async-scheduling")
 
 
 def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
@@ -164,7 +183,9 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
         "versions.vllm_ascend": ascend,
         "versions.vllm": vllm,
         "runtime.dtype": request.dtype,
+        "runtime.quantization": request.weight_format,
         "runtime.quantized": request.quantized,
+        "runtime.kv_cache_quantized": kv_cache_quantized(request.weight_format),
         "runtime.enforce_eager": request.enforce_eager,
         "runtime.lora": request.lora,
         "workload.concurrency": list(request.concurrency),
@@ -185,8 +206,13 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
         **length_facts(request, rows),
         **objective_facts(request),
         "spec.mtp": request.mtp,
+        "spec.method": request.speculative_method or "none",
+        "spec.speculative": request.speculative_method is not None,
+        "spec.draft_model": request.draft_model or "",
         "spec.num_speculative_tokens": request.k,
-        "spec.async_spec_decode": request.mtp and request.async_scheduling,
+        # vLLM keeps async scheduling with EAGLE/MTP drafters (use_async_spec_decode: async and k > 0); suffix
+        # decoding runs without it (check_speculation)
+        "spec.async_spec_decode": request.speculative_method is not None and request.async_scheduling,
     })
     values.update(plan_advice(model, target, ascend, request.objective_goal).facts())
     missing = sorted(set(FACTS) - set(values))

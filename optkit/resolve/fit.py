@@ -223,9 +223,9 @@ def fewest_nodes(m, target, i: FitInputs, max_nodes: int = 8) -> tuple[int, int,
 
 
 def request_quantization(request) -> str:
-    """The weight format a request serves. The request's own ``quantization`` field once it has one; until then
-    ``--quantized`` reads as W8A8 (the format of every quantized checkpoint the catalog's pages serve on A2/A3)."""
-    return getattr(request, "quantization", None) or ("w8a8" if request.quantized else "bf16")
+    """The weight format a request serves (``RequestRecord.weight_format``: its ``quantization``, filled in from the
+    checkpoint MODEL names, else bf16)."""
+    return request.weight_format
 
 
 def _serve_value(plan, flag: str) -> str | None:

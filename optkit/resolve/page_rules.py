@@ -541,11 +541,7 @@ def committed_pages(release: str) -> Mapping[str, Any] | None:
 
 
 def _plain(value: Any) -> Any:
-    """The loader's pages as plain mappings and lists (it may hand out frozen dataclasses or read-only mappings)."""
-    import dataclasses
-
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    """The loader's pages (read-only mappings and tuples) as plain mappings and lists."""
     if isinstance(value, Mapping):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

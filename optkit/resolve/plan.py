@@ -27,6 +27,7 @@ from optkit.resolve.request_record import RequestRecord, as_request_record
 from optkit.resolve.resolver import Resolution, Status, resolve, version_ranges
 from optkit.resolve.settings import (ConflictingSettings, Derivation, Setting, carry_page_settings, collect, launch_flags, merge_into,  # noqa: F401 - re-exported
                                      substitute)
+from optkit.resolve.quantization import Weights, find_checkpoint, served_weights
 from optkit.value import field, valueclass
 
 _WOULD_CHANGE = frozenset({Status.objective, Status.regresses, Status.needs_opt_in})
@@ -145,6 +146,8 @@ class Plan:
     fit: Any = None
     """Memory per device: weights, reserve and KV cache against the budget (``optkit.resolve.fit.FitReport``); a
     plan that does not fit is refused."""
+    weights: Weights | None = None
+    """What the plan serves (``optkit.resolve.quantization``): the weight format, the checkpoint MODEL named, a warning."""
     assumptions: list[Assumption] = field(default_factory=list)
     """The workload assumed (``optkit.resolve.assumptions``): sampling, min_tokens, logprobs, penalties,
     structured output, lengths, each with whether it is the default and the flag that changes it."""
@@ -177,6 +180,7 @@ class Plan:
 
 
 def resolve_model(workspace: Workspace, request: RequestRecord) -> ModelProfileRecord:
+    """The profile MODEL (a profile's name or one of its checkpoints) or ``--model-config`` names."""
     if request.model_config_path:
         from optkit.resolve.hf_config import profile_from_hf_config
 
@@ -189,27 +193,39 @@ def resolve_model(workspace: Workspace, request: RequestRecord) -> ModelProfileR
                            f"({request.model or 'MODEL'}) has its own id")
     if not request.model:
         raise OptkitError("name a model (e.g. qwen3.5-35b) or give --model-config config.json")
-    return find_model(workspace.models, request.model)
+    named = find_checkpoint(workspace.models, request.model)
+    return named[0] if named else find_model(workspace.models, request.model)
+
+
+def request_weights(workspace: Workspace, request: RequestRecord, model: ModelProfileRecord) -> Weights:
+    """The weights the request serves on ``model`` (``optkit.resolve.quantization``)."""
+    named = find_checkpoint(workspace.models, request.model) if request.model and not request.model_config_path else None
+    return served_weights(request, model, named[1] if named else None)
 
 
 def filled_request(request: RequestRecord, ws: Workspace):
-    """``request`` with its open fields filled in by the catalog's rules (``optkit.resolve.choices``), what was
-    chosen, and the model profile, target and release (``ReleaseView``) the plan is made for."""
+    """``request`` with its open fields filled in by the catalog's rules (``optkit.resolve.choices``) and its
+    weight format by its checkpoint (``optkit.resolve.quantization``), what was chosen, the weights, and the model
+    profile, target and release (``ReleaseView``) the plan is made for."""
+    from optkit.resolve.choices import with_values
     from optkit.resolve.facts import ascend_version
     from optkit.versions.onrelease import release_view
 
     model = resolve_model(ws, request)
+    weights = request_weights(ws, request, model)
+    if request.quantization != weights.quantization and weights.quantization != "bf16":
+        request = with_values(request, quantization=weights.quantization)
     target = find_target(ws.targets, request.target)
     located = ws.replay.tree_at if ws.replay is not None and ws.replay.tree_at is not None else request.tree
     release = release_view(ascend_version(request), Path(located) if request.tree else None, ws.catalog,
                            shown=request.tree)
     filled, choices = choose(request, model, target, release, ws.catalog)
-    return filled, choices, model, target, release
+    return filled, choices, weights, model, target, release
 
 
 def request_facts(request, workspace: Workspace) -> Facts:
     """The facts ``plan`` judges ``request`` on (its open fields filled in first), as ``optkit facts`` shows them."""
-    filled, _, model, target, release = filled_request(as_request_record(request), workspace)
+    filled, _, _, model, target, release = filled_request(as_request_record(request), workspace)
     return compute_facts(filled, model, target, release)
 
 
@@ -223,7 +239,7 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
 
     given = as_request_record(request)
     ws = workspace or load_workspace()
-    request, choices, model, target, release = filled_request(given, ws)
+    request, choices, weights, model, target, release = filled_request(given, ws)
     facts = compute_facts(request, model, target, release)  # the facts `optkit facts` shows: request_facts
     if problem := latency_goal_problem(facts):
         raise RequestError(problem)
@@ -262,7 +278,7 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
     resolution = resolve(ws.catalog, facts, request.with_recipes, request.without_recipes, baseline_for,
                          ws.unavailable, verdicts, measured, capacity)
     result = Plan(request, model, target, facts, resolution, release=release, verdicts=verdicts, layout=layout,
-                  choices=choices, given=given,
+                  choices=choices, given=given, weights=weights,
                   pd=pd_layout(request, target), profile=analysis, profile_savings=table, profile_input=held,
                   capacity=capacity.selection(resolution.selected) if capacity else None,
                   page_advice=plan_advice(model, target, facts["versions.vllm_ascend"], facts["objective.goal"]))
@@ -288,7 +304,8 @@ def restrict(full: Plan, keep: list[str], workspace: Workspace, why: str) -> Pla
     resolution = Resolution(decisions, selected, list(full.resolution.upstream))
     result = Plan(full.request, full.model, full.target, full.facts, resolution, release=full.release,
                   verdicts=full.verdicts, restricted_to=selected, restriction_reason=why, layout=full.layout,
-                  pd=full.pd, choices=list(full.choices), given=full.given, page_advice=full.page_advice)
+                  pd=full.pd, choices=list(full.choices), given=full.given, page_advice=full.page_advice,
+                  weights=full.weights)
     return _assemble(result, workspace, _baseline_lookup(workspace, result.model, result.target, full.layout))
 
 
@@ -304,13 +321,14 @@ def _baseline_lookup(ws: Workspace, model, target, layout: NodeLayout):
 
 
 def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
-    """Collect the launch settings of the plan's selection and its TPOT estimate. With ``--mtp`` the speculative
-    config starts from the request (method and k), whether or not a recipe sets it too."""
+    """Collect the launch settings of the plan's selection and its TPOT estimate. With speculative decoding the
+    speculative config starts from the request (method, k, eagle3's draft model), whether or not a recipe sets it
+    too."""
     result.assumptions = workload_assumptions(result.request)
     mark_decisions(result.assumptions, result.resolution.decisions, ws.catalog, result.facts)
     result.launch_flags = launch_flags(result.request, result.facts)
-    if result.request.mtp:
-        merge_into(result.speculative_config, {"method": "mtp", "num_speculative_tokens": result.request.k},
+    if result.request.speculative_method:
+        merge_into(result.speculative_config, requested_speculative_config(result.request),
                    "request", result.config_sources, "speculative_config")
     for rid in result.selected:
         collect(result, ws.catalog[rid], result.facts, result.verdicts[rid])
@@ -323,6 +341,14 @@ def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
         result.slo_checks = feasibility(parse_slo(result.facts["objective.slo"]),
                                         [(e.concurrency, e.estimate_ms) for e in result.estimates])
     return result
+
+
+def requested_speculative_config(request: RequestRecord) -> dict[str, Any]:
+    """The --speculative-config the request asks for: its method and k, and eagle3's draft model."""
+    config: dict[str, Any] = {"method": request.speculative_method, "num_speculative_tokens": request.k}
+    if request.draft_model:
+        config["model"] = request.draft_model
+    return config
 
 
 def _estimates(result: Plan, baseline_for) -> list[Estimate]:

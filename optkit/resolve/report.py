@@ -83,6 +83,7 @@ def plan_data(plan: Plan) -> dict[str, Any]:
         **capacity,
         **choices,
         **page,
+        **weights_data(plan),
         "request": (plan.given or plan.request).dump(mode="json", by_alias=True),
         "assumptions": [a.data() for a in plan.assumptions],
         "model": plan.model.id,
@@ -113,6 +114,20 @@ def plan_data(plan: Plan) -> dict[str, Any]:
         },
         "slo_checks": [check.data() for check in plan.slo_checks],
     }
+
+
+def weights_data(plan: Plan) -> dict[str, Any]:
+    """``{"weights": …}`` when the plan serves quantized weights or a checkpoint MODEL named (``Plan.weights``):
+    the format, the checkpoint with its source, the warning; ``{}`` for the profile's own bf16 weights."""
+    weights = plan.weights
+    if weights is None or (weights.quantization == "bf16" and weights.checkpoint is None):
+        return {}
+    checkpoint = weights.checkpoint
+    return {"weights": {
+        "quantization": weights.quantization,
+        "checkpoint": None if checkpoint is None else {"id": checkpoint.id, "quantization": checkpoint.quantization,
+                                                       "source": checkpoint.source},
+        "warning": weights.warning}}
 
 
 def facts_lines(plan: Plan) -> list[str]:

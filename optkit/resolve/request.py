@@ -6,7 +6,7 @@ The run-time validates requests with this model's own validator, precompiled, an
 Defaults follow the article's setup: Qwen3.5-35B-A3B on one 910C card (TP2, bf16), expert
 parallelism on for MoE models, concurrency 1/4/8, random dataset 1024 in / 512 out, greedy,
 min_tokens set by clients (the article's production workload), async scheduling on (vLLM 0.23.0's
-default), MTP with k = 4 when asked.
+default), bf16 weights unless MODEL names a quantized checkpoint, MTP with k = 4 when asked.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
+from optkit.resolve.profiles import QUANTIZATIONS, Quantization
 from optkit.resolve.request_record import (
-    MAX_CONCURRENCY, MAX_PARALLEL, MAX_TOKENS, Bounded, DpSize, RequestBehaviour, RequestRecord, canonical_length_mix,
-    canonical_slo, comma_separated, pd_shape, sorted_levels)
+    MAX_CONCURRENCY, MAX_PARALLEL, MAX_TOKENS, Bounded, DpSize, RequestBehaviour, RequestRecord, SpecMethod,
+    canonical_length_mix, canonical_slo, comma_separated, pd_shape, sorted_levels)
 
 
 def _bounded(low: int, high: int) -> Any:
@@ -84,14 +85,24 @@ class Request(RequestBehaviour, BaseModel):
         0, description="Tokens at the start of every prompt that all prompts share (a system prompt, few-shot "
         "examples): part of each input; bench.sh sends them as vllm bench serve's --random-prefix-len.")
     async_scheduling: bool = Field(True, description="Async scheduling (vLLM 0.23.0 turns it on by default).")
-    mtp: bool = Field(False, description="MTP speculative decoding.")
-    num_speculative_tokens: Optional[_bounded(1, 16)] = Field(None, description="k; default 4 with MTP.")
+    mtp: bool = Field(False, description="MTP speculative decoding (the spelling of spec_method: mtp).")
+    spec_method: Optional[SpecMethod] = Field(None, description=(
+        "Speculative decoding method: mtp (the checkpoint's MTP head), eagle3 (an EAGLE-3 draft model, draft_model) "
+        "or suffix (suffix decoding on the CPU, the arctic-inference package); one at a time (optkit.resolve.quantization)."))
+    draft_model: Optional[str] = Field(
+        None, min_length=1, description="With spec_method eagle3: the EAGLE-3 draft model, an HF repo id or path "
+        "(the --speculative-config model).")
+    num_speculative_tokens: Optional[_bounded(1, 16)] = Field(
+        None, description="k; default 4 with MTP (the article's), 3 with eagle3 and suffix (upstream's pages).")
     vllm_ascend_version: Optional[str] = Field(
         None, description="vllm-ascend release on the host (default 0.23.0, or the version of --tree).")
     vllm_version: Optional[str] = Field(None, description="vLLM version; default: the one the vllm-ascend release pairs with.")
     tree: Optional[str] = Field(None, description="A vllm-ascend source tree to plan for: knobs and probes read from it.")
     dtype: Literal["bfloat16", "float16", "float32"] = Field("bfloat16", description="Serving dtype.")
-    quantized: bool = Field(False, description="Quantized weights (w8a8 etc.).")
+    quantization: Optional[Quantization] = Field(None, description=(
+        "Weight format: " + ", ".join(QUANTIZATIONS) + "; every format but bf16 is served with --quantization "
+        "ascend. Unset: the format of the checkpoint MODEL names (a checkpoint id of a profile's checkpoints), "
+        "else bf16 (optkit.resolve.quantization)."))
     enforce_eager: bool = Field(False, description="Run without graphs (--enforce-eager).")
     lora: bool = Field(False, description="LoRA adapters enabled.")
     with_recipes: list[str] = Field([], alias="with", description="Recipe ids to force in.")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from optkit.catalog.cache import cached, schema_function
 from optkit.catalog.frozen import Record, Shape
@@ -34,7 +34,13 @@ LATENCY_GOAL_MAX_CONCURRENCY = 8
 """The article's range (c <= 8): the default goal is latency up to it, throughput above."""
 MAX_PD_INSTANCES = 64
 """Most prefill (or decode) instances ``--pd`` accepts."""
-_CODE = ("resolve/request.py", "resolve/request_record.py")  # what defines the validator
+_CODE = ("resolve/request.py", "resolve/request_record.py", "resolve/profiles.py")  # what defines the validator
+SpecMethod = Literal["mtp", "eagle3", "suffix"]
+"""The speculative decoding methods a request may ask for (``--spec-method``)."""
+DEFAULT_SPECULATIVE_TOKENS = {"mtp": 4, "eagle3": 3, "suffix": 3}
+"""k unless ``--num-speculative-tokens`` says: the article's 4 with MTP; 3 with eagle3, as every eagle3 command of
+vllm-ascend 0.30.0rc2's Qwen3 pages writes it (e.g. docs/source/tutorials/models/Qwen3-235B-A22B.md:814), and 3
+with suffix, as its feature page does (docs/source/tutorials/features/suffix_speculative_decoding.md:92)."""
 
 
 class RequestBehaviour:
@@ -43,9 +49,26 @@ class RequestBehaviour:
     __slots__ = ()
 
     @property
+    def speculative_method(self) -> str | None:
+        """The speculative decoding method asked for: ``spec_method``, or mtp when ``mtp`` is on; None when off."""
+        return self.spec_method or ("mtp" if self.mtp else None)
+
+    @property
     def k(self) -> int:
-        """Speculative tokens per step (0 without MTP)."""
-        return (self.num_speculative_tokens or 4) if self.mtp else 0
+        """Speculative tokens per step (0 without speculative decoding)."""
+        method = self.speculative_method
+        return (self.num_speculative_tokens or DEFAULT_SPECULATIVE_TOKENS[method]) if method else 0
+
+    @property
+    def weight_format(self) -> str:
+        """The weight format served: ``quantization`` (filled in from the checkpoint by ``optkit.resolve.quantization``),
+        bf16 when unset."""
+        return self.quantization or "bf16"
+
+    @property
+    def quantized(self) -> bool:
+        """The weights are quantized (any format but bf16): the fact ``runtime.quantized``."""
+        return self.weight_format != "bf16"
 
     @property
     def objective_goal(self) -> str:
@@ -222,6 +245,7 @@ def parse_request(data: Any) -> RequestRecord:
     Raises pydantic's ``ValidationError`` (the model's own, with its wording) if it is invalid.
     """
     validator, shape = _validator()
+    _refuse_replaced_fields(data)
     try:
         fields, _, given = validator.validate_python(data)
     except core().ValidationError:
@@ -230,7 +254,40 @@ def parse_request(data: Any) -> RequestRecord:
         Request.model_validate(data)  # raises the model's own error, in its words
         raise InternalError(f"the cached request validator rejects what Request accepts: {data!r}") from None
     _check_one_length_form(fields, given, data)
+    _one_speculative_method(fields)
     return RequestRecord(shape, {name: fields[name] for name in shape.fields})
+
+
+REPLACED_FIELDS = {"quantized": "quantization: give the weight format (quantization: w8a8 for what quantized: true "
+                                "meant; formats: {formats})"}
+"""Request fields that are gone, and what replaced them."""
+
+
+def _refuse_replaced_fields(data: Any) -> None:
+    """A field that is gone (``REPLACED_FIELDS``) is refused at its key, naming what replaced it."""
+    for key, instead in REPLACED_FIELDS.items():
+        if isinstance(data, dict) and key in data:
+            from optkit.resolve.profiles import QUANTIZATIONS  # only when refusing: the profile schema is pydantic's
+
+            instead = instead.format(formats=", ".join(QUANTIZATIONS))
+            raise _field_error(key, data[key], f"{key} was replaced by {instead}")
+
+
+def _one_speculative_method(fields: dict) -> None:
+    """``mtp: true`` is the spelling of ``spec_method: mtp`` (the record keeps that spelling); with another method
+    it asks for two at once, which vLLM's one ``--speculative-config`` cannot hold."""
+    if fields.get("spec_method") == "mtp":
+        fields.update(mtp=True, spec_method=None)
+    elif fields.get("spec_method") and fields.get("mtp"):
+        raise _field_error("spec_method", fields["spec_method"], f"mtp: true (--mtp) and spec_method "
+                           f"{fields['spec_method']} ask for two speculative methods; give one (vLLM's "
+                           "--speculative-config takes one method)")
+
+
+def _field_error(key: str, value: Any, message: str):
+    """A ``ValidationError`` of the request at ``key`` (so the flag or the file's line is named)."""
+    return core().ValidationError.from_exception_data("Request", [
+        {"type": "value_error", "loc": (key,), "input": value, "ctx": {"error": ValueError(message)}}])
 
 
 def _check_one_length_form(fields: dict, given: set, data: Any) -> None:
@@ -246,10 +303,8 @@ def _check_one_length_form(fields: dict, given: set, data: Any) -> None:
     clash = [f"{key} {fields[key]} (the mix's longest is {implied[key]})" for key in implied
              if key in given and fields[key] != implied[key]]
     if clash:
-        error = ValueError(f"a length mix holds the input and output lengths; drop {' and '.join(clash)}, "
-                           "or drop the mix for one length")
-        raise core().ValidationError.from_exception_data("Request", [
-            {"type": "value_error", "loc": ("length_mix",), "input": fields["length_mix"], "ctx": {"error": error}}])
+        raise _field_error("length_mix", fields["length_mix"], "a length mix holds the input and output lengths; "
+                           f"drop {' and '.join(clash)}, or drop the mix for one length")
     fields.update(implied)
 
 

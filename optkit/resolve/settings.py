@@ -10,6 +10,7 @@ from typing import Any
 from optkit.errors import OptkitError, RequestError
 from optkit.resolve.facts import Facts
 from optkit.resolve.request_record import RequestRecord
+from optkit.resolve.quantization import QUANTIZATION_METHOD
 from optkit.value import replace, valueclass
 
 _TEMPLATE = re.compile(r"^\$\{([a-z_.]+)\}$")
@@ -83,11 +84,13 @@ def _record(value: Any, recipe: str, sources: dict[str, str], path: str) -> None
 
 
 def launch_flags(request: RequestRecord, facts: Facts) -> list[Setting]:
-    """The serve flags the request sets (its facts' values), in the order the argv carries them; the nodes' own
-    flags of a multi-node layout follow TP and DP there (``optkit.bundle.launch.node_options``)."""
+    """The serve flags the request sets (its facts' values; quantized weights: ``optkit.resolve.quantization``), in the
+    order the argv carries them; the nodes' own flags of a multi-node layout follow TP and DP there
+    (``optkit.bundle.launch.node_options``)."""
     words = [f"--tensor-parallel-size {facts['parallel.tp']}"]
     words += [f"--data-parallel-size {facts['parallel.dp']}"] * (facts["parallel.dp"] > 1)
-    words += [f"--dtype {facts['runtime.dtype']}"] + ["--enable-expert-parallel"] * facts["parallel.ep"]
+    words += [f"--dtype {facts['runtime.dtype']}"] + [f"--quantization {QUANTIZATION_METHOD}"] * facts["runtime.quantized"]
+    words += ["--enable-expert-parallel"] * facts["parallel.ep"]
     words += ["--no-async-scheduling"] * (not facts["workload.async_scheduling"])
     words += ["--enable-prefix-caching" if facts["workload.prefix_caching"] else "--no-enable-prefix-caching"]
     words += ["--enforce-eager"] * facts["runtime.enforce_eager"]

@@ -10,7 +10,7 @@ releases with a committed file. A missing or malformed file is a ``ValidationFai
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from optkit.value import valueclass
 from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
@@ -25,7 +25,7 @@ FOLDER = "versions/tutorials"
 _KEYS = ("format", "release", "tree", "pages")
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class TutorialData:
     """One release's tutorial pages as extracted from its tree."""
 

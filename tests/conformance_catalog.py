@@ -59,6 +59,10 @@ QUANT_WORDS = (("w8a8-mxfp8", "w8a8-mxfp8"), ("mxfp8", "w8a8-mxfp8"), ("w4a4-mxf
 SCENARIO_GOALS = (("throughput", "throughput"), ("latency", "latency"))
 
 
+class NotComparable(Exception):
+    """A command optkit cannot express as a request, and why."""
+
+
 @dataclass
 class Row:
     """One tutorial command and what became of it."""
@@ -172,9 +176,12 @@ def request_for(release: str, page: str, command: dict, profile, target: str, qu
         request["quantized"] = quantization != "bf16"
     method = str(speculative.get("method", "")).lower()
     if method:
-        if "spec_method" in Request.model_fields:
-            request["spec_method"] = "mtp" if "mtp" in method else method
-        request["mtp"] = "mtp" in method
+        method = "mtp" if "mtp" in method else method
+        if method not in ("mtp", "eagle3", "suffix"):
+            raise NotComparable(f"speculative method {speculative.get('method')!r} (optkit plans mtp, eagle3, suffix)")
+        request["spec_method"] = method
+        if method == "eagle3":
+            request["draft_model"] = str(speculative.get("model") or "")
         if speculative.get("num_speculative_tokens"):
             request["num_speculative_tokens"] = _int(speculative["num_speculative_tokens"], 1)
     if "--dtype" in opts and opts["--dtype"] in ("bfloat16", "float16", "float32"):
@@ -222,6 +229,8 @@ def explained_by(d: cs.Difference) -> str:
     """What explains a difference: a recipe, a per-command disagreement, a class of differences; '' if nothing."""
     if d.recipe_added:
         return f"recipe {d.source}"
+    if d.page_added:
+        return f"the page's tuned command {d.source}"
     if cs._entry_for(d) is not None:
         return "disagreements.yaml"
     for n, entry in enumerate(explanations()):
@@ -231,7 +240,10 @@ def explained_by(d: cs.Difference) -> str:
 
 
 def _matches(entry: dict, d: cs.Difference) -> bool:
-    if entry["key"] != d.key and not (entry["key"].endswith("*") and d.key.startswith(entry["key"][:-1])):
+    if "key_pattern" in entry:
+        if not re.match(entry["key_pattern"], d.key):
+            return False
+    elif entry["key"] != d.key:
         return False
     if "tutorial_value" in entry and not cs._same(entry["tutorial_value"], d.tutorial_value):
         return False
@@ -269,11 +281,14 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
     if target is None:
         return row("not comparable", f"no optkit target for the {hardware} tab")
     quantization, _ = quantization_for(command, page_data, profile)
-    request = request_for(release, page, command, profile, target, quantization)
+    try:
+        request = request_for(release, page, command, profile, target, quantization)
+    except NotComparable as exc:
+        return row("not comparable", str(exc))
     try:
         result = plan(Request(**request), workspace)
         launch = Launch(result, workspace)
-    except OptkitError as exc:
+    except (OptkitError, ValueError) as exc:  # ValueError: pydantic's ValidationError of a request field
         return row("not comparable", f"optkit refuses: {str(exc).splitlines()[0][:160]}", request=request)
     entry = {"node_rank": command.get("node_rank") or 0}
     _, differences = cs.compare(release, page.rsplit("/", 1)[-1], _command(command), entry, result, launch)

@@ -70,7 +70,13 @@ class Difference:
 
     @property
     def recipe_added(self) -> bool:
-        return self.tutorial_value is ABSENT and self.source not in ("", "request", "optkit")
+        return self.tutorial_value is ABSENT and self.source not in ("", "request", "optkit") and not self.page_added
+
+    @property
+    def page_added(self) -> bool:
+        """The command leaves the entry unset and the model's own page sets it in the tuned command optkit follows
+        (the plan's page settings, ``optkit.resolve.settings.carry_page_settings``: source ``page:<file>:<line>``)."""
+        return self.tutorial_value is ABSENT and self.source.startswith("page:")
 
 
 @dataclass
@@ -348,7 +354,7 @@ def check(differences: list[Difference], releases: list[str]) -> list[str]:
             claimed.add(key)
             problems += _stale(n, entry, release, line, by_key.get(key))
     for key, d in sorted(by_key.items()):
-        if key not in claimed and not d.recipe_added:
+        if key not in claimed and not d.recipe_added and not d.page_added:
             problems.append(f"unexplained: {d.release} {d.tutorial}:{d.line} [{d.where}] {d.key}: tutorial "
                             f"{_shown(d.tutorial_value)}, optkit {_shown(d.optkit_value)} (set by {d.source or 'nobody'}); "
                             f"add to tests/conformance/disagreements.yaml:\n{skeleton(d)}")
@@ -366,9 +372,10 @@ def _stale(n: int, entry: dict, release: str, line: int, found: Difference | Non
                    f"optkit {_shown(entry['optkit_value'])}: update it or remove it")
     if found.line != line:
         out.append(f"stale: {where}: the tutorial has it at line {found.line}, the entry says {line}")
-    if found.recipe_added:
-        out.append(f"stale: {where}: recipe {found.source} sets it and the tutorial leaves it unset, which explains "
-                   "itself: remove the entry")
+    if found.recipe_added or found.page_added:
+        who = f"recipe {found.source}" if found.recipe_added else f"the page's tuned command ({found.source})"
+        out.append(f"stale: {where}: {who} sets it and the tutorial leaves it unset, which explains itself: remove "
+                   "the entry")
     return out
 
 
@@ -385,7 +392,7 @@ def pruned(differences: list[Difference], releases: list[str]) -> list[dict]:
             found = by_key.get((entry["tutorial"], entry["where"], entry["key"], release))
             if release not in releases:
                 lines[release] = line
-            elif found is not None and not found.recipe_added:
+            elif found is not None and not found.recipe_added and not found.page_added:
                 lines[release] = found.line
         if lines:
             kept.append({**entry, "lines": lines})
@@ -460,6 +467,8 @@ def _difference_rows(results: list[Compared], reasons: list[str]) -> list[str]:
 def _explained(d: Difference, reasons: list[str]) -> str:
     if d.recipe_added:
         return f"recipe `{d.source}`"
+    if d.page_added:
+        return f"the page's tuned command (`{d.source}`)"
     entry = _entry_for(d)
     if entry is None:
         return "**unexplained**"

@@ -108,6 +108,12 @@ def kv_bytes_per_token(m, tp: int, quantization: str, spec_tokens: int, cp: int 
         per_layer = (m.kv_lora_rank + (m.qk_rope_head_dim or 0)) * _value_bytes(quantization)
     else:
         per_layer = _gqa_layer_bytes(m, tp, quantization)
+    compressed = getattr(m, "kv_compression_layers", None) or {}
+    if compressed:  # DeepSeek-V4: a layer of ratio r keeps one head_dim-wide entry per r tokens (0: its window only)
+        per_layer = m.head_dim * _value_bytes(quantization)
+        layers = sum(count / ratio for ratio, count in compressed.items() if ratio)
+        layers += (m.full_attention_layers - sum(compressed.values())) + ((m.mtp_layers or 0) if spec_tokens else 0)
+        return layers * per_layer / cp
     layers = m.full_attention_layers + ((m.mtp_layers or 0) if spec_tokens else 0)
     return layers * per_layer / cp
 

@@ -111,6 +111,20 @@ class PageAdvice:
     model_pages: tuple = ()  # the model's own pages (file names), whether or not one states the scenario
     settings: tuple = ()  # PageSetting: the tuned command's other settings (the model's own page, the plan's release)
     note: str = ""  # how the command was chosen when the page names no scenario
+    by_layout: tuple = ()  # ((tp, dp, nodes), line, settings): the tab's other commands, for a plan of their layout
+
+    def for_layout(self, tp: int, dp: int, nodes: int) -> "PageAdvice":
+        """This advice with the settings of the tab's command of exactly this layout (TP, DP, nodes), when the
+        scenario's own command has another layout and the page runs one with this: the page's tuned command
+        for the layout the plan runs."""
+        from optkit.value import replace
+
+        for layout, line, settings in self.by_layout:
+            if layout == (tp, dp, nodes):
+                note = "; ".join(n for n in (self.note, f"the settings are its command at :{line}, of this "
+                                             f"layout (TP {tp}, DP {dp}, {nodes} node{'s' if nodes > 1 else ''})") if n)
+                return replace(self, settings=settings, note=note, by_layout=())
+        return replace(self, by_layout=()) if self.by_layout else self
 
     def value(self, knob: str) -> Any:
         """The page's value of ``knob``, or None when the page does not state it."""
@@ -256,11 +270,28 @@ def _read_page(empty: PageAdvice, name: str, source: TutorialSource, generalized
     if not values:
         return None
     label = "; ".join(n for n in (generalized, tab_note) if n)
-    carried = ()
-    if commands and not label and page_release == empty.release and tab == empty.hardware:
-        carried = command_settings(commands[0], page_release, name)
+    carried, by_layout = (), ()
+    if not label and page_release == empty.release and tab == empty.hardware:
+        carried = command_settings(commands[0], page_release, name) if commands else ()
+        by_layout = tuple(_layout_commands(page, tab, page_release, name, exclude=commands[0]["line"] if commands else 0))
     return PageAdvice(empty.scenario, empty.hardware, empty.release, name, page_release, label,
-                      tuple(values[k] for k in sorted(values)), empty.model_pages, carried, unnamed)
+                      tuple(values[k] for k in sorted(values)), empty.model_pages, carried, unnamed, by_layout)
+
+
+def _layout_commands(page: Mapping, tab: str, release: str, name: str, exclude: int):
+    """((tp, dp, nodes), line, settings) of the tab's plain commands (not a PD role's), first one per layout."""
+    seen = set()
+    for command in sorted(page.get("commands", ()), key=lambda c: c["line"]):
+        if command.get("hardware") != tab or command.get("pd_role") or command["line"] == exclude:
+            continue
+        options = command.get("options", {})
+        wrapper = command.get("launcher_options", {})
+        tp = _leading_int(str((options.get("--tensor-parallel-size") or wrapper.get("--tp-size") or {}).get("value", "1")))
+        dp = _leading_int(str((options.get("--data-parallel-size") or wrapper.get("--dp-size") or {}).get("value", "1")))
+        layout = (tp or 1, dp or 1, command.get("nodes") or 1)
+        if layout not in seen and (command.get("node_rank") or 0) == 0:
+            seen.add(layout)
+            yield layout, command["line"], command_settings(command, release, name)
 
 
 def _nearest_release(name: str, release: str, source: TutorialSource) -> tuple[str, Mapping | None]:
@@ -428,11 +459,13 @@ def _command_values(command: Mapping, release: str, page: str) -> dict[str, Page
     return values
 
 
-CARRIED_FLAGS = ("--max-model-len", "--gpu-memory-utilization", "--block-size")
-"""Serve flags of the page's tuned command the plan carries as the page writes them (the scheduling and layout
-flags are page values above; the rest describe the deployment or the client: ports, parsers, model paths)."""
+CARRIED_FLAGS = ("--max-model-len", "--gpu-memory-utilization", "--block-size", "--hf-overrides", "--kv-cache-dtype",
+                 "--mamba-ssm-cache-dtype", "--attention-config.indexer-kv-dtype")
+"""Serve flags of the page's tuned command the plan carries as the page writes them: context length and its rope
+scaling, memory share, block size, cache dtypes (the scheduling and layout flags are page values
+above; the rest describe the deployment or the client: ports, parsers, model paths)."""
 _DEPLOYMENT_ENV = re.compile(r"IFNAME|(^|_)IP($|_)|ADDRESS|HOST|PORT|NIC|VISIBLE_DEVICES|MODEL|MODELSCOPE|_RANK|"
-                             r"^LD_LIBRARY_PATH$|^PATH$|^PYTHONPATH$|^VLLM_USE_V1$|_TIMEOUT$")
+                             r"^LD_LIBRARY_PATH$|^PATH$|^PYTHONPATH$|^VLLM_USE_V1$|^LD_PRELOAD$")
 """Env vars that name this host's devices, network, paths or ports: a deployment detail, never carried."""
 _PLACEHOLDER = re.compile(r"\$|<[^<>]*>|\bx{2,}\b|\.xx\.", re.I)
 
@@ -452,6 +485,10 @@ def command_settings(command: Mapping, release: str, page: str) -> tuple:
             continue
         if option.startswith("--additional-config.") and option.removeprefix("--additional-config.") not in _CONFIG_KNOBS:
             key = f"additional_config:{option.removeprefix('--additional-config.')}"
+        elif option.startswith("--speculative-config.") and option.split(".", 1)[1] in CARRIED_SPECULATIVE:
+            key = f"speculative_config:{option.split('.', 1)[1]}"
+        elif option == "--compilation-config.cudagraph_mode":
+            key = "compilation_config:cudagraph_mode"
         elif option in CARRIED_FLAGS:
             key = f"serve:{option}"
         else:
@@ -460,6 +497,9 @@ def command_settings(command: Mapping, release: str, page: str) -> tuple:
     return tuple(found)
 
 
+CARRIED_SPECULATIVE = ("enforce_eager", "disable_padded_drafter_batch")
+"""``--speculative-config`` keys beside the method and k (which the request sets) that the page's command carries:
+they apply where the plan speculates at all (``optkit.resolve.settings.carry_page_settings``)."""
 _ENV_KNOBS = ("VLLM_ASCEND_ENABLE_FLASHCOMM1",)
 """Env vars the page values read already (``sequence_parallel``): the plan sets them through its recipes."""
 _CONFIG_KNOBS = ("enable_flashcomm1",)

@@ -5,6 +5,7 @@ the request itself sets. ``optkit.resolve.plan`` calls ``collect`` once per sele
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
 from optkit.errors import OptkitError, RequestError
@@ -135,7 +136,10 @@ def carry_page_settings(result) -> None:
     stand above it (a recipe's value wins; the difference shows in the conformance table). Each is labelled
     ``page:<file>:<line>``."""
     advice = result.page_advice
-    for setting in getattr(advice, "settings", ()) if advice is not None else ():
+    if advice is None:
+        return
+    advice = result.page_advice = advice.for_layout(result.request.tp, result.request.dp, result.layout.nodes)
+    for setting in advice.settings:
         kind, _, key = setting.key.partition(":")
         label = f"page:{setting.source.page.rsplit('/', 1)[-1]}:{setting.source.line}"
         if kind == "env":
@@ -144,12 +148,14 @@ def carry_page_settings(result) -> None:
         elif kind == "serve":
             taken = {s.key.split()[0] for s in [*result.serve_args, *result.launch_flags]}
             if key not in taken:
-                shown = "" if setting.value is True else f" {setting.value}"
+                shown = "" if setting.value is True else f" {shlex.quote(str(setting.value))}"
                 result.serve_args.append(Setting(f"{key}{shown}", None, label))
-        elif f"additional_config.{key}" not in result.config_sources and not _has_path(result.additional_config, key):
+        elif kind == "speculative_config" and not result.speculative_config:
+            continue  # the plan does not speculate: the page's drafter settings have nothing to apply to
+        elif f"{kind}.{key}" not in result.config_sources and not _has_path(getattr(result, kind), key):
             fragment: dict = {}
             _set_path(fragment, key, setting.value)
-            merge_into(result.additional_config, fragment, label, result.config_sources, "additional_config")
+            merge_into(getattr(result, kind), fragment, label, result.config_sources, kind)
 
 
 def _has_path(fragment: dict, dotted: str) -> bool:

@@ -151,8 +151,15 @@ def weight_bytes_per_device(m, quantization: str, tp: int, experts_over: int) ->
     if count is None:
         if not m.params_b:
             return 0.0, "MLA model without params_b: weights unknown"
-        return (m.params_b * 1e9 * LINEAR_BYTES[quantization] / tp,
-                f"{m.params_b:g} B parameters (params_b; MLA shapes are not in the profile), all split over TP")
+        total = m.params_b * 1e9
+        experts = 0.0
+        if m.is_moe and m.moe_intermediate_size:  # the routed experts' shapes are in the profile: split over EP
+            _, per_layer, _ = _ffn(m, True)
+            experts = min(per_layer * (m.num_layers - m.first_dense_layers + (m.mtp_layers or 0)), 0.98 * total)
+        held = (total - experts) * LINEAR_BYTES[quantization] / tp + experts / experts_over * EXPERT_BYTES[quantization]
+        return (held, f"{m.params_b:g} B parameters (params_b; MLA shapes are not in the profile): the routed "
+                      f"experts ({experts / 1e9:.0f} B, from the profile's MoE shapes) split over {experts_over} ranks, "
+                      "the rest over TP")
     kv_ranks = min(tp, m.num_kv_heads)  # k/v heads are replicated beyond their count
     linear = (count.attention - count.kv_projection) / tp + count.kv_projection / kv_ranks + count.dense_ffn / tp
     held = (linear * LINEAR_BYTES[quantization] + count.experts / experts_over * EXPERT_BYTES[quantization]

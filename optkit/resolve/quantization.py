@@ -50,14 +50,16 @@ class Weights:
 
 
 def find_checkpoint(models: dict, name: str) -> tuple[Any, Any] | None:
-    """The profile and checkpoint whose id is ``name`` (case-insensitive), else None. A profile's bf16 checkpoint
-    is its Hub id (``hf_id``), which ``find_model`` finds as well."""
-    wanted = name.lower()
-    for profile in models.values():
-        for checkpoint in profile.checkpoints or ():
-            if checkpoint.id.lower() == wanted:
-                return profile, checkpoint
-    return None
+    """The profile and checkpoint whose id is ``name`` (``profile_catalog.find_checkpoint``), else None: a name that
+    is a profile's id, alias or Hub id with no checkpoint of that id, or no model's name at all."""
+    from optkit.errors import UnknownName
+    from optkit.resolve.profile_catalog import find_checkpoint as find
+
+    try:
+        profile, checkpoint = find(models, name)
+    except UnknownName:
+        return None
+    return (profile, checkpoint) if checkpoint is not None else None
 
 
 def served_weights(request, model, checkpoint=None) -> Weights:

@@ -102,11 +102,14 @@ def test_a_plan_at_a_load_beyond_the_cache_is_planned_and_says_so(workspace):
 
 @pytest.mark.parametrize("fields, changes", [
     # BF16 on one A3 node: the page asks for two (Qwen3.5-397B-A17B.md:27); the W8A8 checkpoint fits one (:28)
-    (dict(tp=16), ["--quantized (the W8A8 checkpoint Eco-Tech/Qwen3.5-397B-A17B-w8a8-mtp, vllm-ascend 0.30.0rc2 "
+    (dict(tp=16), ["--quantization w8a8 (the checkpoint Eco-Tech/Qwen3.5-397B-A17B-w8a8-mtp, vllm-ascend 0.30.0rc2 "
                    "docs/source/tutorials/models/Qwen3.5-397B-A17B.md:28)",
                    "--dp 2 --nodes 2 (more DP ranks spread the experts)"]),
-    # half a node: neither W8A8 nor TP 16 alone is enough for BF16 weights, four times the ranks are
-    (dict(tp=8), ["--dp 4 --nodes 2 (more DP ranks spread the experts)"]),
+    # half a node: neither W8A8 nor TP 16 alone is enough for BF16 weights; the W4A8 checkpoint (:29) or four
+    # times the ranks are
+    (dict(tp=8), ["--quantization w4a8 (the checkpoint Eco-Tech/Qwen3.5-397B-A17B-w4a8-mtp, vllm-ascend 0.30.0rc2 "
+                  "docs/source/tutorials/models/Qwen3.5-397B-A17B.md:29)",
+                  "--dp 4 --nodes 2 (more DP ranks spread the experts)"]),
 ], ids=["tp16-bf16", "tp8-bf16"])
 def test_a_plan_that_does_not_fit_is_refused_with_the_smallest_changes(fields, changes, workspace):
     with pytest.raises(RequestError) as caught:

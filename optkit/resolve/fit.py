@@ -185,10 +185,17 @@ def smallest_changes(m, target, i: FitInputs, checkpoints=()) -> list[str]:
     from optkit.value import replace
 
     out = []
-    for checkpoint in checkpoints:
-        if (checkpoint.quantization == "w8a8" and i.quantization == "bf16"
-                and _fits(m, target, replace(i, quantization="w8a8"))):
-            out.append(f"--quantized (the W8A8 checkpoint {checkpoint.id}, {checkpoint.source})")
+    from optkit.resolve.profiles import QUANTIZATIONS
+
+    order = {q: n for n, q in enumerate(QUANTIZATIONS)}  # bf16 first, then the 8-bit formats, then the 4-bit ones
+    for checkpoint in sorted(checkpoints, key=lambda c: (order.get(c.quantization, len(order)), c.id)):
+        quantization = checkpoint.quantization
+        if quantization == "bf16" or i.quantization != "bf16":  # quantized weights: the smallest change from bf16
+            continue
+        if "mxfp" in quantization and target.device_generation != "A5":
+            continue  # the microscaling formats are the A5 tabs' (the pages' weight tables)
+        if _fits(m, target, replace(i, quantization=quantization)):
+            out.append(f"--quantization {quantization} (the checkpoint {checkpoint.id}, {checkpoint.source})")
             break
     per_node = target.devices_per_node
     tp = next((t for t in _tp_sizes(m) if t > i.tp and _splits(m, t, i.dp, i.ep, per_node)

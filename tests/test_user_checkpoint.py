@@ -105,12 +105,12 @@ def test_lint_refuses_rules_on_profile_names(tmp_path, when):
 
     for name in ("recipes", "kernels"):
         shutil.copytree(ROOT / name, tmp_path / name)
-    path = tmp_path / "recipes" / "waterfall-hccl-aiv" / "recipe.yaml"
+    path = tmp_path / "recipes" / "moe-fused-mc2-enable" / "recipe.yaml"
     text = path.read_text(encoding="utf-8")
     path.write_text(text.replace("preconditions:\n", f'preconditions:\n  - when: "{when}"\n    msg: a named rule\n', 1),
                     encoding="utf-8")
     found = [str(p) for p in lint(tmp_path) if "a profile's name" in p.message]
-    assert found == [f"recipes/waterfall-hccl-aiv/recipe.yaml:{_line(path, when)}: preconditions[0].when: condition "
+    assert found == [f"recipes/moe-fused-mc2-enable/recipe.yaml:{_line(path, when)}: preconditions[0].when: condition "
                      f"reads {'model.family' if 'family' in when else 'model.id'}, a profile's name, not its "
                      "architecture (key the rule on the facts that cause it (model.hf_model_type, "
                      "model.text_model_type, model.gdn_layers, model.is_moe, model.mtp_head, …))"]

@@ -162,7 +162,7 @@ def _objective_example(src: _Sources) -> str:
 
 
 FIT_CASES = "tests/fit_cases.yaml"
-FIT_COMMAND = "optkit plan qwen3.5-397b --target 910b --tp 8 --quantized"
+FIT_COMMAND = "optkit plan qwen3.5-397b --target 910b --tp 8 --quantization w8a8"
 """docs/objective.md's fit figures: the page cases of tests/fit_cases.yaml, and the refusal of one A2 node."""
 
 

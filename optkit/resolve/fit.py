@@ -235,12 +235,6 @@ def fewest_nodes(m, target, i: FitInputs, max_nodes: int = 8) -> tuple[int, int,
     return None
 
 
-def request_quantization(request) -> str:
-    """The weight format a request serves (``RequestRecord.weight_format``: its ``quantization``, filled in from the
-    checkpoint MODEL names, else bf16)."""
-    return request.weight_format
-
-
 def _serve_value(plan, flag: str) -> str | None:
     """The value a selected recipe gives ``flag`` on the plan's serve line (None when none sets it)."""
     for setting in plan.serve_args:
@@ -261,7 +255,7 @@ def plan_fit_inputs(plan) -> FitInputs:
     max_len = _serve_value(plan, "--max-model-len") or plan.model.max_position_embeddings or tokens
     utilization = _serve_value(plan, "--gpu-memory-utilization")
     hccl = next((s.value for s in plan.env if s.key == "HCCL_BUFFSIZE"), None)
-    return FitInputs(tp=r.tp, dp=r.dp, ep=bool(facts["parallel.ep"]), quantization=request_quantization(r),
+    return FitInputs(tp=r.tp, dp=r.dp, ep=bool(facts["parallel.ep"]), quantization=r.weight_format,
                      seqs=int(seqs) if seqs else ceil(facts["workload.concurrency_max"] / r.dp), tokens=tokens,
                      max_model_len=int(max_len), utilization=float(utilization or DEFAULT_UTILIZATION),
                      hccl_buffsize_mb=int(hccl or DEFAULT_HCCL_BUFFSIZE_MB), spec_tokens=r.k if r.mtp else 0,
@@ -290,4 +284,4 @@ def refusal(report: FitReport, model_id: str, target_id: str) -> str:
 
 __all__ = ["FitInputs", "FitReport", "measure", "kv_bytes", "kv_bytes_per_token", "gdn_state_bytes", "GIB",
            "ACTIVATION_RESERVE_GIB", "DEFAULT_UTILIZATION", "smallest_changes", "fewest_nodes",
-           "plan_fit", "plan_fit_inputs", "refusal", "request_quantization"]
+           "plan_fit", "plan_fit_inputs", "refusal"]

@@ -17,7 +17,8 @@ here) in this order:
    model with a page never gets another page's number: when its own page states nothing for the scenario, the
    advice is empty.
 
-Each value keeps its source (release, page, line). The plan computes the advice once and carries it
+Each value keeps its source (release, page, line); what a command says, and the settings of the chosen command a
+plan carries (``PageAdvice.settings``), are read by ``optkit.resolve.page_values``. The plan computes the advice once and carries it
 (``Plan.page_advice``): its ``page.*`` facts are what recipes' rules key on, and ``explain``, the report and the
 lock show every value with its line.
 """
@@ -30,10 +31,11 @@ from typing import Any, Callable, Mapping
 
 from packaging.version import Version
 
+from optkit.resolve.page_values import (PAGE_DIR, PageSource, PageValue, command_settings,
+                                        command_values as _command_values, layout_commands as _layout_commands,
+                                        leading_int as _leading_int, plain as _plain)
 from optkit.value import valueclass
 
-PAGE_DIR = "models/"
-"""Where model pages sit in the data (paths relative to docs/source/tutorials/)."""
 SCENARIOS = {"throughput": "high throughput", "latency": "low latency"}
 """The scenario row a goal reads, as upstream's scenario tables name it (compared case-insensitively, by prefix:
 "High Throughput (128k)" is a high-throughput row)."""
@@ -50,51 +52,8 @@ _COLUMNS = {"max num seqs": "max_num_seqs", "max-num-seqs": "max_num_seqs", "max
             "mtp speculation num": "num_speculative_tokens", "prefix cache": "prefix_caching",
             "prefix caching": "prefix_caching", "async scheduling": "async_scheduling"}
 """Scenario table columns (lowercase) → the knob they state."""
-_OPTIONS = {"--max-num-seqs": "max_num_seqs", "--max-num-batched-tokens": "max_num_batched_tokens",
-            "--max-model-len": "max_model_len", "--tensor-parallel-size": "tensor_parallel_size",
-            "--data-parallel-size": "data_parallel_size", "--enable-expert-parallel": "expert_parallel",
-            "--speculative-config.method": "speculative_method",
-            "--speculative-config.num_speculative_tokens": "num_speculative_tokens",
-            "--async-scheduling": "async_scheduling", "--no-async-scheduling": "async_scheduling",
-            "--enable-prefix-caching": "prefix_caching", "--no-enable-prefix-caching": "prefix_caching",
-            "--compilation-config.cudagraph_capture_sizes": "cudagraph_capture_sizes",
-            "--gpu-memory-utilization": "gpu_memory_utilization",
-            "--additional-config.enable_flashcomm1": "sequence_parallel"}
-"""A command's options (as the data flattens them) → the knob they set."""
 _SEQUENCE_PARALLEL = ("sequence parallelism", "flashcomm1", "flashcomm")
 _ASYNC = "async scheduling"
-
-
-@valueclass(frozen=True)
-class PageSource:
-    """Where a value is written: a release's tutorial page and line."""
-
-    release: str
-    page: str  # 'models/Qwen3.5-397B-A17B.md'
-    line: int
-
-    def text(self) -> str:
-        return f"{self.page.removeprefix(PAGE_DIR)}:{self.line} (vllm-ascend {self.release})"
-
-
-@valueclass(frozen=True)
-class PageValue:
-    """One knob as the page states it: the value optkit reads, the words the page writes, and where."""
-
-    knob: str  # 'max_num_seqs', 'sequence_parallel', …
-    value: Any  # int, bool or str; None when the page's words give no single value ('Tune by concurrency')
-    written: str
-    source: PageSource
-
-
-@valueclass(frozen=True)
-class PageSetting:
-    """One setting of the page's tuned command that the plan carries: an env var, an ``--additional-config`` key
-    or a serve flag, as the page writes it."""
-
-    key: str  # 'env:HCCL_BUFFSIZE', 'additional_config:enable_mlapo', 'serve:--max-model-len'
-    value: Any
-    source: PageSource
 
 
 @valueclass(frozen=True)
@@ -278,22 +237,6 @@ def _read_page(empty: PageAdvice, name: str, source: TutorialSource, generalized
                       tuple(values[k] for k in sorted(values)), empty.model_pages, carried, unnamed, by_layout)
 
 
-def _layout_commands(page: Mapping, tab: str, release: str, name: str, exclude: int):
-    """((tp, dp, nodes), line, settings) of the tab's plain commands (not a PD role's), first one per layout."""
-    seen = set()
-    for command in sorted(page.get("commands", ()), key=lambda c: c["line"]):
-        if command.get("hardware") != tab or command.get("pd_role") or command["line"] == exclude:
-            continue
-        options = command.get("options", {})
-        wrapper = command.get("launcher_options", {})
-        tp = _leading_int(str((options.get("--tensor-parallel-size") or wrapper.get("--tp-size") or {}).get("value", "1")))
-        dp = _leading_int(str((options.get("--data-parallel-size") or wrapper.get("--dp-size") or {}).get("value", "1")))
-        layout = (tp or 1, dp or 1, command.get("nodes") or 1)
-        if layout not in seen and (command.get("node_rank") or 0) == 0:
-            seen.add(layout)
-            yield layout, command["line"], command_settings(command, release, name)
-
-
 def _nearest_release(name: str, release: str, source: TutorialSource) -> tuple[str, Mapping | None]:
     for candidate in [release] + [r for r in sorted(source.releases(), key=Version, reverse=True)
                                   if Version(r) < Version(release)]:
@@ -439,88 +382,6 @@ def _agrees(command: Mapping, row: dict) -> bool:
     return bool(shared) and all(said[k] == row[k].value for k in shared)
 
 
-def _command_values(command: Mapping, release: str, page: str) -> dict[str, PageValue]:
-    values: dict[str, PageValue] = {}
-    options = command.get("options", {})
-    for option in sorted(options):
-        knob = _OPTIONS.get(option)
-        if knob is None:
-            continue
-        entry = options[option]
-        value = _option_value(option, entry.get("value"))
-        written = option if entry.get("value") in (True, None, "") else f"{option} {entry.get('value')}"
-        values[knob] = PageValue(knob, value, written,
-                                 PageSource(release, page, entry.get("line", command["line"])))
-    flashcomm = command.get("env", {}).get("VLLM_ASCEND_ENABLE_FLASHCOMM1")
-    if flashcomm is not None and "sequence_parallel" not in values:
-        values["sequence_parallel"] = PageValue("sequence_parallel", str(flashcomm.get("value")) == "1",
-                                                f"VLLM_ASCEND_ENABLE_FLASHCOMM1={flashcomm.get('value')}",
-                                                PageSource(release, page, flashcomm.get("line", command["line"])))
-    return values
-
-
-CARRIED_FLAGS = ("--max-model-len", "--gpu-memory-utilization", "--block-size", "--hf-overrides", "--kv-cache-dtype",
-                 "--mamba-ssm-cache-dtype", "--attention-config.indexer-kv-dtype")
-"""Serve flags of the page's tuned command the plan carries as the page writes them: context length and its rope
-scaling, memory share, block size, cache dtypes (the scheduling and layout flags are page values
-above; the rest describe the deployment or the client: ports, parsers, model paths)."""
-_DEPLOYMENT_ENV = re.compile(r"IFNAME|(^|_)IP($|_)|ADDRESS|HOST|PORT|NIC|VISIBLE_DEVICES|MODEL|MODELSCOPE|_RANK|"
-                             r"^LD_LIBRARY_PATH$|^PATH$|^PYTHONPATH$|^VLLM_USE_V1$|^LD_PRELOAD$")
-"""Env vars that name this host's devices, network, paths or ports: a deployment detail, never carried."""
-_PLACEHOLDER = re.compile(r"\$|<[^<>]*>|\bx{2,}\b|\.xx\.", re.I)
-
-
-def command_settings(command: Mapping, release: str, page: str) -> tuple:
-    """The settings of the page's tuned command a plan carries below its recipes (``optkit.resolve.settings``): its
-    env (deployment details and placeholders left out), its ``--additional-config`` keys and ``CARRIED_FLAGS``."""
-    found: list[PageSetting] = []
-    for name, entry in sorted(command.get("env", {}).items()):
-        value = str(entry.get("value", ""))
-        if name in _ENV_KNOBS or _DEPLOYMENT_ENV.search(name) or _PLACEHOLDER.search(value) or not value:
-            continue
-        found.append(PageSetting(f"env:{name}", value, PageSource(release, page, entry.get("line", command["line"]))))
-    for option, entry in sorted(command.get("options", {}).items()):
-        value = entry.get("value")
-        if isinstance(value, str) and _PLACEHOLDER.search(value):
-            continue
-        if option.startswith("--additional-config.") and option.removeprefix("--additional-config.") not in _CONFIG_KNOBS:
-            key = f"additional_config:{option.removeprefix('--additional-config.')}"
-        elif option.startswith("--speculative-config.") and option.split(".", 1)[1] in CARRIED_SPECULATIVE:
-            key = f"speculative_config:{option.split('.', 1)[1]}"
-        elif option == "--compilation-config.cudagraph_mode":
-            key = "compilation_config:cudagraph_mode"
-        elif option in CARRIED_FLAGS:
-            key = f"serve:{option}"
-        else:
-            continue
-        found.append(PageSetting(key, _plain(value), PageSource(release, page, entry.get("line", command["line"]))))
-    return tuple(found)
-
-
-CARRIED_SPECULATIVE = ("enforce_eager", "disable_padded_drafter_batch")
-"""``--speculative-config`` keys beside the method and k (which the request sets) that the page's command carries:
-they apply where the plan speculates at all (``optkit.resolve.settings.carry_page_settings``)."""
-_ENV_KNOBS = ("VLLM_ASCEND_ENABLE_FLASHCOMM1",)
-"""Env vars the page values read already (``sequence_parallel``): the plan sets them through its recipes."""
-_CONFIG_KNOBS = ("enable_flashcomm1",)
-"""``--additional-config`` keys the page values read already."""
-
-
-def _option_value(option: str, value: Any) -> Any:
-    if option.startswith("--no-"):
-        return False
-    if option in ("--enable-expert-parallel", "--async-scheduling", "--enable-prefix-caching"):
-        return str(value).lower() not in ("false", "0")  # a bare flag is True; the data reads `--no-X` as X False
-    if isinstance(value, str) and re.fullmatch(r"\d+", value):
-        return int(value)
-    return value
-
-
-def _leading_int(text: str) -> int | None:
-    match = re.match(r"\s*(\d+)", text)
-    return int(match.group(1)) if match else None
-
-
 def _shown(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
@@ -580,10 +441,3 @@ def committed_pages(release: str) -> Mapping[str, Any] | None:
     return _plain(tutorial_data.load(release).pages)
 
 
-def _plain(value: Any) -> Any:
-    """The loader's pages (read-only mappings and tuples) as plain mappings and lists."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value

@@ -14,7 +14,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "optkit"
 
 # Lowest first. A module may import its own stage and any stage before it.
-STAGES = ["catalog", "tree", "versions", "profile", "resolve", "bundle", "measure", "cli"]
+STAGES = ["catalog", "tree", "versions", "profile", "resolve", "bundle", "measure", "tune", "cli"]
 FACE = {"__init__", "errors", "value"}  # the package face: importable from every stage
 ENTRY = "__main__"  # `python -m optkit`: runs the CLI, so it sits above every stage
 CLI_ONLY = {"click"}  # the command line

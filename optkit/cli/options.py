@@ -100,7 +100,12 @@ _OPTIONS = [
     (("--model-id",), "model_id", dict(help="With --model-config: the model's HF repo id or path (when config.json has no _name_or_path).")),
     (("--with", "with_"), "with", dict(multiple=True, callback=_ids, help="Force a recipe in (repeatable, or comma-separated).")),
     (("--without",), "without", dict(multiple=True, callback=_ids, help="Leave a recipe out (repeatable, or comma-separated).")),
+    (("--set", "set_"), "set", dict(multiple=True, metavar="NAME=VALUE", callback=_ids, help=(
+        "A launch value over its rule: max-num-seqs (per DP group), max-num-batched-tokens, capture-up-to "
+        "(the capture ladder's top, requests per DP group); repeatable, or comma-separated."))),
 ]
+_UNDERSCORED = ("with", "set")
+"""Request fields whose click parameter carries a trailing underscore (Python keywords or builtins)."""
 
 
 def catalog_option(func):
@@ -148,9 +153,9 @@ def build_request(model: str | None, request_file: Path | None, params: dict):
     _lengths_from_the_command_line(base, params)
     _quantized_as_quantization(params)
     for _, field, _ in _OPTIONS:
-        key = field if field != "with" else "with_"
+        key = field + "_" if field in _UNDERSCORED else field
         value = params.get(key)
-        if value is None or (isinstance(value, list) and not value and field in ("with", "without")):
+        if value is None or (isinstance(value, list) and not value and field in ("with", "without", "set")):
             continue
         base[field] = str(value) if isinstance(value, Path) else value
     if model:
@@ -165,7 +170,8 @@ def build_request(model: str | None, request_file: Path | None, params: dict):
         first = exc.errors()[0]
         message = first["msg"].removeprefix("Value error, ")
         flag = _FLAGS.get(first["loc"][0]) if first["loc"] else None
-        if flag and params.get("with_" if first["loc"][0] == "with" else first["loc"][0]) not in (None, [], ()):
+        given = params.get(first["loc"][0] + "_" if first["loc"][0] in _UNDERSCORED else first["loc"][0])
+        if flag and given not in (None, [], ()):
             raise click.BadParameter(message, param_hint=f"'{flag}'") from None
         where = ".".join(str(p) for p in first["loc"])
         raise RequestError(f"{where}: {message}") from None

@@ -193,7 +193,8 @@ def explain_report(plan: Plan, catalog, recipe_ids: list[str]) -> list[Block]:
             lines.append(f"  if selected: {describe_benefit(would)}")
         lines += [f"  risk ({risk.severity}): {' '.join(risk.text.split())}" for risk in risks_that_hold(recipe, plan.facts)]
         for derived in (x for x in plan.derivations if x.recipe == rid):
-            basis = "a rule, unquantified: no measured number for this value" if derived.basis == "rule" else "measured"
+            basis = {"rule": "a rule, unquantified: no measured number for this value",
+                     "set": "the rule's value replaced by the request's --set"}.get(derived.basis, "measured")
             lines += [f"  sets {derivation_text(derived)}", f"    because {derived.why} ({basis})"]
         lines += _tutorial_lines(recipe, str(plan.facts["versions.vllm_ascend"]))
     return lines

@@ -240,10 +240,12 @@ def command_client(vllm: str = "vllm") -> Callable[[list[str]], None]:
 
 
 def _write(out_dir: Path, settings: dict, search: Search, client_name: str, started: float,
-           status: str | None = None, scheduler: dict | None = None) -> dict[str, Any]:
+           status: str | None = None, scheduler: dict | None = None, stopped: str | None = None) -> dict[str, Any]:
     outcome = search.outcome()
     if status:
         outcome["status"] = status
+    if stopped:
+        outcome["stopped"] = stopped
     data = {"sweep_version": SWEEP_VERSION, "variable": "concurrency", "slo": settings["slo"], **outcome,
             **({"scheduler": scheduler} if scheduler else {}),
             "died_at": search.died_at, "low": search.low, "high": search.high, "resolution": search.resolution,
@@ -255,9 +257,12 @@ def _write(out_dir: Path, settings: dict, search: Search, client_name: str, star
 
 def run_sweep(settings: dict, *, model: str, served_name: str, host: str, port: int, out_dir: Path,
               client: Callable[[list[str]], None], client_name: str, scheduler: dict | None = None,
-              log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True)) -> dict[str, Any]:
+              log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
+              stop: Callable[[Search], str | None] | None = None) -> dict[str, Any]:
     """Run the search against the server at host:port; write ``out_dir/sweep/c<C>.json`` and ``out_dir/sweep.json``.
-    ``scheduler``: the step's scheduler slots (a probe above them is a miss: requests queue there)."""
+    ``scheduler``: the step's scheduler slots (a probe above them is a miss: requests queue there). ``stop``: asked
+    after every probe; a reason ends the search there (status ``stopped-early``, the reason in ``stopped``:
+    ``optkit tune`` stops a trial that can no longer beat the best one)."""
     base_url = f"http://{host}:{port}"
     search = Search(settings["low"], settings["high"], settings["resolution"])
     _slo(settings["slo"])  # a hand-edited SLO is refused before the first probe, not at its verdict
@@ -289,6 +294,11 @@ def run_sweep(settings: dict, *, model: str, served_name: str, host: str, port: 
                                f"({missed[0]}); its output above says why (a flag this vLLM does not take?)")
         search.record(Probe(c, not missed, missed, f"{PROBES_DIR}/c{c}.json" if result else None, result))
         log(f"sweep: c{c} " + ("meets the SLO" if not missed else "misses it: " + "; ".join(missed)))
+        if stop is not None and search.next() is not None and (why := stop(search)):
+            data = _write(out_dir, settings, search, client_name, started, status="stopped-early", scheduler=scheduler,
+                          stopped=why)
+            log(f"sweep: stopped early after {len(search.probes)} probes: {why}")
+            return data
     data = _write(out_dir, settings, search, client_name, started, scheduler=scheduler)
     outcome = search.outcome()
     died = f", the server died at c{search.died_at}: the capacity is a lower bound" if search.died_at is not None else ""

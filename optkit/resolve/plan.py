@@ -16,6 +16,7 @@ from optkit.resolve.assumptions import Assumption, mark_decisions, workload_assu
 from optkit.resolve.choices import Chosen, choose
 from optkit.resolve.facts import Facts, compute_facts
 from optkit.resolve.fit import plan_fit, refusal as fit_refusal
+from optkit.resolve.overrides import check_set
 from optkit.resolve.layout import NodeLayout, layout_of
 from optkit.resolve.page_rules import plan_advice
 from optkit.resolve.pd import PDLayout, pd_layout
@@ -333,6 +334,7 @@ def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
     for rid in result.selected:
         collect(result, ws.catalog[rid], result.facts, result.verdicts[rid])
     carry_page_settings(result)
+    check_set(result)
     result.estimates = _estimates(result, baseline_for)
     result.fit = plan_fit(result)
     if result.facts["objective.slo"]:

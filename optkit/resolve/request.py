@@ -18,7 +18,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from optkit.resolve.profiles import QUANTIZATIONS, Quantization
 from optkit.resolve.request_record import (
     MAX_CONCURRENCY, MAX_PARALLEL, MAX_TOKENS, Bounded, DpSize, RequestBehaviour, RequestRecord, SpecMethod,
-    canonical_length_mix, canonical_slo, comma_separated, pd_shape, sorted_levels)
+    canonical_length_mix, canonical_set_values, canonical_slo, comma_separated, pd_shape, sorted_levels)
 
 
 def _bounded(low: int, high: int) -> Any:
@@ -107,6 +107,12 @@ class Request(RequestBehaviour, BaseModel):
     lora: bool = Field(False, description="LoRA adapters enabled.")
     with_recipes: list[str] = Field([], alias="with", description="Recipe ids to force in.")
     without_recipes: list[str] = Field([], alias="without", description="Recipe ids to leave out.")
+    set_values: Optional[Annotated[str, BeforeValidator(canonical_set_values)]] = Field(
+        None, alias="set", description="Launch values set over the rules, e.g. 'max-num-seqs=48,capture-up-to=48' "
+        "(optkit.resolve.overrides: max-num-seqs, max-num-batched-tokens, capture-up-to); kept in its canonical text.")
+    set_source: Optional[str] = Field(
+        None, description="Where the set values come from (optkit plan --from-tune: the tune and host that measured "
+        "them); shown beside each value.")
 
 
 RECORDS = {Request: RequestRecord}  # what freeze() makes of a validated Request

@@ -34,7 +34,7 @@ LATENCY_GOAL_MAX_CONCURRENCY = 8
 """The article's range (c <= 8): the default goal is latency up to it, throughput above."""
 MAX_PD_INSTANCES = 64
 """Most prefill (or decode) instances ``--pd`` accepts."""
-_CODE = ("resolve/request.py", "resolve/request_record.py", "resolve/profiles.py")  # what defines the validator
+_CODE = ("resolve/request.py", "resolve/request_record.py", "resolve/profiles.py", "resolve/overrides.py")  # what defines the validator
 SpecMethod = Literal["mtp", "eagle3", "suffix"]
 """The speculative decoding methods a request may ask for (``--spec-method``)."""
 DEFAULT_SPECULATIVE_TOKENS = {"mtp": 4, "eagle3": 3, "suffix": 3}
@@ -153,6 +153,14 @@ def canonical_slo(value: str) -> str:
         return parse_slo(value, where="SLO").text()
     except SloError as exc:
         raise ValueError(str(exc).removeprefix("SLO: ")) from None
+
+
+@schema_function
+def canonical_set_values(value: Any) -> Any:
+    """``--set`` values in their canonical text (``optkit.resolve.overrides.canonical_set``)."""
+    from optkit.resolve.overrides import canonical_set
+
+    return canonical_set(value)
 
 
 @schema_function

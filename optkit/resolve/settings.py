@@ -35,7 +35,7 @@ class Derivation:
     recipe: str
     how: str  # the evaluation in words, facts and their values included
     why: str  # the rule
-    basis: str  # 'rule' (unquantified) or 'measured'
+    basis: str  # 'rule' (unquantified), 'set' (by the request: --set) or 'measured' (--from-tune)
 
 
 class ConflictingSettings(OptkitError):
@@ -170,10 +170,19 @@ def _derive(result, rid: str, entry, facts: Facts) -> None:
     """Set one derived launch value (``optkit.catalog.derive``) and record how it was computed."""
     from optkit.catalog.derive import DerivedValueError, evaluate
 
+    from optkit.resolve.overrides import by_target, source_label
+
+    chosen = by_target(result.request.set_values).get(entry.set)
+    expression = entry.value if chosen is None else chosen[0].apply(entry.value, chosen[1])
     try:
-        value, how = evaluate(entry.value, facts.values)
+        value, how = evaluate(expression, facts.values)
     except DerivedValueError as exc:
         raise DerivedValueError(f"{rid}: {entry.set}: {exc}") from None
+    basis = entry.basis
+    if chosen is not None:  # the request's value over the rule (optkit.resolve.overrides), labelled with its source
+        source = result.request.set_source
+        how = f"{chosen[0].name}={chosen[1]}, {source_label(source)}" + ("" if how == str(value) else f": {how}")
+        basis = "measured" if source else "set"
     kind, _, key = entry.set.partition(":")
     if kind == "serve":
         clash = next((s for s in result.serve_args if s.key.split()[0] == key), None)
@@ -184,7 +193,7 @@ def _derive(result, rid: str, entry, facts: Facts) -> None:
         fragment: dict = {}
         _set_path(fragment, key, value)
         merge_into(getattr(result, kind), fragment, rid, result.config_sources, kind)
-    result.derivations.append(Derivation(entry.set, value, rid, how, " ".join(entry.why.split()), entry.basis))
+    result.derivations.append(Derivation(entry.set, value, rid, how, " ".join(entry.why.split()), basis))
 
 
 def _convert(value: str, how: str) -> Any:

@@ -26,7 +26,7 @@ COMMAND_MODULES = {
     "bundle": "bundle_cmds",
     "versions": "versions_cmds", "compat": "versions_cmds", "port": "versions_cmds", "export": "export_cmds",
     "tutorials": "tutorials_cmds",
-    "ladder": "measure_cmds", "report": "measure_cmds", "measure": "measure_cmds",
+    "ladder": "measure_cmds", "tune": "tune_cmds", "report": "measure_cmds", "measure": "measure_cmds",
     "profile": "profile_cmds",
 }
 

@@ -226,4 +226,56 @@ def sweep_command(ladder_json, model, served_name, host, port, client, step, out
               client=run or command_client(), client_name=name, scheduler=sched)
 
 
+@measure_group.command("tune")
+@click.argument("tune_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--tree", "tree_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="The vllm-ascend tree the server imports: each trial's patches are applied to it (optkit apply) "
+                   "and it is reverted at the end. Without it nothing is patched (a tree optkit does not manage).")
+@click.option("--model", default=None, help="The checkpoint path or HF id the server loads (default: tune.json's).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="The server's host.")
+@click.option("--port", type=int, default=8000, show_default=True, help="The server's port.")
+@click.option("--budget", type=click.IntRange(1, 10000), default=None, help="Server starts in the whole study (default: tune.json's).")
+@click.option("--hours", type=click.FloatRange(0.01, 10000), default=None, help="Stop after this many hours of this run.")
+@click.option("--worker", type=click.IntRange(0, 10000), default=0, show_default=True,
+              help="This worker's index (the Indexed Job's completion index): a restarted worker resumes its own trial.")
+@click.option("--storage", type=click.Choice(["sqlite", "journal"]), default=None,
+              help="The study's storage (default: tune.json's; journal on a shared volume).")
+@click.option("--health-timeout", "health_timeout", type=click.IntRange(1, 100000), default=1800, show_default=True,
+              help="Seconds to wait for /health (static-kernel compiles take tens of minutes).")
+@click.option("--client", type=click.Choice(["auto", "in-process", "command"]), default="auto", show_default=True,
+              help="vLLM's benchmark in this process or the vllm command per probe (as measure sweep).")
+def tune_run_command(tune_dir, tree_dir, model, host, port, budget, hours, worker, storage, health_timeout, client):
+    """Run the tune's trials on this NPU host (run-tune.sh calls this): resumable, one server at a time."""
+    import signal
+
+    from optkit.measure import MeasureError
+    from optkit.measure.sweep import command_client, in_process_client
+    from optkit.resolve.plan import load_workspace
+    from optkit.tune.bundle import check_catalog, load_tune
+    from optkit.tune.host import HostExecutor
+    from optkit.tune.study import run_tune
+
+    data = load_tune(tune_dir)
+    workspace = load_workspace()
+    check_catalog(data, workspace, tune_dir)
+    run = in_process_client() if client != "command" else None
+    if run is None and client == "in-process":
+        raise MeasureError("--client in-process: this Python cannot import vllm.benchmarks.serve; use --client command")
+    executor = HostExecutor(data["sweep"], tree=tree_dir, model=model or data["checkpoint"],
+                            served_name=data["served_name"], port=port, host=host, health_timeout=health_timeout,
+                            client=run or command_client(), client_name="in-process" if run else "command")
+
+    def interrupted(signum, frame):  # SIGTERM as Ctrl-C: the running trial's server is stopped on the way out
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
+    try:
+        run_tune(tune_dir, data, executor, workspace, budget=budget, hours=hours, worker=worker, storage=storage)
+    finally:
+        if tree_dir is not None:  # a clean tree stays clean: revert is a no-op there
+            import subprocess
+
+            subprocess.run([*executor.optkit, "revert", "--tree", str(tree_dir)], check=False)
+
+
 COMMANDS = [ladder_command, report_command, measure_group]

@@ -38,7 +38,9 @@ class Candidate:
 
     @property
     def kernel_key(self) -> str:
-        return _digest({k: v for k, v in self.files.items() if k == "build-kernels.sh"})
+        """The custom ops it needs: build-kernels.sh (its kernel specs) and the patches that touch csrc/."""
+        return _digest({k: v for k, v in self.files.items()
+                        if k == "build-kernels.sh" or (k.startswith("patches/") and b"csrc/" in v)})
 
 
 @dataclass

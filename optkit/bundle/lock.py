@@ -35,7 +35,7 @@ def catalog_sha256(root: Path) -> str:
 def layered_sha256(folder: Path) -> str:
     """sha256 of a ``--catalog`` folder: every ``*/recipe.yaml`` and ``*/*.patch`` in it, and the
     measurement records in its ``verified/`` (they change the plan's numbers), sorted by path."""
-    return _files_sha256(folder, ["*/recipe.yaml", "*/*.patch", "verified/*.yaml"])
+    return _files_sha256(folder, ["*/recipe.yaml", "*/*.patch", "verified/*.yaml", "verified/tunes/*.json"])
 
 
 def catalogs_data(catalog, names: dict[str, str] | None = None) -> list[dict[str, str]]:
@@ -52,9 +52,10 @@ def _catalog_names(workspace: Workspace) -> dict[str, str]:
 
 def profiles_sha256(root: Path) -> str:
     """sha256 over the other plan inputs: model and target profiles, baselines, kernel specs, the
-    measurement records in verified/ and the tutorial data page rules read (they change the plan's numbers)."""
+    measurement records in verified/ (tune records in verified/tunes/) and the tutorial data page rules read (they
+    change the plan's numbers)."""
     return _files_sha256(root, ["models/*.yaml", "models/reference/*.yaml", "targets/*.yaml", "kernels/*/kernel.yaml",
-                                "verified/*.yaml", "versions/tutorials/*.json"])
+                                "verified/*.yaml", "verified/tunes/*.json", "versions/tutorials/*.json"])
 
 
 def _files_sha256(root: Path, patterns: list[str]) -> str:

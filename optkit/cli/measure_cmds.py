@@ -123,7 +123,10 @@ def _sweep_options(request, sweep, low, high, resolution):
 def report_command(ladder_dir, output, results_dir, record, catalog_root):
     """Report a ladder's results: per-step table, per-recipe attribution, waterfall, accuracy gate.
 
-    Exits 1 after writing the report when no step has results or the accuracy gate did not pass."""
+    Exits 1 after writing the report when no step has results or the accuracy gate did not pass.
+    A tune's directory (tune.json) gets the tune's report: the best, the front, the knobs' importance."""
+    if (ladder_dir / "tune.json").is_file():
+        return _tune_report(ladder_dir, output, results_dir, record, catalog_root)
     from optkit.measure.report import build_report, outcome_error, write_report
 
     report = build_report(ladder_dir, results_dir)
@@ -150,6 +153,20 @@ def report_command(ladder_dir, output, results_dir, record, catalog_root):
 
         catalog = load_catalog(None, catalog_path([catalog_root] if catalog_root else []))
         click.echo(f"recorded {write_record(report, catalog_root or project_root(), catalog)}")
+
+
+def _tune_report(tune_dir, output, results_dir, record, catalog_root):
+    if results_dir is not None:
+        raise click.UsageError("--results is a ladder's; a tune's results are its study in the tune directory")
+    from optkit.tune.results import write_report
+
+    for path in write_report(tune_dir, output):
+        click.echo(f"wrote {path}")
+    if record:
+        from optkit.catalog.paths import project_root
+        from optkit.tune.records import write_tune_record
+
+        click.echo(f"recorded {write_tune_record(tune_dir, catalog_root or project_root())}")
 
 
 @click.group("measure")
@@ -244,7 +261,8 @@ def sweep_command(ladder_json, model, served_name, host, port, client, step, out
               help="Seconds to wait for /health (static-kernel compiles take tens of minutes).")
 @click.option("--client", type=click.Choice(["auto", "in-process", "command"]), default="auto", show_default=True,
               help="vLLM's benchmark in this process or the vllm command per probe (as measure sweep).")
-def tune_run_command(tune_dir, tree_dir, model, host, port, budget, hours, worker, storage, health_timeout, client):
+@click.option("--label", default=None, help="What the results say the trials were measured on (default: this host's name).")
+def tune_run_command(tune_dir, tree_dir, model, host, port, budget, hours, worker, storage, health_timeout, client, label):
     """Run the tune's trials on this NPU host (run-tune.sh calls this): resumable, one server at a time."""
     import signal
 
@@ -264,6 +282,10 @@ def tune_run_command(tune_dir, tree_dir, model, host, port, budget, hours, worke
     executor = HostExecutor(data["sweep"], tree=tree_dir, model=model or data["checkpoint"],
                             served_name=data["served_name"], port=port, host=host, health_timeout=health_timeout,
                             client=run or command_client(), client_name="in-process" if run else "command")
+
+    import socket
+
+    executor.label = label or socket.gethostname()
 
     def interrupted(signum, frame):  # SIGTERM as Ctrl-C: the running trial's server is stopped on the way out
         raise KeyboardInterrupt

@@ -58,14 +58,33 @@ def _plan_from_lock(lock: Path, model, request_file, params):
                    "huawei.com/Ascend910; default) or cce (Huawei Cloud CCE AI Suite, huawei.com/ascend-1980).")
 @click.option("--from-lock", "from_lock", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Plan the request recorded in an optkit.lock.json again (the catalog must be unchanged).")
+@click.option("--from-tune", "from_tune", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Plan the best launch an `optkit tune` run measured (its directory): its knob values, labelled "
+                   "with where they were measured.")
 @click.option("--profile", "profile", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="An Ascend profiler capture of this deployment (docs/profile.md): its savings per decode step "
                    "count over the article's numbers, below measured records.")
 @click.option("--profile-at", "profile_at", type=click.IntRange(1, 4096), default=PROFILE_AT, show_default=True,
               help="With --profile: " + PROFILE_AT_HELP)
 def plan_command(model, request_file, as_json, verbose, output, k8s, replicas, k8s_device_plugin, from_lock,
-                 profile, profile_at, **params):
+                 from_tune, profile, profile_at, **params):
     """Choose the best valid recipe set for MODEL on a target, and explain it."""
+    if from_tune is not None:
+        if from_lock is not None or model or request_file or any(v not in (None, (), []) for k, v in params.items()
+                                                                  if k != "catalogs"):
+            raise click.UsageError("--from-tune plans the tune's request with its measured best; give no MODEL, "
+                                   "--request, request flags or --from-lock")
+        from optkit.tune.results import from_tune as tune_request
+
+        request, _, _ = tune_request(from_tune)
+        from optkit.resolve.plan import load_workspace, plan
+        from optkit.resolve.request_record import parse_request
+
+        workspace = load_workspace(catalogs=catalog_dirs(params.pop("catalogs", ())))
+        result = plan(parse_request(request), workspace)
+        _show_plan(result, workspace, output, k8s, {"replicas": replicas, "device_plugin": k8s_device_plugin},
+                   as_json, verbose, profile_at)
+        return
     if k8s and output is None:
         raise click.UsageError("--k8s writes k8s/ into a bundle: give -o DIR too")
     if from_lock is not None and profile is not None:
@@ -77,6 +96,12 @@ def plan_command(model, request_file, as_json, verbose, output, k8s, replicas, k
         given = {**options.get("k8s_options", {}), **{k: v for k, v in given.items() if v is not None}}
     else:
         workspace, result = _plan(model, request_file, params, profile, profile_at)
+    _show_plan(result, workspace, output, k8s, given, as_json, verbose, profile_at)
+
+
+def _show_plan(result, workspace, output, k8s, given, as_json, verbose, profile_at):
+    if k8s and output is None:
+        raise click.UsageError("--k8s writes k8s/ into a bundle: give -o DIR too")
     if not k8s and any(v is not None for v in given.values()):
         raise click.UsageError("--replicas and --k8s-device-plugin go with --k8s")
     if output is not None:

@@ -118,7 +118,12 @@ def _objective(plan: Plan) -> list[Block]:
     """The goal and the SLO, when the request names either or the goal is not the article's (latency); each SLO
     bound against the plan's own estimate (``Plan.slo_checks``)."""
     lines = _objective_line(plan)
-    return lines + [f"  SLO check: {check.text}" for check in plan.slo_checks] if lines else lines
+    lines = lines + [f"  SLO check: {check.text}" for check in plan.slo_checks] if lines else lines
+    tuned = getattr(plan, "tuned", None)
+    if tuned is not None:
+        lines.append(f"Tune record {tuned.file}: " + (f"{', '.join(tuned.fields)} from it, {tuned.label}" if tuned.applied
+                                                      else tuned.note))
+    return lines
 
 
 def _objective_line(plan: Plan) -> list[Block]:
@@ -128,6 +133,9 @@ def _objective_line(plan: Plan) -> list[Block]:
     slo = f"under SLO {facts['objective.slo']}" if facts["objective.slo"] else "with no SLO given"
     if plan.capacity is not None:
         return [f"Objective: {facts['objective.goal']} {slo}: {plan.capacity.text()}"]
+    if plan.request.set_source:  # --from-tune: the launch values were measured, the layout with them
+        return [f"Objective: {facts['objective.goal']} {slo}: the launch optkit tune measured best, "
+                f"{plan.request.set_source}"]
     if any(gain is not None and gain.capacity is not None for gain in map(plan.gain, plan.selected)):
         return [f"Objective: {facts['objective.goal']} {slo} (no record measured this selection's capacity "
                 "under it; the recipes whose gain says \"measured capacity\" were measured under it, the other choices "

@@ -155,4 +155,67 @@ def capacity_curves(title: str, key: str, limit_ms: float,
     return _png(figure)
 
 
-__all__ = ["waterfall", "contributions", "per_concurrency", "capacity_curves", "missing_matplotlib"]
+def tune_history(title: str, points: list[tuple[int, float | None, str]], rule: float | None) -> bytes:
+    """``optkit tune``: each started trial's objective (number, tok/s per card or None, status) in order, the best so
+    far as a step line, the rule-based plan's value dashed."""
+    figure = _figure(7.5, 4.2)
+    axes = figure.add_subplot(1, 1, 1)
+    marks = {"measured": ("o", COLORS["final"]), "stopped-early": ("v", COLORS["level"]),
+             "failed-start": ("x", COLORS["regression"]), "below-lowest": ("x", COLORS["no-measurable-effect"]),
+             "client-failed": ("x", COLORS["no-measurable-effect"])}
+    best, xs, ys = 0.0, [], []
+    for i, (number, value, status) in enumerate(points, start=1):
+        marker, color = marks.get(status, ("o", COLORS["level"]))
+        axes.plot([i], [value or 0.0], marker=marker, color=color, markersize=6, linestyle="none")
+        best = max(best, value or 0.0)
+        xs.append(i)
+        ys.append(best)
+    axes.step(xs, ys, where="post", color=COLORS["gain"], linewidth=1.2, label="best so far")
+    if rule is not None:
+        axes.axhline(rule, color="#616161", linestyle="--", linewidth=0.9, label=f"rule-based plan {rule:.0f}")
+    axes.set_xlabel("server start")
+    axes.set_ylabel("output tok/s per card at the capacity")
+    axes.set_title(title, fontsize=10)
+    axes.legend(fontsize=8, loc="lower right")
+    figure.tight_layout()
+    return _png(figure)
+
+
+def tune_front(title: str, points: list[tuple[float, float, bool, str]]) -> bytes:
+    """``optkit tune``: feasible trials by p99 TPOT (x) and throughput per card (y), the Pareto front joined."""
+    figure = _figure(7.0, 4.6)
+    axes = figure.add_subplot(1, 1, 1)
+    front = sorted((x, y) for x, y, on_front, _ in points if on_front)
+    for x, y, on_front, label in points:
+        axes.plot([x], [y], marker="o", color=COLORS["final"] if on_front else COLORS["no-measurable-effect"],
+                  markersize=6 if on_front else 4, linestyle="none")
+        if on_front:
+            axes.annotate(_short(label, 36), (x, y), textcoords="offset points", xytext=(4, 3), fontsize=6)
+    if front:
+        axes.plot([x for x, _ in front], [y for _, y in front], color=COLORS["final"], linewidth=1.0)
+    axes.set_xlabel("p99 TPOT at the capacity (ms)")
+    axes.set_ylabel("output tok/s per card at the capacity")
+    axes.set_title(title, fontsize=10)
+    figure.tight_layout()
+    return _png(figure)
+
+
+def importance_bars(title: str, rows: list[tuple[str, float]]) -> bytes:
+    """``optkit tune``: each knob's share of the objective's variance over the feasible trials."""
+    figure = _figure(6.5, max(2.2, 0.6 + 0.4 * len(rows)))
+    axes = figure.add_subplot(1, 1, 1)
+    for y, (name, share) in enumerate(rows):
+        axes.barh(y, share, color=COLORS["final"])
+        axes.annotate(f"{share:.2f}", (share, y), textcoords="offset points", xytext=(3, -3), fontsize=7)
+    axes.set_yticks(range(len(rows)))
+    axes.set_yticklabels([r[0] for r in rows], fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xlim(0, 1.1)
+    axes.set_xlabel("importance (PED-ANOVA, shares summing to 1)")
+    axes.set_title(title, fontsize=10)
+    figure.tight_layout()
+    return _png(figure)
+
+
+__all__ = ["waterfall", "contributions", "per_concurrency", "capacity_curves", "tune_history", "tune_front",
+           "importance_bars", "missing_matplotlib"]

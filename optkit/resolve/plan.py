@@ -17,6 +17,7 @@ from optkit.resolve.choices import Chosen, choose
 from optkit.resolve.facts import Facts, compute_facts
 from optkit.resolve.fit import plan_fit, refusal as fit_refusal
 from optkit.resolve.overrides import check_set
+from optkit.resolve.tuned import apply as apply_tuned
 from optkit.resolve.layout import NodeLayout, layout_of
 from optkit.resolve.page_rules import plan_advice
 from optkit.resolve.pd import PDLayout, pd_layout
@@ -149,6 +150,9 @@ class Plan:
     plan that does not fit is refused."""
     weights: Weights | None = None
     """What the plan serves (``optkit.resolve.quantization``): the weight format, the checkpoint MODEL named, a warning."""
+    tuned: Any = None
+    """A tune record of this request (``optkit.resolve.tuned.Tuned``): its measured values in the plan, or a note of
+    the launch it measured best when the plan's differs."""
     assumptions: list[Assumption] = field(default_factory=list)
     """The workload assumed (``optkit.resolve.assumptions``): sampling, min_tokens, logprobs, penalties,
     structured output, lengths, each with whether it is the default and the flag that changes it."""
@@ -240,7 +244,13 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
 
     given = as_request_record(request)
     ws = workspace or load_workspace()
-    request, choices, weights, model, target, release = filled_request(given, ws)
+    filled = filled_request(given, ws)
+    # a tune record of this request: its measured values over the rules (optkit.resolve.tuned)
+    from optkit.resolve.facts import ascend_version
+
+    filled, tuned = apply_tuned(given, filled, ws, filled[3].id, filled[4].id, str(ascend_version(filled[0])),
+                                lambda r: filled_request(r, ws))
+    request, choices, weights, model, target, release = filled
     facts = compute_facts(request, model, target, release)  # the facts `optkit facts` shows: request_facts
     if problem := latency_goal_problem(facts):
         raise RequestError(problem)
@@ -283,6 +293,7 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
                   pd=pd_layout(request, target), profile=analysis, profile_savings=table, profile_input=held,
                   capacity=capacity.selection(resolution.selected) if capacity else None,
                   page_advice=plan_advice(model, target, facts["versions.vllm_ascend"], facts["objective.goal"]))
+    result.tuned = tuned
     result = _assemble(result, ws, baseline_for)
     if not result.fit.fits:
         raise RequestError(fit_refusal(result.fit, model.id, target.id))
@@ -307,6 +318,7 @@ def restrict(full: Plan, keep: list[str], workspace: Workspace, why: str) -> Pla
                   verdicts=full.verdicts, restricted_to=selected, restriction_reason=why, layout=full.layout,
                   pd=full.pd, choices=list(full.choices), given=full.given, page_advice=full.page_advice,
                   weights=full.weights)
+    result.tuned = full.tuned
     return _assemble(result, workspace, _baseline_lookup(workspace, result.model, result.target, full.layout))
 
 

@@ -59,7 +59,7 @@ def effective_params(params: dict[str, Any]) -> dict[str, Any]:
 
 def point_request(request: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """The tune's request (by alias) with the knob values in (``params`` already effective)."""
-    out = {k: v for k, v in request.items() if k not in ("set", "set_values", "set_source")}
+    out = {k: v for k, v in request.items() if k not in ("set", "set_values")}
     tp, dp = parse_layout(str(params["layout"]))
     out["tp"], out["dp"] = tp, dp
     spec = str(params["speculative"])

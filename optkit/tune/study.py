@@ -246,6 +246,7 @@ def run_tune(tune_dir: Path, settings: dict, executor: Executor, workspace, *, b
             continue
         trial_dir = trials_dir / f"{trial.number:04d}"
         trial.set_user_attr("started", True)
+        trial.set_user_attr("measured_on", getattr(executor, "label", "") or executor.name)
         log(f"tune: trial {trial.number} ({done + 1}{f'/{budget}' if budget else ''} starts): {params_text(params)}")
         best = incumbent(study)
         outcome = executor.run(candidate, best, trial_dir)

@@ -79,10 +79,14 @@ def plan_data(plan: Plan) -> dict[str, Any]:
     choices = {"choices": [c.data() for c in plan.choices]} if plan.choices else {}
     advice = plan.page_advice
     page = {"page_advice": advice.data()} if advice is not None and advice.page else {}
+    tuned = plan.tuned
+    tune = {"tune_record": {"file": tuned.file, "applied": tuned.applied, "fields": list(tuned.fields),
+                            "label": tuned.label, "note": tuned.note}} if tuned is not None else {}
     return {
         **capacity,
         **choices,
         **page,
+        **tune,
         **weights_data(plan),
         "request": (plan.given or plan.request).dump(mode="json", by_alias=True),
         "assumptions": [a.data() for a in plan.assumptions],

@@ -3,15 +3,17 @@
 ``resolve_point(tune, params, workspace)`` turns the knob values into the tune's request with those
 fields and ``--set`` values (``optkit.resolve.overrides``), plans it with the same resolver as
 ``optkit plan`` and returns either a ``Candidate`` (its bundle files and its launch key) or an
-``Invalid`` with the resolver's own reason. ``capture-up-to`` above ``max-num-seqs`` is clamped to it
-(vllm-ascend captures at most max_num_seqs × (1 + k) rows: the two launch the same server), so two
-points that launch the same server share one key and one measurement (``launch_key``).
+``Invalid`` with the resolver's own reason. The space's ``capture-share`` becomes ``capture-up-to``
+(⌈share × max-num-seqs⌉; a capture above max-num-seqs is clamped to it: vllm-ascend captures at most
+max_num_seqs × (1 + k) rows), and two points that launch the same server share one key and one
+measurement (``Candidate.key``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +53,10 @@ class Invalid:
 
 
 def effective_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The point as launched: ``capture-up-to`` from ``capture-share`` (⌈share × max-num-seqs⌉), at most max-num-seqs."""
     out = dict(params)
+    if "capture-share" in out and "max-num-seqs" in out:
+        out["capture-up-to"] = max(1, math.ceil(float(out["capture-share"]) * int(out["max-num-seqs"])))
     if "capture-up-to" in out and "max-num-seqs" in out:
         out["capture-up-to"] = min(int(out["capture-up-to"]), int(out["max-num-seqs"]))
     return out

@@ -60,7 +60,7 @@ def read_trials(tune_dir: Path, data: dict) -> list[TrialRow]:
     if not ((Path(tune_dir) / "study.db").exists() or (Path(tune_dir) / "study.journal").exists()):
         raise TuneError(f"{tune_dir}: no trials yet (no study.db or study.journal): run its run-tune.sh on the NPU host")
     storage = "journal" if (Path(tune_dir) / "study.journal").exists() else "sqlite"
-    study = open_study(Path(tune_dir), data, storage)
+    study = open_study(Path(tune_dir), data, storage, reading=True)
     rows = []
     for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
         a = t.user_attrs
@@ -218,7 +218,7 @@ def write_report(tune_dir: Path, out_dir: Path | None = None, *, workspace=None)
 def _knobs(r: TrialRow) -> str:
     p = r.effective or r.params
     order = ("layout", "speculative", "flashcomm1", "prefix-caching", "max-num-seqs", "max-num-batched-tokens",
-             "capture-up-to")
+             "capture-up-to")  # effective: capture-share is in capture-up-to
     return " ".join(f"{k}={p[k]}" for k in order if k in p)
 
 

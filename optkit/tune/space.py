@@ -9,9 +9,9 @@ knob                          domain (default)                                  
 ``speculative``               ``off`` and ``mtp:1`` … ``mtp:4`` (models with an MTP head)  ``mtp``, ``-k``
 ``flashcomm1``                ``on``, ``off``                                             ``flashcomm1``
 ``prefix-caching``            ``on``, ``off``                                             ``prefix_caching``
-``max-num-seqs``              integers 1 … the sweep's top, log-scaled                    ``--set max-num-seqs``
+``max-num-seqs``              the sweep's top in 32 steps (8 … 256 for c256)              ``--set max-num-seqs``
 ``max-num-batched-tokens``    1024 … 32768, powers of two, and the rule's value            ``--set …``
-``capture-up-to``             integers 1 … the sweep's top, log-scaled                    ``--set capture-up-to``
+``capture-share``             0.25, 0.5, 0.75, 1 of max-num-seqs                         ``--set capture-up-to``
 ============================  ==========================================================  =====================
 
 A domain is where a search may go; whether a point is valid is the resolver's to say
@@ -34,6 +34,9 @@ from optkit.tune import TuneError
 
 BATCHED_TOKENS = (1024, 2048, 4096, 8192, 16384, 32768)
 """Batched-token choices: powers of two, as upstream's pages and vLLM's defaults write them."""
+CAPTURE_SHARES = ("0.25", "0.5", "0.75", "1")
+"""capture-up-to as a share of max-num-seqs: a capture above max-num-seqs adds nothing (vllm-ascend caps the largest
+size at max_num_seqs × (1 + k)), so the search moves the capture relative to the scheduler's slots, never past them."""
 MAX_K = 4
 """MTP's k range: 1 … 4 (the article's 4; upstream's pages write 1 to 3)."""
 
@@ -50,21 +53,24 @@ class Dim:
     choices: tuple[str, ...] = ()
     fixed: bool = False
     source: str = ""  # where the domain (or the fixed value) comes from
+    step: int = 0  # an integer knob's step (0: every integer, log-scaled)
 
     def text(self) -> str:
         if self.fixed:
             return f"{self.name} = {self.start} (fixed: {self.source})"
-        domain = f"{self.low} … {self.high} (log)" if self.kind == "int" else ", ".join(self.choices)
+        scale = f"step {self.step}" if self.step else "log"
+        domain = f"{self.low} … {self.high} ({scale})" if self.kind == "int" else ", ".join(self.choices)
         return f"{self.name} ∈ {domain}; the rules chose {self.start} ({self.source})"
 
     def data(self) -> dict[str, Any]:
         out = {"name": self.name, "kind": self.kind, "start": self.start, "fixed": self.fixed, "source": self.source}
-        return out | ({"low": self.low, "high": self.high} if self.kind == "int" else {"choices": list(self.choices)})
+        ints = {"low": self.low, "high": self.high, **({"step": self.step} if self.step else {})}
+        return out | (ints if self.kind == "int" else {"choices": list(self.choices)})
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> "Dim":
         return cls(data["name"], data["kind"], data["start"], data.get("low", 0), data.get("high", 0),
-                   tuple(data.get("choices", ())), data["fixed"], data.get("source", ""))
+                   tuple(data.get("choices", ())), data["fixed"], data.get("source", ""), data.get("step", 0))
 
 
 @dataclass(frozen=True)
@@ -96,7 +102,7 @@ class Space:
 
 
 KNOB_NAMES = ("layout", "speculative", "flashcomm1", "prefix-caching", "max-num-seqs", "max-num-batched-tokens",
-              "capture-up-to")
+              "capture-share")
 
 
 def layout_text(tp: int, dp: int) -> str:
@@ -114,6 +120,20 @@ def parse_layout(text: str) -> tuple[int, int]:
 
 def _powers(top: int) -> list[int]:
     return [2 ** i for i in range(int(math.log2(top)) + 1)] if top >= 1 else []
+
+
+SEQS_LEVELS = 32
+"""max-num-seqs levels: the sweep's top in steps of top/32 (multiples of 8 for the default c256), as serving
+engineers set it; a log scale from 1 would spend most samples on sizes no throughput plan runs."""
+
+
+def seqs_step(top: int) -> int:
+    return max(1, top // SEQS_LEVELS)
+
+
+def _on_step(value: int, step: int, top: int) -> int:
+    """The rule's value on the knob's grid (the nearest level, within the range)."""
+    return min(max(step, round(value / step) * step), top - top % step)
 
 
 def _on_off(value: bool) -> str:
@@ -177,13 +197,16 @@ def build_space(base, given: dict[str, Any], *, high: int, devices: int | None =
     dims.append(given_fixed("prefix-caching", ("prefix_caching",), _on_off(r.prefix_caching)) or Dim(
         "prefix-caching", "choice", _on_off(r.prefix_caching), choices=("off", "on"), source="prefix caching off or on"))
     top = max(high, seqs)
-    dims.append(Dim("max-num-seqs", "int", seqs, low=1, high=top, source=f"1 … {top} sequences per DP group "
-                    f"(the sweep's top c{high})"))
+    step = seqs_step(top)
+    dims.append(Dim("max-num-seqs", "int", _on_step(seqs, step, top), low=step, high=top - top % step, step=step,
+                    source=f"{step} … {top} sequences per DP group in steps of {step} (the sweep's top c{high})"))
     token_choices = tuple(str(t) for t in sorted({*BATCHED_TOKENS, tokens}))
     dims.append(Dim("max-num-batched-tokens", "choice", str(tokens), choices=token_choices,
                     source="powers of two 1024 … 32768 and the rule's value"))
-    dims.append(Dim("capture-up-to", "int", capture, low=1, high=top,
-                    source=f"1 … {top} requests per DP group (above max-num-seqs it captures up to max-num-seqs)"))
+    share = min(CAPTURE_SHARES, key=lambda x: abs(float(x) - min(1.0, capture / max(seqs, 1))))
+    dims.append(Dim("capture-share", "choice", share, choices=CAPTURE_SHARES,
+                    source="the capture ladder's top as a share of max-num-seqs (capture-up-to = ⌈share × "
+                           "max-num-seqs⌉: graphs for the decode batches up to it, eager above)"))
     out = []
     for d in dims:
         out.append(_adjust(d, fix.get(d.name), ranges.get(d.name), choices.get(d.name)))
@@ -209,7 +232,8 @@ def _adjust(d: Dim, fixed: str | None, rng: str | None, options: str | None) -> 
         if low > high:
             raise TuneError(f"--range {d.name}={rng}: LOW {low} is above HIGH {high}")
         start = min(max(d.start, low), high)
-        return Dim(d.name, "int", start, low, high, (), d.fixed, f"--range {d.name}={rng}")
+        return Dim(d.name, "int", start, low, high, (), d.fixed, f"--range {d.name}={rng}",
+                   step=1 if d.step else 0)
     if options is not None:
         if d.kind != "choice":
             raise TuneError(f"--choices {d.name}=…: {d.name} is an integer range; use --range {d.name}=LOW:HIGH")
@@ -225,9 +249,19 @@ def _adjust(d: Dim, fixed: str | None, rng: str | None, options: str | None) -> 
                 raise TuneError(f"--choices speculative={options}: each value is off or mtp:K")
             elif d.name in ("flashcomm1", "prefix-caching") and p not in ("on", "off"):
                 raise TuneError(f"--choices {d.name}={options}: each value is on or off")
+            elif d.name == "capture-share" and not _share(p):
+                raise TuneError(f"--choices capture-share={options}: each value is a share above 0 and at most 1")
+                raise TuneError(f"--choices {d.name}={options}: each value is on or off")
         start = d.start if d.start in picked else picked[0]
         return Dim(d.name, "choice", start, choices=picked, fixed=len(picked) == 1, source=f"--choices {d.name}={options}")
     return d
+
+
+def _share(text: str) -> bool:
+    try:
+        return 0 < float(text) <= 1
+    except ValueError:
+        return False
 
 
 def _int(name: str, text: str, flag: str) -> int:

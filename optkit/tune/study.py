@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -97,9 +98,15 @@ def stop_rule(incumbent: float | None, cards: float, resolution: float = 0.05) -
     return stop
 
 
-def open_study(tune_dir: Path, settings: dict, storage_kind: str | None = None, *, create: bool = True):
-    """The study in ``tune_dir`` (created with the tune's sampler on first use)."""
-    import optuna
+def open_study(tune_dir: Path, settings: dict, storage_kind: str | None = None, *, create: bool = True,
+               reading: bool = False):
+    """The study in ``tune_dir`` (created with the tune's sampler on first use; ``reading``: no sampler, for the
+    results)."""
+    try:
+        import optuna
+    except ImportError:
+        raise TuneError(f"the tune's study needs Optuna, which this Python cannot import: "
+                        f"`{sys.executable} -m pip install 'optkit[tune]'`") from None
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     kind = storage_kind or settings.get("storage", "sqlite")
@@ -113,8 +120,7 @@ def open_study(tune_dir: Path, settings: dict, storage_kind: str | None = None, 
     else:
         raise TuneError(f"--storage {kind}: give sqlite (one host) or journal (a shared volume, --k8s)")
     pareto = settings.get("objective") == "pareto"
-    sampler = optuna.samplers.TPESampler(seed=settings.get("seed", 0), n_startup_trials=settings.get("startup_trials", 5),
-                                         multivariate=True)
+    sampler = optuna.samplers.RandomSampler(seed=0) if reading else _sampler(optuna, settings)
     directions = ["maximize", "minimize"] if pareto else ["maximize"]
     try:
         return optuna.create_study(study_name=STUDY_NAME, storage=storage, sampler=sampler, directions=directions,
@@ -123,13 +129,31 @@ def open_study(tune_dir: Path, settings: dict, storage_kind: str | None = None, 
         raise TuneError(f"{tune_dir}: the study's storage ({kind}) cannot be opened: {exc}") from None
 
 
+def _sampler(optuna, settings: dict):
+    kind, seed = settings.get("sampler", "gp"), settings.get("seed", 0)
+    startup = settings.get("startup_trials", 3)
+    if kind == "gp":
+        try:
+            import scipy  # noqa: F401 - the GP sampler's own imports, checked here to say what is missing
+            import torch  # noqa: F401
+        except ImportError as exc:
+            raise TuneError(f"the Gaussian-process sampler needs {exc.name}, which this Python cannot import: install "
+                            f"it, or write the tune with --sampler tpe") from None
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup)
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True,
+                                      group=settings.get("group", False), constant_liar=True)
+
+
 def distributions(space: Space) -> dict[str, Any]:
     from optuna.distributions import CategoricalDistribution, IntDistribution
 
     out: dict[str, Any] = {}
     for d in space.open:
-        out[d.name] = (IntDistribution(d.low, d.high, log=d.low >= 1 and d.high > d.low)
-                       if d.kind == "int" else CategoricalDistribution(list(d.choices)))
+        if d.kind == "int":
+            out[d.name] = (IntDistribution(d.low, d.high, step=d.step) if d.step
+                           else IntDistribution(d.low, d.high, log=d.low >= 1 and d.high > d.low))
+        else:
+            out[d.name] = CategoricalDistribution(list(d.choices))
     return out
 
 
@@ -255,9 +279,46 @@ def run_tune(tune_dir: Path, settings: dict, executor: Executor, workspace, *, b
         _tell(study, trial, outcome, pareto)
         summary.trials.append({"number": trial.number, **asdict(outcome)})
         log(f"tune: trial {trial.number}: {describe(outcome)}")
+        follow = follow_up(space, trial.params, outcome, best, candidate)
+        if follow is not None and settings.get("follow_ups", True):
+            point, why = follow
+            study.enqueue_trial(point, user_attrs={"follow_up": why, "of": trial.number})
+            log(f"tune: trial {trial.number}: next, the same point with {why}")
     log(f"tune: stopped: {summary.stopped} ({summary.starts} started here, {summary.invalid} invalid never started, "
         f"{summary.reused} reused)")
     return summary
+
+
+OOM = re.compile(r"(?i)out of memory|outofmemory|\boom\b")
+
+
+def follow_up(space: Space, params: dict, outcome: Outcome, incumbent: float | None, candidate) -> tuple[dict, str] | None:
+    """The next point a serving engineer would try after this trial, when its max-num-seqs is what held it back:
+
+    - its start ran out of memory: the same point with a quarter fewer sequences (upstream's FAQ: lower the
+      scheduler sizes on OOM), down to the knob's lowest level;
+    - its capacity reached its scheduler slots (max-num-seqs × DP: the sweep counts a load above them as a miss,
+      so the capacity was the slots', not the SLO's) and it came within 10 % of the best so far: the same point
+      with a third more sequences, up to the knob's top.
+
+    None otherwise, or when max-num-seqs is fixed. The point is enqueued (taken before the sampler's next one)."""
+    dim = next((d for d in space.open if d.name == "max-num-seqs"), None)
+    if dim is None or "max-num-seqs" not in params:
+        return None
+    seqs, step = int(params["max-num-seqs"]), dim.step or 1
+    if outcome.status == "failed-start" and OOM.search(outcome.reason):
+        lower = max(dim.low, (seqs * 3 // 4) // step * step)
+        return ({**params, "max-num-seqs": lower}, f"max-num-seqs {lower} (trial ran out of memory at {seqs})") \
+            if lower < seqs else None
+    from optkit.tune.space import parse_layout
+
+    _, dp = parse_layout(str(candidate.effective["layout"]))
+    if outcome.feasible and outcome.capacity >= seqs * dp and seqs < dim.high and \
+            (incumbent is None or outcome.objective >= 0.9 * incumbent):
+        higher = min(dim.high, -(-(seqs * 4 // 3) // step) * step)
+        return ({**params, "max-num-seqs": higher}, f"max-num-seqs {higher} (its capacity reached its {seqs * dp} "
+                                                    "scheduler slots)") if higher > seqs else None
+    return None
 
 
 def _tell(study, trial, outcome: Outcome, pareto: bool) -> None:

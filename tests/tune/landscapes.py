@@ -218,9 +218,12 @@ class Landscape:
         began = time.monotonic()
         dims = {d.name: d for d in self.space.dims}
         domain = {n: ([d.start] if d.fixed else list(d.choices) if d.kind == "choice" else None) for n, d in dims.items()}
-        seqs_d, cap_d = dims["max-num-seqs"], dims["capture-up-to"]
-        seqs = np.arange(seqs_d.low, seqs_d.high + 1)[:, None] if not seqs_d.fixed else np.array([[seqs_d.start]])
-        caps = np.arange(cap_d.low, cap_d.high + 1)[None, :] if not cap_d.fixed else np.array([[cap_d.start]])
+        seqs_d = dims["max-num-seqs"]
+        # every max-num-seqs from 1 to the top, whatever steps the space takes: the optimum is over every launch
+        seqs = np.arange(1, max(seqs_d.high, self.high) + 1)[:, None] if not seqs_d.fixed else np.array([[seqs_d.start]])
+        # every capture top from 1 to the highest max-num-seqs, whatever the space's capture-share reaches: the
+        # optimum is over every launch, not only those the search's parametrization can name
+        caps = np.arange(1, int(seqs.max()) + 1)[None, :]
         best: tuple[float, dict] = (-1.0, {})
         per_cat = []
         valid_points = 0

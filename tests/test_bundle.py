@@ -486,7 +486,7 @@ def marked_text(template: Path) -> str:
 
 def test_every_script_has_a_shell_template():
     assert {t.name for t in SHELL_TEMPLATES} == {f"{s}.j2" for s in SCRIPTS} | {
-        "_header.sh.j2", "_network.sh.j2", "run-ladder.sh.j2", "proxy.sh.j2"}  # pd/serve.sh.j2 is a serve.sh.j2
+        "_header.sh.j2", "_network.sh.j2", "run-ladder.sh.j2", "run-tune.sh.j2", "proxy.sh.j2"}  # pd/serve.sh.j2 is a serve.sh.j2
 
 
 @pytest.mark.parametrize("template", SHELL_TEMPLATES, ids=lambda t: t.name)
@@ -507,7 +507,8 @@ def test_the_k8s_templates_print_values_only_through_yaml(template):
     """Each value of a manifest is one YAML scalar of its own (optkit.bundle.render.yaml_scalar)."""
     assert {t.name for t in YAML_TEMPLATES} == {"deployment.yaml.j2", "service.yaml.j2", "ladder-job.yaml.j2",
                                                 "leaderworkerset.yaml.j2", "_pod.yaml.j2", "configmap.yaml.j2",
-                                                "pd-role.yaml.j2", "pd-proxy.yaml.j2", "pd-configmap.yaml.j2"}
+                                                "pd-role.yaml.j2", "pd-proxy.yaml.j2", "pd-configmap.yaml.j2",
+                                                "tune-job.yaml.j2"}
     nodes = printed_expressions(template)
     assert nodes and all(isinstance(n, jinja2.nodes.Filter) and n.name == "yaml" and not n.args for n in nodes)
 

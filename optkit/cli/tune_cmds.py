@@ -75,6 +75,9 @@ def tune_command(model, request_file, output, budget, hours, devices, fix, range
 
     params["goal"] = "throughput"
     workspace, first = _plan(model, request_file, params)
+    if first.request.slo is None:  # before the sweep's options, whose refusal names --sweep (a ladder's flag)
+        raise click.UsageError("optkit tune searches for the best throughput under an SLO: add --slo, e.g. "
+                               "--slo 'tpot_p99<=20ms,ttft_p99<=1s' (or slo: in the request file)")
     sweep = _sweep_options(first.request, True, sweep_min, sweep_max, sweep_resolution)
     given = first.given.dump(mode="json", by_alias=True)
     levels = sorted({*first.request.concurrency, sweep["high"]})

@@ -6,9 +6,13 @@
 2. re-patches the tree only when the patch set differs from the one applied (``optkit revert``, then
    ``optkit apply``; the tree's own journal makes both atomic) and rebuilds the custom ops only when the
    kernel set differs (the bundle's ``build-kernels.sh``, or ``$KERNEL_BUILD_CMD BUNDLE TREE``);
-3. starts ``serve.sh`` in its own session, its output in ``trial_dir/server.log``, and waits for ``/health``;
-   a server that exits or does not answer within the health timeout is a **failed start**, its reason the
-   log's last line naming an error (out of memory, a refusal, a traceback's last line);
+3. starts ``serve.sh`` in its own session, its output in ``trial_dir/server.log``, its process group in
+   ``trial_dir/server.pid`` while it runs, and waits for ``/health``; a server that exits or does not answer
+   within the health timeout is a **failed start**, its reason the log's line that says why
+   (``failure_line``: out of memory first, then the last error that is not a "see above" summary);
+   a port already in use before the start is no trial's fault: ``TuneError``, the run stops and the trial is
+   queued again (else the sweep would measure whatever server holds the port). A run that was killed leaves
+   its server running (its own session): the next run stops it (``reap``) when it recovers that trial;
 4. runs the capacity sweep (``optkit.measure.sweep.run_sweep``) with the tune's SLO and workload against the
    candidate's scheduler slots, stopping early once the trial cannot beat the best so far
    (``optkit.tune.study.stop_rule``);
@@ -20,6 +24,7 @@ is refused) or of the client (no result while the server is up) is one too, with
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -31,6 +36,7 @@ import urllib.request
 from pathlib import Path
 from typing import Callable
 
+from optkit.tune import TuneError
 from optkit.tune.candidate import Candidate
 from optkit.tune.space import parse_layout
 from optkit.tune.study import Outcome, outcome_from_sweep, stop_rule
@@ -38,6 +44,12 @@ from optkit.tune.study import Outcome, outcome_from_sweep, stop_rule
 STOP_GRACE_S = 30
 """SIGTERM first (vllm-ascend uninstalls its static kernels only on SIGTERM/SIGINT), SIGKILL after this."""
 _ERROR = re.compile(r"(?i)(out of memory|outofmemory|\boom\b|error|refus|traceback|exception|not supported)")
+_OOM = re.compile(r"(?i)(out of memory|outofmemory|\boom\b)")
+_SUMMARY = re.compile(r"(?i)(see root cause above|failed to start|^traceback)")
+"""Lines that only point elsewhere (vLLM's ``Engine core initialization failed. See root cause above``)."""
+SERVER_PID = "server.pid"
+"""In a trial's directory while its server runs: the server's process group, for the next run to stop it if this
+run was killed (the server runs in its own session and outlives a SIGKILLed ``optkit measure tune``)."""
 
 
 def _healthy(base_url: str) -> bool:
@@ -49,11 +61,37 @@ def _healthy(base_url: str) -> bool:
 
 
 def failure_line(log_text: str) -> str:
-    """The line of a server log that says why it failed: the last naming an error, else the last line."""
+    """The line of a server log that says why it failed: the last naming out of memory, else the last naming an
+    error that is not a summary pointing above it (vLLM's API server ends with ``Engine core initialization
+    failed. See root cause above``), else the last naming an error, else the last line."""
     lines = [line.strip() for line in log_text.splitlines() if line.strip()]
     named = [line for line in lines if _ERROR.search(line)]
-    picked = named[-1] if named else (lines[-1] if lines else "the server wrote nothing")
-    return picked[:400]
+    for group in ([x for x in named if _OOM.search(x)], [x for x in named if not _SUMMARY.search(x)], named,
+                  lines[-1:]):
+        if group:
+            return group[-1][:400]
+    return "the server wrote nothing"
+
+
+def port_open(host: str, port: int) -> bool:
+    """Whether something accepts connections on host:port (a server left running holds it)."""
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def _start_time(pid: int) -> str | None:
+    """The running process's start time in clock ticks since boot (/proc), to tell it from a later process with its
+    pid; None when no such process runs (an exited one not yet waited for, a zombie, included)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if len(fields) < 20 or fields[0] in ("Z", "X") else fields[19]
 
 
 class HostExecutor:
@@ -106,7 +144,38 @@ class HostExecutor:
     def _start(self, bundle: Path, log_file) -> subprocess.Popen:
         argv = ["bash", str(bundle / "serve.sh"), "--model", self.model, "--served-model-name", self.served_name,
                 "--port", str(self.port)]
-        return subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        (bundle.parent / SERVER_PID).write_text(json.dumps({"pid": proc.pid, "started": _start_time(proc.pid)}) + "\n")
+        return proc
+
+    def reap(self, trial_dir: Path) -> str | None:
+        """Stop the server a killed run left for ``trial_dir`` (its ``server.pid``, still the same process: same
+        start time); what was done, or None when nothing was left running."""
+        path = Path(trial_dir) / SERVER_PID
+        if not path.is_file():
+            return None
+        try:
+            left = json.loads(path.read_text())
+            pid = int(left["pid"])
+        except (ValueError, KeyError, TypeError):
+            path.unlink()
+            return None
+        alive = _start_time(pid)
+        if alive is None or alive != left.get("started"):
+            path.unlink()
+            return None
+        for sig, wait in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                break
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and _start_time(pid) == alive:
+                time.sleep(0.1)
+            if _start_time(pid) != alive:
+                break
+        path.unlink()
+        return f"stopped its server (process group {pid}), left running by the killed run"
 
     def _wait(self, proc: subprocess.Popen, base_url: str) -> str | None:
         deadline = time.monotonic() + self.health_timeout
@@ -145,10 +214,14 @@ class HostExecutor:
         write_files(candidate.files, bundle)
         log_path = trial_dir / "server.log"
         base_url = f"http://{self.host}:{self.port}"
+        if port_open(self.host, self.port):  # the host's fault, not the candidate's: no outcome, the run stops
+            raise TuneError(f"port {self.port} on {self.host} is in use before trial {trial_dir.name}'s server starts "
+                            "(another server, or one a killed run left?): stop it, or give another --port; "
+                            "the trial is queued again")
         with open(log_path, "ab") as log_file:
             problem = self._tree(candidate, bundle, log_file)
             if problem:
-                return Outcome("failed-start", reason=problem, seconds=time.monotonic() - began)
+                return Outcome("failed-start", reason=problem, seconds=round(time.monotonic() - began, 1))
             proc = self._start(bundle, log_file)
         try:
             problem = self._wait(proc, base_url)
@@ -167,7 +240,8 @@ class HostExecutor:
                 return Outcome("client-failed", reason=str(exc), seconds=round(time.monotonic() - began, 1))
         finally:
             self._stop(proc)
+            (trial_dir / SERVER_PID).unlink(missing_ok=True)
         return outcome_from_sweep(data, trial_dir, candidate.cards, time.monotonic() - began)
 
 
-__all__ = ["HostExecutor", "failure_line"]
+__all__ = ["HostExecutor", "failure_line", "port_open", "SERVER_PID"]

@@ -109,12 +109,12 @@ def layout_text(tp: int, dp: int) -> str:
     return f"TP{tp}xDP{dp}"
 
 
-def parse_layout(text: str) -> tuple[int, int]:
+def parse_layout(text: str, where: str = "layout") -> tuple[int, int]:
     import re
 
     match = re.fullmatch(r"TP(\d+)xDP(\d+)", text)
-    if not match:
-        raise TuneError(f"layout {text!r}: write TP<t>xDP<d>, e.g. TP2xDP4")
+    if not match or int(match.group(1)) < 1 or int(match.group(2)) < 1:
+        raise TuneError(f"{where}: {text!r} is not TP<t>xDP<d> with t and d at least 1; write e.g. TP2xDP4")
     return int(match.group(1)), int(match.group(2))
 
 
@@ -218,7 +218,7 @@ def _adjust(d: Dim, fixed: str | None, rng: str | None, options: str | None) -> 
     if fixed is not None:
         value: Any = _int(d.name, fixed, "--fix") if d.kind == "int" else fixed
         if d.kind == "choice" and d.name == "layout":
-            parse_layout(fixed)
+            parse_layout(fixed, f"--fix layout={fixed}")
         return Dim(d.name, d.kind, value, d.low, d.high, (str(value),) if d.kind == "choice" else (), True,
                    f"--fix {d.name}={fixed}")
     if rng is not None:
@@ -242,7 +242,7 @@ def _adjust(d: Dim, fixed: str | None, rng: str | None, options: str | None) -> 
             raise TuneError(f"--choices {d.name}=: give at least one value")
         for p in picked:
             if d.name == "layout":
-                parse_layout(p)
+                parse_layout(p, f"--choices layout={options}")
             elif d.name == "max-num-batched-tokens":
                 _int(d.name, p, "--choices")
             elif d.name == "speculative" and p != "off" and not (p.startswith("mtp:") and p[4:].isdigit()):

@@ -168,7 +168,10 @@ class RunSummary:
 
 
 def started_trials(study) -> int:
-    return sum(1 for t in study.get_trials(deepcopy=False) if t.user_attrs.get("started"))
+    """Server starts the budget counts: trials started that ended (measured, failed to start) or run now (another
+    worker's). An interrupted trial (FAIL: its run was killed) is not counted: its point is queued again, and the
+    retry counts once, so an interruption costs time, not a trial of the budget."""
+    return sum(1 for t in study.get_trials(deepcopy=False) if t.user_attrs.get("started") and t.state.name != "FAIL")
 
 
 def incumbent(study) -> float | None:
@@ -184,20 +187,28 @@ def _measured_by_key(study, key: str):
     return None
 
 
-def recover(study, worker: int, log: Callable[[str], None]) -> int:
-    """Trials this worker left running (the run was killed): failed, and their points enqueued again."""
+def recover(study, worker: int, log: Callable[[str], None],
+            cleanup: Callable[[Path], str | None] | None = None, trials_dir: Path | None = None) -> int:
+    """Trials this worker left running (the run was killed): failed, and their points enqueued again.
+    ``cleanup(trial_dir)``: stop what the killed run left of each (``HostExecutor.reap``: its server)."""
     from optuna.trial import TrialState
 
     count = 0
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if t.user_attrs.get("worker", worker) != worker:
             continue
+        if cleanup is not None and trials_dir is not None and (done := cleanup(trials_dir / f"{t.number:04d}")):
+            log(f"tune: trial {t.number}: {done}")
         study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)  # noqa: SLF001 - the storage's own API
-        if t.params:
-            study.enqueue_trial(t.params, user_attrs={"retry_of": t.number}, skip_if_exists=False)
+        _requeue(study, t.number, t.params)
         log(f"tune: trial {t.number} was interrupted (its run was killed): failed, its point queued again")
         count += 1
     return count
+
+
+def _requeue(study, number: int, params: dict) -> None:
+    if params:
+        study.enqueue_trial(params, user_attrs={"retry_of": number}, skip_if_exists=False)
 
 
 def run_tune(tune_dir: Path, settings: dict, executor: Executor, workspace, *, budget: int | None = None,
@@ -212,7 +223,8 @@ def run_tune(tune_dir: Path, settings: dict, executor: Executor, workspace, *, b
     if budget is None and hours is None:
         raise TuneError("give a budget: --budget N server starts or --hours H")
     study = open_study(tune_dir, settings, storage)
-    summary = RunSummary(recovered=recover(study, worker, log))
+    trials_dir = Path(tune_dir) / TRIALS_DIR
+    summary = RunSummary(recovered=recover(study, worker, log, getattr(executor, "reap", None), trials_dir))
     if not study.get_trials(deepcopy=False):
         study.enqueue_trial({d.name: d.start for d in space.open}, user_attrs={"rule_based": True})
     dists = distributions(space)
@@ -221,7 +233,6 @@ def run_tune(tune_dir: Path, settings: dict, executor: Executor, workspace, *, b
     began = clock()
     durations: list[float] = []
     invalid_row = 0
-    trials_dir = Path(tune_dir) / TRIALS_DIR
     while True:
         done = started_trials(study)
         if budget is not None and done >= budget:
@@ -273,7 +284,15 @@ def run_tune(tune_dir: Path, settings: dict, executor: Executor, workspace, *, b
         trial.set_user_attr("measured_on", getattr(executor, "label", "") or executor.name)
         log(f"tune: trial {trial.number} ({done + 1}{f'/{budget}' if budget else ''} starts): {params_text(params)}")
         best = incumbent(study)
-        outcome = executor.run(candidate, best, trial_dir)
+        try:
+            outcome = executor.run(candidate, best, trial_dir)
+        except BaseException:  # Ctrl-C, SIGTERM, a host problem: the trial measured nothing; its point waits
+            from optuna.trial import TrialState
+
+            study.tell(trial, state=TrialState.FAIL)
+            _requeue(study, trial.number, trial.params)
+            log(f"tune: trial {trial.number} was interrupted: failed, its point queued again")
+            raise
         durations.append(outcome.seconds)
         summary.starts += 1
         _tell(study, trial, outcome, pareto)

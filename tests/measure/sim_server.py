@@ -32,6 +32,24 @@ accuracy prompts) answer at once: arithmetic questions correctly, other prompts 
 filler; ``diverge`` changes one token while its recipe is active, ``wrong`` answers the questions
 containing one of its texts wrongly. Each start appends ``{"argv", "active"}`` to the log as one JSON line.
 
+Knobs (``knobs``, optional; a profile without it behaves as before), for ``optkit tune``: latency and memory
+follow the launch the argv describes. The ``n`` streaming requests spread over the ``--data-parallel-size``
+ranks (``r = ⌈n / DP⌉`` each; the scheduler runs ``--max-num-seqs`` per rank); a decode step of a rank costs
+the base delay at ``r`` ÷ ``TP ** tp_gain``, plus ``tokens_ms`` × log2(``--max-num-batched-tokens`` / 1024)
+(larger prefill chunks ride along), plus ``eager_ms`` when its ``r × (1 + k)`` rows exceed the largest
+``cudagraph_capture_sizes`` of ``--compilation-config`` (eager), plus ``spec_ms × k`` for the
+``num_speculative_tokens`` k of ``--speculative-config``, and yields ``1 + accept × k`` tokens; ``load`` then
+applies at ``r``. Memory per device: ``weights_gib / TP + seq_gib × max-num-seqs × (1 + k) / TP +
+act_gib × batched tokens / 1024``; above ``hbm_gib`` the server exits at start as vLLM does when the NPU runs
+out of memory (a traceback whose error line is ``RuntimeError: NPU out of memory. Tried to allocate …``, then
+the engine's ``Engine core initialization failed`` line)::
+
+    "knobs": {"tp_gain": 0.5, "tokens_ms": 0.5, "eager_ms": 6.0, "spec_ms": 2.0, "accept": 0.7,
+              "hbm_gib": 48, "weights_gib": 70, "seq_gib": 1.0, "act_gib": 0.25}
+
+``launch(args)`` is that reading of the argv and ``oom_gib(knobs, launch)`` the memory over the limit
+(None: it fits), for a test to predict what a start does.
+
 With ``--profiler-config.torch_profiler_dir=DIR`` (``optkit ladder --capture-profiles``) ``POST /start_profile``
 and ``/stop_profile`` answer, and ``/stop_profile`` writes an Ascend PyTorch Profiler capture into
 DIR (tests/profile/make_fixture.py: the text form, vllm-ascend's worker folder name) whose recipe
@@ -43,6 +61,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import random
 import re
@@ -56,12 +75,15 @@ from pathlib import Path
 
 VLLM_MAX_NUM_SEQS = 256
 """vLLM's --max-num-seqs when serve.sh does not pass one (its default for the API server)."""
+VLLM_MAX_NUM_BATCHED_TOKENS = 8192
+"""--max-num-batched-tokens without the flag (as the simulation counts it)."""
 QUESTION = re.compile(r"What is (\d+) (plus|minus|times) (\d+)\?")
 
 
 def parse_argv(argv: list[str]) -> dict:
     """The parts of a ``vllm serve`` argv the simulation reads (model, name, port, JSON configs)."""
-    out = {"model": argv[0], "served": argv[0], "port": 8000, "configs": {}, "max_num_seqs": VLLM_MAX_NUM_SEQS}
+    out = {"model": argv[0], "served": argv[0], "port": 8000, "configs": {}, "max_num_seqs": VLLM_MAX_NUM_SEQS,
+           "max_num_batched_tokens": VLLM_MAX_NUM_BATCHED_TOKENS, "tp": 1, "dp": 1}
     i = 1
     while i < len(argv):
         flag = argv[i]
@@ -72,10 +94,46 @@ def parse_argv(argv: list[str]) -> dict:
             out["port"] = int(value)
         elif flag == "--max-num-seqs":
             out["max_num_seqs"] = int(value)
+        elif flag == "--max-num-batched-tokens":
+            out["max_num_batched_tokens"] = int(value)
+        elif flag == "--tensor-parallel-size":
+            out["tp"] = int(value)
+        elif flag == "--data-parallel-size":
+            out["dp"] = int(value)
         elif flag.endswith("-config") and value is not None:
             out["configs"][flag[2:].replace("-", "_")] = json.loads(value)
         i += 2 if value is not None else 1
     return out
+
+
+def launch(args: dict) -> dict:
+    """What the knob mode reads of a start: TP, DP, max-num-seqs, batched tokens, the largest capture size
+    (None: no sizes given, every batch captured) and the speculative k (0: off)."""
+    sizes = (args["configs"].get("compilation_config") or {}).get("cudagraph_capture_sizes")
+    k = (args["configs"].get("speculative_config") or {}).get("num_speculative_tokens") or 0
+    return {"tp": args["tp"], "dp": args["dp"], "max_num_seqs": args["max_num_seqs"],
+            "max_num_batched_tokens": args["max_num_batched_tokens"], "capture": max(sizes) if sizes else None,
+            "k": int(k)}
+
+
+def oom_gib(knobs: dict, start: dict) -> float | None:
+    """GiB per device that the start needs above ``hbm_gib`` (None: it fits, or the profile sets no limit)."""
+    if "hbm_gib" not in knobs:
+        return None
+    need = (knobs.get("weights_gib", 0.0) / start["tp"]
+            + knobs.get("seq_gib", 0.0) * start["max_num_seqs"] * (1 + start["k"]) / start["tp"]
+            + knobs.get("act_gib", 0.0) * start["max_num_batched_tokens"] / 1024)
+    return round(need - knobs["hbm_gib"], 2) if need > knobs["hbm_gib"] else None
+
+
+def knob_ms(ms: float, per_rank: int, knobs: dict, start: dict) -> float:
+    """A token interval in the knob mode: the step at ``per_rank`` requests per DP rank (module docstring)."""
+    step = ms / start["tp"] ** knobs.get("tp_gain", 0.0)
+    step += knobs.get("tokens_ms", 0.0) * math.log2(max(start["max_num_batched_tokens"], 1024) / 1024)
+    if start["capture"] is not None and per_rank * (1 + start["k"]) > start["capture"]:
+        step += knobs.get("eager_ms", 0.0)
+    step += knobs.get("spec_ms", 0.0) * start["k"]
+    return step / (1 + knobs.get("accept", 0.0) * start["k"])
 
 
 def _config_value(configs: dict, dotted: str):
@@ -115,15 +173,22 @@ class Simulation:
         self.ready_at = time.monotonic() + profile.get("startup_s", 0.3)
         self.levels = sorted(int(c) for c in profile["base_ms"])
         self.load = load_model(profile, active)
-        self.slots = threading.BoundedSemaphore(decode_slots(self.load, args))
+        self.knobs = profile.get("knobs")
+        self.start = launch(args)
+        slots = decode_slots(self.load, args)
+        self.slots = threading.BoundedSemaphore(slots * args["dp"] if self.knobs is not None else slots)
 
     def delay_s(self, noise: float) -> float:
         """The next token interval at the current number of streaming requests."""
         with self.lock:
             n = max(self.streaming, 1)
+        if self.knobs is not None:  # the requests spread over the DP ranks: a rank decodes its share
+            n = -(-n // self.args["dp"])
         level = str(max([c for c in self.levels if c <= n] or self.levels[:1]))
         ms = self.profile["base_ms"][level] + noise
         ms += sum(self.profile["recipes"][rid].get("delta_ms", {}).get(level, 0.0) for rid in self.active)
+        if self.knobs is not None:
+            ms = knob_ms(ms, n, self.knobs, self.start)
         if self.load:
             ms = loaded_ms(ms, n, self.load)
         return max(ms, 0.1) / 1000.0
@@ -307,6 +372,15 @@ def main(argv: list[str]) -> int:
         log.write(json.dumps({"argv": argv, "active": active}) + "\n")
     if profile.get("crash") in active:
         print(f"sim: {profile['crash']} makes the server crash at start (injected)", file=sys.stderr)
+        return 1
+    over = oom_gib(profile["knobs"], launch(args)) if "knobs" in profile else None
+    if over is not None:  # as vLLM: the engine core's traceback, then the API server's summary
+        print("ERROR [core.py] EngineCore failed to start.\nTraceback (most recent call last):\n"
+              '  File "vllm/v1/engine/core.py", line 498, in run_engine_core\n'
+              f"RuntimeError: NPU out of memory. Tried to allocate {over:.2f} GiB (NPU 0; "
+              f"{profile['knobs']['hbm_gib']} GiB total capacity)\n"
+              "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+              file=sys.stderr, flush=True)
         return 1
     sim = Simulation(profile, args, active)
     sim.argv = argv

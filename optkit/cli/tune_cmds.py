@@ -85,6 +85,15 @@ def tune_command(model, request_file, output, budget, hours, devices, fix, range
     base = make_plan(Request(**given), workspace)
     space = build_space(base, explicit, high=sweep["high"], devices=devices, fix=_pairs("--fix", fix),
                         ranges=_pairs("--range", ranges), choices=_pairs("--choices", choices))
+    from optkit.tune import TuneError
+    from optkit.tune.candidate import Invalid, resolve_point
+
+    first_point = resolve_point(given, space.start(), workspace)
+    if isinstance(first_point, Invalid):  # the first trial: with --fix/--choices, every point may be refused
+        pinned = [d.source for d in space.dims if d.fixed and d.source.startswith(("--fix", "--choices"))]
+        raise TuneError(f"the first trial ({', '.join(f'{k}={v}' for k, v in space.start().items())}) is refused by the "
+                        f"resolver: {first_point.reason}" + (f"; it follows {', '.join(pinned)}: change them" if pinned
+                                                             else ""))
     if budget is None and hours is None:
         budget = 30
     data = tune_settings(base, workspace, given, space, sweep, budget=budget, hours=hours,

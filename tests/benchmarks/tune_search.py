@@ -157,8 +157,8 @@ def main() -> None:
         opt = land.optimum
         result = compare(land, args.seeds, args.budget)
         print(f"\n{land.name}: optimum {opt['objective']:.1f} tok/s per card at {opt['params']}")
-        print(f"  {opt['valid_points']} valid points of {land.space.size()} (the full-space grid), "
-              f"{opt['within_5pct']} within 5 %; brute force {opt['seconds']} s")
+        print(f"  {opt['valid_points']} valid launches (every max-num-seqs × capture top), {opt['within_5pct']} within "
+              f"5 %; the space tune searches has {land.space.size()} points; brute force {opt['seconds']} s")
         tune_mean = result["tune"][0]
         print(f"  {'method':8} {'starts to 5 %':>16} {'× tune':>8}")
         for name in ("tune", "grid", "random", "pso"):

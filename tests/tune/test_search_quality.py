@@ -1,0 +1,49 @@
+"""The search against the baselines on the simulated landscapes (issue 27's measure of done).
+
+With fixed seeds the searches are deterministic (pinned Optuna, torch, scipy): per landscape, the mean server
+starts tune needs to come within 5 % of the brute-force optimum (a miss counted at its whole budget) against an
+auto_tune-style grid, random search and a 5 × 10 particle swarm (tests/benchmarks/tune_search.py prints the
+table). The landscape's executor asserts that every point tune starts is one the resolver accepts, so these runs
+also prove that no invalid configuration is ever started.
+
+What holds today is asserted; what the issue asks and tune does not reach yet, within 5 % in at most a third of
+the grid's starts, is a strict xfail: it fails the day it passes, so the bar is raised then.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1] / "benchmarks")]
+
+from landscapes import LANDSCAPES  # noqa: E402
+from tune_search import compare  # noqa: E402
+
+SEEDS, BUDGET = 2, 40
+pytestmark = pytest.mark.slow
+
+
+@lru_cache(maxsize=None)
+def result(name: str) -> dict:
+    land = next(land for land in LANDSCAPES if land.name == name)
+    return compare(land, SEEDS, BUDGET)
+
+
+@pytest.mark.parametrize("name", [land.name for land in LANDSCAPES])
+def test_tune_needs_fewer_starts_than_the_grid_random_search_and_the_swarm(name):
+    r = result(name)
+    tune = r["tune"][0]
+    for method in ("grid", "random", "pso"):
+        assert tune < r[method][0], (name, method, r)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 27's bar: within 5 % of the optimum in a third of the grid's starts; "
+                                        "tune needs about two thirds today (docs/tune.md)")
+@pytest.mark.parametrize("name", [land.name for land in LANDSCAPES])
+def test_tune_comes_within_five_percent_in_a_third_of_the_grids_starts(name):
+    r = result(name)
+    assert r["tune"][1] == 0 and r["tune"][0] <= r["grid"][0] / 3, (name, r)

@@ -33,7 +33,7 @@ NAME = "35B MoE throughput"
 BUDGET = 24
 
 
-def main() -> None:
+def main(example: Path = EXAMPLE) -> list[str]:
     land = landscape(NAME)
     g = land.given
     with tempfile.TemporaryDirectory() as tmp:
@@ -48,14 +48,15 @@ def main() -> None:
         executor.label = f"simulated ({NAME}, tests/tune/landscapes.py)"
         run_tune(out, load_tune(out), executor, land.workspace)
         write_report(out)
-        if EXAMPLE.exists():
-            shutil.rmtree(EXAMPLE)
-        EXAMPLE.mkdir(parents=True)
+        if example.exists():
+            shutil.rmtree(example)
+        example.mkdir(parents=True)
         for name in ("tune.json", "run-tune.sh", "README.md"):
-            shutil.copy2(out / name, EXAMPLE / name)
-        shutil.copytree(out / "report", EXAMPLE / "report")
-    print(f"wrote {EXAMPLE}: optkit {' '.join(args[:-2])} -o DIR")
+            shutil.copy2(out / name, example / name)
+        shutil.copytree(out / "report", example / "report")
+    return args
 
 
 if __name__ == "__main__":
-    main()
+    used = main()
+    print(f"wrote {EXAMPLE}: optkit {' '.join(used[:-2])} -o DIR")

@@ -158,3 +158,17 @@ def test_bad_tune_directories_are_refused_with_the_fix(tuned, tmp_path):
         load_tune(broken)
     again = CliRunner().invoke(cli, ["tune", *REQUEST, "-o", str(out)])
     assert again.exit_code != 0 and "holds a tune's trials" in again.output
+
+
+def test_a_from_tune_bundle_replays_from_its_lock(tuned, tmp_path):
+    out, *_ = tuned
+    first = CliRunner().invoke(cli, ["plan", "--from-tune", str(out), "-o", str(tmp_path / "a")])
+    assert first.exit_code == 0, first.output
+    again = CliRunner().invoke(cli, ["plan", "--from-lock", str(tmp_path / "a" / "optkit.lock.json"), "-o",
+                                     str(tmp_path / "b")])
+    assert again.exit_code == 0, again.output
+    files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(tmp_path / "b") for p in (tmp_path / "b").rglob("*") if p.is_file())
+    for name in files:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    assert "measured on toy-host" in (tmp_path / "a" / "optkit.lock.json").read_text()

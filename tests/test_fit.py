@@ -101,9 +101,12 @@ def test_a_plan_at_a_load_beyond_the_cache_is_planned_and_says_so(workspace):
 
 
 @pytest.mark.parametrize("fields, changes", [
-    # BF16 on one A3 node: the page asks for two (Qwen3.5-397B-A17B.md:27); the W8A8 checkpoint fits one (:28)
+    # BF16 on one A3 node: the page asks for two (Qwen3.5-397B-A17B.md:27); the W8A8 checkpoint fits one (:28), and
+    # so does the BF16 weights' KV for one sequence of the workload's length instead of the page's 133000 tokens
     (dict(tp=16), ["--quantization w8a8 (the checkpoint Eco-Tech/Qwen3.5-397B-A17B-w8a8-mtp, vllm-ascend 0.30.0rc2 "
                    "docs/source/tutorials/models/Qwen3.5-397B-A17B.md:28)",
+                   "--max-model-len 2048 (the workload's longest request is 1536 tokens; the server's --max-model-len "
+                   "is 133000)",
                    "--dp 2 --nodes 2 (more DP ranks spread the experts)"]),
     # half a node: neither W8A8 nor TP 16 alone is enough for BF16 weights; the W4A8 checkpoint (:29) or four
     # times the ranks are

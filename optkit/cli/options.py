@@ -63,6 +63,8 @@ _OPTIONS = [
     (("--slo",), "slo", dict(help="Service-level objective, e.g. 'tpot_p99<=20ms,ttft_p99<=1s'.")),
     (("--goal",), "goal", dict(type=click.Choice(["latency", "throughput"]),
                                help="Optimize for latency or throughput under the SLO (default: latency up to c8).")),
+    (("--max-model-len",), "max_model_len", dict(type=int, help="The longest sequence the server takes (default: the "
+                                                               "model page's tuned value, else the model's context).")),
     (("--input-len",), "input_len", dict(type=int, help="Input tokens per request (default 1024).")),
     (("--output-len",), "output_len", dict(type=int, help="Output tokens per request (default 512).")),
     (("--length-mix",), "length_mix", dict(metavar="IN:OUT[:W],...", help="Several input/output lengths with "

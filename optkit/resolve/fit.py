@@ -179,9 +179,9 @@ def _splits(m, tp: int, dp: int, ep: bool, per_node: int, nodes: int | None = No
 
 def smallest_changes(m, target, i: FitInputs, checkpoints=()) -> list[str]:
     """The changes that make ``i`` fit, smallest first, each as the option of ``optkit plan`` to pass: a quantized
-    checkpoint the profile lists, a larger TP, more DP ranks (and nodes). (Fewer sequences do not: what must fit
-    to start is one sequence of ``max_model_len``; a shorter one is no option of ``optkit plan``, which leaves
-    --max-model-len at vLLM's default.)"""
+    checkpoint the profile lists, a shorter ``--max-model-len`` (what must fit to start is one sequence of it: the
+    workload's longest request, rounded up to 1024, where that fits), a larger TP, more DP ranks (and nodes).
+    Fewer sequences do not: one sequence of ``max_model_len`` must fit whatever the load.)"""
     from optkit.value import replace
 
     out = []
@@ -197,6 +197,10 @@ def smallest_changes(m, target, i: FitInputs, checkpoints=()) -> list[str]:
         if _fits(m, target, replace(i, quantization=quantization)):
             out.append(f"--quantization {quantization} (the checkpoint {checkpoint.id}, {checkpoint.source})")
             break
+    shorter = ceil(i.tokens / 1024) * 1024
+    if shorter < i.max_model_len and _fits(m, target, replace(i, max_model_len=shorter)):
+        out.append(f"--max-model-len {shorter} (the workload's longest request is {i.tokens} tokens; the server's "
+                   f"--max-model-len is {i.max_model_len})")
     per_node = target.devices_per_node
     tp = next((t for t in _tp_sizes(m) if t > i.tp and _splits(m, t, i.dp, i.ep, per_node)
                and _fits(m, target, replace(i, tp=t))), None)
@@ -236,8 +240,9 @@ def fewest_nodes(m, target, i: FitInputs, max_nodes: int = 8) -> tuple[int, int,
 
 
 def _serve_value(plan, flag: str) -> str | None:
-    """The value a selected recipe gives ``flag`` on the plan's serve line (None when none sets it)."""
-    for setting in plan.serve_args:
+    """The value the plan gives ``flag`` on its serve line: a selected recipe's, the page's carried setting or the
+    request's own flag (None when none sets it)."""
+    for setting in [*plan.serve_args, *plan.launch_flags]:
         name, _, value = setting.key.partition(" ")
         if name == flag and value:
             return value
@@ -260,6 +265,49 @@ def plan_fit_inputs(plan) -> FitInputs:
                      max_model_len=int(max_len), utilization=float(utilization or DEFAULT_UTILIZATION),
                      hccl_buffsize_mb=int(hccl or DEFAULT_HCCL_BUFFSIZE_MB), spec_tokens=r.k if r.mtp else 0,
                      cp=int(_serve_value(plan, "--decode-context-parallel-size") or 1), variant=r.variant)
+
+
+VLLM_MAX_LEN_RULE = "vllm/config/model.py:2229 in vLLM 0.23.0 (_get_and_verify_max_len)"
+
+
+def context_limit(plan) -> tuple[int, str] | None:
+    """The longest --max-model-len vLLM takes for the plan's model: its ``max_position_embeddings``, times the RoPE
+    scaling factor a ``--hf-overrides`` on the plan's serve line gives (YaRN: of its original length); None when
+    the profile does not say."""
+    import json
+
+    limit = plan.model.max_position_embeddings
+    if not limit:
+        return None
+    overrides = _serve_value(plan, "--hf-overrides")
+    try:
+        given = json.loads(overrides.strip("'")) if overrides else {}
+    except json.JSONDecodeError:
+        given = {}
+    rope = (given.get("rope_scaling") or given.get("rope_parameters")) if isinstance(given, dict) else None
+    if isinstance(rope, dict) and rope.get("factor"):
+        base = int(rope.get("original_max_position_embeddings") or limit)
+        return int(base * float(rope["factor"])), f"{base} × RoPE factor {rope['factor']} (--hf-overrides)"
+    return int(limit), f"max_position_embeddings {limit}"
+
+
+def check_max_model_len(plan) -> None:
+    """A ``--max-model-len`` the request sets holds the workload's longest request and is one vLLM starts with."""
+    from optkit.errors import RequestError
+
+    wanted = plan.request.max_model_len
+    if wanted is None:
+        return
+    longest = plan.facts["workload.total_len_max"]
+    if wanted < longest:
+        raise RequestError(f"--max-model-len {wanted} is below the workload's longest request ({longest} tokens in and "
+                           f"out): vLLM refuses those prompts; raise it to at least {longest} or shorten --input-len / "
+                           "--output-len / --length-mix")
+    limit = context_limit(plan)
+    if limit is not None and wanted > limit[0]:
+        raise RequestError(f"--max-model-len {wanted} is above {plan.model.id}'s context ({limit[1]}): vLLM refuses to "
+                           f"start ({VLLM_MAX_LEN_RULE}: unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which it warns may give "
+                           f"wrong outputs); use at most {limit[0]}")
 
 
 def plan_fit(plan) -> FitReport:

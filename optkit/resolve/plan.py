@@ -15,7 +15,7 @@ from optkit.errors import InternalError, OptkitError, RequestError
 from optkit.resolve.assumptions import Assumption, mark_decisions, workload_assumptions
 from optkit.resolve.choices import Chosen, choose
 from optkit.resolve.facts import Facts, compute_facts
-from optkit.resolve.fit import plan_fit, refusal as fit_refusal
+from optkit.resolve.fit import check_max_model_len, plan_fit, refusal as fit_refusal
 from optkit.resolve.overrides import check_set
 from optkit.resolve.tuned import apply as apply_tuned
 from optkit.resolve.layout import NodeLayout, layout_of
@@ -347,6 +347,7 @@ def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
         collect(result, ws.catalog[rid], result.facts, result.verdicts[rid])
     carry_page_settings(result)
     check_set(result)
+    check_max_model_len(result)
     result.estimates = _estimates(result, baseline_for)
     result.fit = plan_fit(result)
     if result.facts["objective.slo"]:

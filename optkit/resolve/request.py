@@ -68,6 +68,9 @@ class Request(RequestBehaviour, BaseModel):
     goal: Optional[Literal["latency", "throughput"]] = Field(
         None, description="What the plan optimizes under the SLO: latency (the article's c <= 8 work) or "
         "throughput; default latency up to concurrency 8, throughput above.")
+    max_model_len: Optional[_bounded(1, MAX_TOKENS)] = Field(None, description=(
+        "--max-model-len: the longest sequence the server takes (at least the workload's longest request); "
+        "default: the model page's tuned command where it sets one, else vLLM's default, the model's context."))
     input_len: _bounded(1, MAX_TOKENS) = Field(1024, description="Input tokens per request.")
     output_len: _bounded(1, MAX_TOKENS) = Field(512, description="Output tokens per request.")
     length_mix: Optional[Annotated[str, AfterValidator(canonical_length_mix)]] = Field(

@@ -95,6 +95,7 @@ def launch_flags(request: RequestRecord, facts: Facts) -> list[Setting]:
     words += ["--no-async-scheduling"] * (not facts["workload.async_scheduling"])
     words += ["--enable-prefix-caching" if facts["workload.prefix_caching"] else "--no-enable-prefix-caching"]
     words += ["--enforce-eager"] * facts["runtime.enforce_eager"]
+    words += [f"--max-model-len {request.max_model_len}"] * (request.max_model_len is not None)
     return [Setting(word, None, "request") for word in words]
 
 

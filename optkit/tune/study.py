@@ -29,7 +29,6 @@ trial's time. Each trial's files are in ``trials/<number>/`` (bundle, server log
 from __future__ import annotations
 
 import json
-import math
 import re
 import sys
 import time
@@ -43,6 +42,9 @@ from optkit.tune.space import Space
 
 STUDY_NAME = "optkit-tune"
 TRIALS_DIR = "trials"
+INFEASIBLE_TPOT_MS = 1e6
+"""With --pareto, the p99 TPOT told for a trial that measured none (invalid, failed start): finite, so the sampler's
+model fits (its constraint marks the trial infeasible anyway); the report shows no TPOT for it."""
 MAX_INVALID_IN_A_ROW = 200
 """Consecutive refused points after which the search stops: the space left is (almost) all invalid."""
 
@@ -133,12 +135,12 @@ def _sampler(optuna, settings: dict):
     kind, seed = settings.get("sampler", "gp"), settings.get("seed", 0)
     startup = settings.get("startup_trials", 3)
     if kind == "gp":
-        try:
-            import scipy  # noqa: F401 - the GP sampler's own imports, checked here to say what is missing
-            import torch  # noqa: F401
-        except ImportError as exc:
-            raise TuneError(f"the Gaussian-process sampler needs {exc.name}, which this Python cannot import: install "
-                            f"it, or write the tune with --sampler tpe") from None
+        from importlib.util import find_spec
+
+        missing = [name for name in ("scipy", "torch") if find_spec(name) is None]  # the GP sampler's own imports
+        if missing:
+            raise TuneError(f"the Gaussian-process sampler needs {' and '.join(missing)}, which this Python cannot "
+                            "import: install it, or write the tune with --sampler tpe")
         return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup)
     return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True,
                                       group=settings.get("group", False), constant_liar=True)
@@ -260,7 +262,7 @@ def run_tune(tune_dir: Path, settings: dict, executor: Executor, workspace, *, b
             trial.set_constraint("valid", 1.0)
             trial.set_user_attr("feasible", False)
             trial.set_user_attr("objective", 0.0)
-            study.tell(trial, [0.0, math.inf] if pareto else 0.0)
+            study.tell(trial, [0.0, INFEASIBLE_TPOT_MS] if pareto else 0.0)
             log(f"tune: trial {trial.number} {params_text(params)} is invalid, not started: {candidate.reason}")
             continue
         invalid_row = 0
@@ -349,7 +351,7 @@ def _tell(study, trial, outcome: Outcome, pareto: bool) -> None:
     trial.set_user_attr("constraint", 0.0 if outcome.feasible else 1.0)
     trial.set_constraint("valid", 0.0 if outcome.feasible else 1.0)
     value = outcome.objective if outcome.feasible else 0.0
-    tpot = outcome.p99_tpot_ms if outcome.feasible and outcome.p99_tpot_ms is not None else math.inf
+    tpot = outcome.p99_tpot_ms if outcome.feasible and outcome.p99_tpot_ms is not None else INFEASIBLE_TPOT_MS
     study.tell(trial, [value, tpot] if pareto else value)
 
 

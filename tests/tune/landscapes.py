@@ -59,7 +59,7 @@ from optkit.measure.sweep import PROBES_DIR, Probe, Search, _write, violations
 from optkit.measure.sweep_fit import scheduler
 from optkit.resolve.plan import load_workspace, plan
 from optkit.resolve.request_record import parse_request
-from optkit.tune.candidate import Candidate, Invalid, effective_params, resolve_point
+from optkit.tune.candidate import Candidate, effective_params, resolve_point
 from optkit.tune.space import Space, build_space, parse_layout
 from optkit.tune.study import Outcome, outcome_from_sweep, stop_rule
 

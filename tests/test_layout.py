@@ -132,7 +132,8 @@ def test_a_multi_node_plan_has_no_baseline_and_says_why():
 
 
 @pytest.mark.parametrize("fields, refused", [
-    (dict(tp=8, quantization="w8a8"), r"does not fit 910b at TP 8 × DP 1: .*Smallest changes first: --tp 16; --dp 2 --nodes 2 "),
+    (dict(tp=8, quantization="w8a8"), r"does not fit 910b at TP 8 × DP 1: .*Smallest changes first: --max-model-len 2048 \(the workload's longest "
+                                        r"request is 1536 tokens; .*\); --tp 16; --dp 2 --nodes 2 "),
     (dict(tp=8), r"does not fit 910b at TP 8 × DP 1: .*Smallest changes first: --quantization w4a8 .*; --dp 4 --nodes 4 "),
     (dict(tp=8, dp=2, quantization="w8a8"), None),  # the page's own MP deployment: one DP rank of TP8 per node
 ], ids=["w8a8-one-a2-node", "bf16-one-a2-node", "w8a8-two-a2-nodes"])

@@ -267,6 +267,12 @@ def plan_fit_inputs(plan) -> FitInputs:
                      cp=int(_serve_value(plan, "--decode-context-parallel-size") or 1), variant=r.variant)
 
 
+def serve_int(plan, flag: str) -> int | None:
+    """``_serve_value`` as an integer (None when the flag is unset or not a number)."""
+    value = _serve_value(plan, flag)
+    return int(value) if value and value.isdigit() else None
+
+
 VLLM_MAX_LEN_RULE = "vllm/config/model.py:2229 in vLLM 0.23.0 (_get_and_verify_max_len)"
 
 

@@ -128,19 +128,13 @@ def check_set(result) -> None:
             why = f" ({owner} is {decision.status.value}: {decision.reason})" if decision is not None else ""
             raise RequestError(f"--set {name}={value}: no selected recipe derives {knob.target.split(':', 1)[1]} in "
                                f"this plan{why}; --goal throughput selects it, or drop the --set")
-    seqs, tokens = _served(result, "--max-num-seqs"), _served(result, "--max-num-batched-tokens")
+    from optkit.resolve.fit import serve_int
+
+    seqs, tokens = serve_int(result, "--max-num-seqs"), serve_int(result, "--max-num-batched-tokens")
     if seqs is not None and tokens is not None and tokens < seqs:
         raise RequestError(f"--max-num-batched-tokens {tokens} is below --max-num-seqs {seqs}: vLLM refuses to start "
                            f"({VLLM_BATCH_RULE}: max_num_batched_tokens must be greater than or equal to "
                            "max_num_seqs); raise max-num-batched-tokens or lower max-num-seqs")
-
-
-def _served(result, flag: str) -> int | None:
-    for setting in result.serve_args:
-        words = setting.key.split()
-        if words[0] == flag and len(words) == 2 and words[1].isdigit():
-            return int(words[1])
-    return None
 
 
 __all__ = ["KNOBS", "Knob", "parse_set", "canonical_set", "by_target", "check_set", "source_label"]

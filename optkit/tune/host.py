@@ -31,11 +31,10 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Callable
 
+from optkit.measure.sweep import _healthy
 from optkit.tune import TuneError
 from optkit.tune.candidate import Candidate
 from optkit.tune.space import parse_layout
@@ -50,14 +49,6 @@ _SUMMARY = re.compile(r"(?i)(see root cause above|failed to start|^traceback)")
 SERVER_PID = "server.pid"
 """In a trial's directory while its server runs: the server's process group, for the next run to stop it if this
 run was killed (the server runs in its own session and outlives a SIGKILLed ``optkit measure tune``)."""
-
-
-def _healthy(base_url: str) -> bool:
-    try:
-        with urllib.request.urlopen(base_url + "/health", timeout=5) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
 
 
 def failure_line(log_text: str) -> str:

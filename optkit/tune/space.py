@@ -140,14 +140,6 @@ def _on_off(value: bool) -> str:
     return "on" if value else "off"
 
 
-def _served_int(plan, flag: str) -> int | None:
-    for setting in plan.serve_args:
-        words = setting.key.split()
-        if words[0] == flag and len(words) == 2 and words[1].isdigit():
-            return int(words[1])
-    return None
-
-
 def build_space(base, given: dict[str, Any], *, high: int, devices: int | None = None,
                 fix: dict[str, str] | None = None, ranges: dict[str, str] | None = None,
                 choices: dict[str, str] | None = None) -> Space:
@@ -162,8 +154,10 @@ def build_space(base, given: dict[str, Any], *, high: int, devices: int | None =
     r, facts = base.request, base.facts
     nodes = facts["parallel.nodes"]
     devices = devices or base.target.devices_per_node * nodes
-    seqs = _served_int(base, "--max-num-seqs") or high
-    tokens = _served_int(base, "--max-num-batched-tokens") or 8192
+    from optkit.resolve.fit import serve_int
+
+    seqs = serve_int(base, "--max-num-seqs") or high
+    tokens = serve_int(base, "--max-num-batched-tokens") or 8192
     sizes = base.compilation_config.get("cudagraph_capture_sizes") or [seqs]
     capture = max(1, max(sizes) // (1 + r.k))
     dims: list[Dim] = []

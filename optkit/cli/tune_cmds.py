@@ -40,6 +40,9 @@ def _pairs(flag: str, items, sep: str = "=") -> dict[str, str]:
 @click.option("--sampler", type=click.Choice(["gp", "tpe"]), default="gp", show_default=True,
               help="Optuna's Gaussian-process sampler (fewer starts to a good launch; needs torch and scipy, which an "
                    "NPU host running vLLM has) or TPE (no dependency beyond Optuna).")
+@click.option("--no-moves", "no_moves", is_flag=True,
+              help="Let the sampler propose every point: no one-knob moves from the best, no sizing of max-num-seqs "
+                   "after a start (docs/tune.md, 'The moves').")
 @click.option("--sweep-min", "sweep_min", type=click.IntRange(1, 100000), default=None,
               help="The sweep's lowest probe (default 1).")
 @click.option("--sweep-max", "sweep_max", type=click.IntRange(1, 100000), default=None,
@@ -53,8 +56,9 @@ def _pairs(flag: str, items, sep: str = "=") -> dict[str, str]:
 @click.option("--warmups", type=click.IntRange(0, 100), default=1, show_default=True, help="Warm-up requests per slot.")
 @click.option("--k8s", is_flag=True, help="Also write k8s/tune-job.yaml: an Indexed Job, one worker per NPU host, one study.")
 @click.option("--workers", type=click.IntRange(1, 256), default=None, help="With --k8s: NPU hosts (default 2).")
-def tune_command(model, request_file, output, budget, hours, devices, fix, ranges, choices, pareto, seed, sampler, sweep_min,
-                 sweep_max, sweep_resolution, prompts_per_concurrency, min_prompts, warmups, k8s, workers, **params):
+def tune_command(model, request_file, output, budget, hours, devices, fix, ranges, choices, pareto, seed, sampler,
+                 no_moves, sweep_min, sweep_max, sweep_resolution, prompts_per_concurrency, min_prompts, warmups, k8s,
+                 workers, **params):
     """A search over the plan's open knobs for the best launch under --slo, to run on the NPU host."""
     if workers is not None and not k8s:
         raise click.UsageError("--workers goes with --k8s (one host runs one worker)")
@@ -97,7 +101,7 @@ def tune_command(model, request_file, output, budget, hours, devices, fix, range
     if budget is None and hours is None:
         budget = 30
     data = tune_settings(base, workspace, given, space, sweep, budget=budget, hours=hours,
-                         objective="pareto" if pareto else "throughput", seed=seed, sampler=sampler,
+                         objective="pareto" if pareto else "throughput", seed=seed, sampler=sampler, moves=not no_moves,
                          storage="journal" if k8s else "sqlite", workers=(workers or 2) if k8s else 1,
                          cost={"prompts_per_concurrency": prompts_per_concurrency, "min_prompts": min_prompts,
                                "warmups": warmups})

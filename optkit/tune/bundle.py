@@ -28,7 +28,7 @@ SERVER_START_S = 600
 
 def tune_settings(base, workspace, given: dict[str, Any], space, sweep: dict[str, Any], *, budget: int | None,
                   hours: float | None, objective: str, seed: int, storage: str, workers: int, sampler: str = "gp",
-                  cost: dict[str, int]) -> dict[str, Any]:
+                  moves: bool = True, cost: dict[str, int]) -> dict[str, Any]:
     """tune.json: what the host needs (``base``: the rule-based plan, the first trial)."""
     from optkit.bundle.launch import served_checkpoint
     from optkit.bundle.lock import catalog_sha256
@@ -50,7 +50,7 @@ def tune_settings(base, workspace, given: dict[str, Any], space, sweep: dict[str
         "versions": {"vllm_ascend": str(base.facts["versions.vllm_ascend"]), "vllm": str(base.facts["versions.vllm"])},
         "catalog_sha256": catalog_sha256(workspace.root), "request": given, "space": space.data(),
         "sweep": settings, "objective": objective, "budget": budget, "hours": hours, "seed": seed,
-        "sampler": sampler,
+        "sampler": sampler, "moves": moves,
         "storage": storage, "workers": workers,
         "rule_based": {"summary": base.layout.summary, "selected": list(base.selected)},
     }

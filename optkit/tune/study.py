@@ -1,13 +1,14 @@
-"""The search: Optuna's TPE over the tune's space, one server start per measured trial.
+"""The search: optkit's moves, then Optuna's sampler, over the tune's space, one server start per measured trial.
 
 ``run_tune(tune_dir, executor, …)`` opens (or resumes) the study in ``tune_dir`` and runs trials until the
 budget of server starts (``--budget``, counted over the whole study, every worker) or the time
 (``--hours``, this run's) is spent:
 
 1. the first trial is the rule-based plan (enqueued when the study is new);
-2. Optuna proposes a point; ``optkit.tune.candidate`` plans it. A point the resolver refuses is an
-   **invalid** trial: told at once (objective 0, constraint violated, the reason in ``invalid``), never
-   started, not counted against the budget;
+2. the next point is ``optkit.tune.local``'s next move (sizing a point's scheduler, then one knob at a time
+   from the best; off with ``moves`` false), else Optuna's sampler's; ``optkit.tune.candidate`` plans it.
+   A point the resolver refuses is an **invalid** trial: told at once (objective 0, constraint violated, the
+   reason in ``invalid``), never started, not counted against the budget;
 3. a point whose launch equals one already measured (the same launch key) reuses that measurement:
    no start;
 4. else the executor starts it and measures its capacity under the SLO by the sweep, which stops early
@@ -18,7 +19,7 @@ The objective is output tokens per second per NPU card at the capacity (the high
 the SLO): the sweep's capacity probe's ``output_throughput`` ÷ cards (TP × DP ÷ dies per card). With
 ``--pareto`` the study has two objectives, that throughput (maximized) and the capacity probe's p99 TPOT
 (minimized). Infeasible and invalid trials carry the constraint ``valid`` = 1 (``Trial.set_constraint``, which
-TPE reads), so the sampler learns where the refusals are.
+the samplers read), so the sampler learns where the refusals are.
 
 Resume: trials are in Optuna's storage (``study.db``, SQLite, by default; ``study.journal`` with
 ``--storage journal``, for a shared volume). A run that was killed leaves its running trial RUNNING; the next
@@ -29,7 +30,6 @@ trial's time. Each trial's files are in ``trials/<number>/`` (bundle, server log
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -38,6 +38,7 @@ from typing import Any, Callable, Protocol
 
 from optkit.tune import TuneError
 from optkit.tune.candidate import Candidate, Invalid, params_text, resolve_point
+from optkit.tune.local import Tried, next_move
 from optkit.tune.space import Space
 
 STUDY_NAME = "optkit-tune"
@@ -249,6 +250,12 @@ def run_tune(tune_dir: Path, settings: dict, executor: Executor, workspace, *, b
             summary.stopped = (f"{invalid_row} points in a row were refused by the resolver: the space left is "
                                "(almost) all invalid; widen it (--range, --choices) or fix fewer knobs")
             break
+        if settings.get("moves", True) and not study.get_trials(deepcopy=False, states=(_waiting(),)):
+            move = next_move(space, history(study, space))
+            if move is not None:
+                point, why, attrs = move
+                study.enqueue_trial(point, user_attrs={"move": attrs, "why": why})
+                log(f"tune: next, {why}")
         trial = study.ask(dists)
         params = {**fixed, **trial.params}
         trial.set_user_attr("worker", worker)
@@ -300,46 +307,31 @@ def run_tune(tune_dir: Path, settings: dict, executor: Executor, workspace, *, b
         _tell(study, trial, outcome, pareto)
         summary.trials.append({"number": trial.number, **asdict(outcome)})
         log(f"tune: trial {trial.number}: {describe(outcome)}")
-        follow = follow_up(space, trial.params, outcome, best, candidate)
-        if follow is not None and settings.get("follow_ups", True):
-            point, why = follow
-            study.enqueue_trial(point, user_attrs={"follow_up": why, "of": trial.number})
-            log(f"tune: trial {trial.number}: next, the same point with {why}")
     log(f"tune: stopped: {summary.stopped} ({summary.starts} started here, {summary.invalid} invalid never started, "
         f"{summary.reused} reused)")
     return summary
 
 
-OOM = re.compile(r"(?i)out of memory|outofmemory|\boom\b")
+def _waiting():
+    from optuna.trial import TrialState
+
+    return TrialState.WAITING
 
 
-def follow_up(space: Space, params: dict, outcome: Outcome, incumbent: float | None, candidate) -> tuple[dict, str] | None:
-    """The next point a serving engineer would try after this trial, when its max-num-seqs is what held it back:
-
-    - its start ran out of memory: the same point with a quarter fewer sequences (upstream's FAQ: lower the
-      scheduler sizes on OOM), down to the knob's lowest level;
-    - its capacity reached its scheduler slots (max-num-seqs × DP: the sweep counts a load above them as a miss,
-      so the capacity was the slots', not the SLO's) and it came within 10 % of the best so far: the same point
-      with a third more sequences, up to the knob's top.
-
-    None otherwise, or when max-num-seqs is fixed. The point is enqueued (taken before the sampler's next one)."""
-    dim = next((d for d in space.open if d.name == "max-num-seqs"), None)
-    if dim is None or "max-num-seqs" not in params:
-        return None
-    seqs, step = int(params["max-num-seqs"]), dim.step or 1
-    if outcome.status == "failed-start" and OOM.search(outcome.reason):
-        lower = max(dim.low, (seqs * 3 // 4) // step * step)
-        return ({**params, "max-num-seqs": lower}, f"max-num-seqs {lower} (trial ran out of memory at {seqs})") \
-            if lower < seqs else None
+def history(study, space: Space) -> list[Tried]:
+    """The study's trials as ``optkit.tune.local`` reads them (a queued trial's point is its fixed params)."""
     from optkit.tune.space import parse_layout
 
-    _, dp = parse_layout(str(candidate.effective["layout"]))
-    if outcome.feasible and outcome.capacity >= seqs * dp and seqs < dim.high and \
-            (incumbent is None or outcome.objective >= 0.9 * incumbent):
-        higher = min(dim.high, -(-(seqs * 4 // 3) // step) * step)
-        return ({**params, "max-num-seqs": higher}, f"max-num-seqs {higher} (its capacity reached its {seqs * dp} "
-                                                    "scheduler slots)") if higher > seqs else None
-    return None
+    out = []
+    for t in study.get_trials(deepcopy=False):
+        given = t.params or t.system_attrs.get("fixed_params") or {}
+        attrs = t.user_attrs
+        layout = (attrs.get("effective") or {}).get("layout") or attrs.get("params", {}).get("layout") or "TP1xDP1"
+        out.append(Tried(t.number, {d.name: given.get(d.name, d.start) for d in space.open}, t.state.name,
+                         bool(attrs.get("started")), bool(attrs.get("feasible")), float(attrs.get("objective") or 0.0),
+                         int(attrs.get("capacity") or 0), attrs.get("status", ""), attrs.get("reason", ""),
+                         parse_layout(str(layout))[1], attrs.get("move") or {}))
+    return out
 
 
 def _tell(study, trial, outcome: Outcome, pareto: bool) -> None:

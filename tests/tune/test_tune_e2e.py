@@ -34,14 +34,14 @@ def tuned(tmp_path_factory):
     after_first = snapshot(base / "tune")
     start = {d["name"]: d["start"] for d in data["space"]["dims"] if not d["fixed"]}
     queued = study(base / "tune")
-    # the first run may have queued a follow-up (a capacity held by the scheduler slots): it runs first
-    follow_ups = sum(1 for t in queued.get_trials() if t.state.name == "WAITING")
+    # a move the first run queued (none when its budget ran out first) runs before the points below
+    queued_moves = sum(1 for t in queued.get_trials() if t.state.name == "WAITING")
     for point in (OOM_POINT, INVALID_POINT):
         queued.enqueue_trial({**start, **point})
-    second = run_measure(base / "tune", host, "--budget", str(4 + follow_ups))
+    second = run_measure(base / "tune", host, "--budget", str(4 + queued_moves))
     trials = study(base / "tune").get_trials()
     return SimpleNamespace(base=base, tune=base / "tune", host=host, first=first, second=second, data=data,
-                           follow_ups=follow_ups,
+                           queued_moves=queued_moves,
                            after_first=after_first, trials=trials,
                            started=[t for t in trials if t.user_attrs.get("started")],
                            invalid=[t for t in trials if "invalid" in t.user_attrs])
@@ -54,7 +54,7 @@ def trial_dir(run, t) -> Path:
 def test_the_budget_of_starts_is_spent_and_each_started_trial_keeps_its_files(tuned):
     assert tuned.first.returncode == 0, tuned.first.stdout
     assert tuned.second.returncode == 0, tuned.second.stdout
-    budget = 4 + tuned.follow_ups
+    budget = 4 + tuned.queued_moves
     assert f"the budget of {budget} server starts is spent" in tuned.second.stdout
     assert len(tuned.started) == budget and all(t.state.name == "COMPLETE" for t in tuned.started)
     for t in tuned.started:
@@ -98,9 +98,9 @@ def test_the_tune_resumes_where_it_stopped(tuned):
     assert len(first_started) == 2
     now = {t.number: (t.state.name, t.values, t.params, dict(t.user_attrs)) for t in tuned.trials}
     for number, before in tuned.after_first.items():
-        if before[0] != "WAITING":  # a queued follow-up runs in the second run
+        if before[0] != "WAITING":  # a queued move runs in the second run
             assert now[number] == before  # the first run's trials are kept as they were
-    budget = 4 + tuned.follow_ups
+    budget = 4 + tuned.queued_moves
     assert f"(1/{budget} starts)" not in tuned.second.stdout and f"(3/{budget} starts)" in tuned.second.stdout
     assert tuned.trials[0].user_attrs.get("rule_based") and tuned.trials[0].params == {
         d["name"]: d["start"] for d in tuned.data["space"]["dims"] if not d["fixed"]}

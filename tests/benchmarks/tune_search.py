@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tune"))
 
-from landscapes import LANDSCAPES, Landscape, LandscapeExecutor  # noqa: E402
+from landscapes import HELD_OUT, LANDSCAPES, Landscape, LandscapeExecutor  # noqa: E402
 
 from optkit.tune.study import run_tune  # noqa: E402
 
@@ -149,8 +149,10 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--budget", type=int, default=40, help="starts for tune and random search")
     parser.add_argument("--landscape", action="append", help="a landscape's name (default: all)")
+    parser.add_argument("--held-out", action="store_true", help="also the held-out landscape(s), written after the "
+                                                                 "tune's moves and never tuned against")
     args = parser.parse_args()
-    for land in LANDSCAPES:
+    for land in LANDSCAPES + (HELD_OUT if args.held_out else ()):
         if args.landscape and land.name not in args.landscape:
             continue
         began = time.monotonic()

@@ -6,8 +6,10 @@ auto_tune-style grid, random search and a 5 × 10 particle swarm (tests/benchmar
 table). The landscape's executor asserts that every point tune starts is one the resolver accepts, so these runs
 also prove that no invalid configuration is ever started.
 
-What holds today is asserted; what the issue asks and tune does not reach yet, within 5 % in at most a third of
-the grid's starts, is a strict xfail: it fails the day it passes, so the bar is raised then.
+The issue's bar is asserted on the three landscapes: within 5 % in at most a third of the grid's starts (a grid
+that never comes within 5 % counted at the starts it spent, so the bar is then against a lower bound). The
+held-out landscape, written after the tune's one-knob moves and never tuned against, is held to the weaker
+claim alone: fewer starts than every baseline (docs/tune.md says by how much).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pytest
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1] / "benchmarks")]
 
-from landscapes import LANDSCAPES  # noqa: E402
+from landscapes import HELD_OUT, LANDSCAPES  # noqa: E402
 from tune_search import compare  # noqa: E402
 
 SEEDS, BUDGET = 2, 40
@@ -29,11 +31,11 @@ pytestmark = pytest.mark.slow
 
 @lru_cache(maxsize=None)
 def result(name: str) -> dict:
-    land = next(land for land in LANDSCAPES if land.name == name)
+    land = next(land for land in LANDSCAPES + HELD_OUT if land.name == name)
     return compare(land, SEEDS, BUDGET)
 
 
-@pytest.mark.parametrize("name", [land.name for land in LANDSCAPES])
+@pytest.mark.parametrize("name", [land.name for land in LANDSCAPES + HELD_OUT])
 def test_tune_needs_fewer_starts_than_the_grid_random_search_and_the_swarm(name):
     r = result(name)
     tune = r["tune"][0]
@@ -41,8 +43,6 @@ def test_tune_needs_fewer_starts_than_the_grid_random_search_and_the_swarm(name)
         assert tune < r[method][0], (name, method, r)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 27's bar: within 5 % of the optimum in a third of the grid's starts; "
-                                        "tune needs about two thirds today (docs/tune.md)")
 @pytest.mark.parametrize("name", [land.name for land in LANDSCAPES])
 def test_tune_comes_within_five_percent_in_a_third_of_the_grids_starts(name):
     r = result(name)

@@ -47,6 +47,7 @@ class TrialRow:
     rule_based: bool = False
     worker: int = 0
     measured_on: str = ""
+    why: str = ""  # the move that proposed this point (optkit.tune.local), "" for the sampler's
 
     @property
     def feasible(self) -> bool:
@@ -77,7 +78,7 @@ def read_trials(tune_dir: Path, data: dict) -> list[TrialRow]:
             float(a.get("objective") or 0.0), int(a.get("capacity") or 0), float(a.get("throughput") or 0.0),
             a.get("p99_tpot_ms"), a.get("p99_ttft_ms"), a.get("invalid") or a.get("reason") or "",
             float(a.get("seconds") or 0.0), bool(a.get("started")), a.get("reused"), bool(a.get("rule_based")),
-            int(a.get("worker") or 0), str(a.get("measured_on") or "")))
+            int(a.get("worker") or 0), str(a.get("measured_on") or ""), str(a.get("why") or "")))
     return rows
 
 

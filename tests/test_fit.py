@@ -79,6 +79,11 @@ def test_the_kv_cache_follows_the_attention_kind(workspace):
     assert kv_bytes_per_token(m, 2, "w8a8c8", 0) == kv_bytes_per_token(m, 2, "bf16", 0) / 2  # int8 KV cache
     assert kv_bytes_per_token(m, 2, "bf16", 3) == 16 / 15 * kv_bytes_per_token(m, 2, "bf16", 0)  # the MTP layer
     assert kv_bytes_per_token(m, 2, "bf16", 0, cp=2) == kv_bytes_per_token(m, 2, "bf16", 0) / 2
+    # the plan's --kv-cache-dtype over the weight format: 8-bit kinds one byte, 16-bit ones two
+    for said in ("int8", "fp8", "fp8_e4m3"):
+        assert kv_bytes_per_token(m, 2, "bf16", 0, kv_cache_dtype=said) == kv_bytes_per_token(m, 2, "w8a8c8", 0)
+    assert kv_bytes_per_token(m, 2, "w8a8c8", 0, kv_cache_dtype="bfloat16") == kv_bytes_per_token(m, 2, "bf16", 0)
+    assert kv_bytes_per_token(m, 2, "w8a8c8", 0, kv_cache_dtype="auto") == kv_bytes_per_token(m, 2, "w8a8c8", 0)
     # Gated DeltaNet state per sequence (45 layers): conv (2·16 + 64)·128/TP × 3, recurrent 64/TP × 128 × 128, bf16
     assert gdn_state_bytes(m, 8, 0) == 45 * ((2 * 16 + 64) * 128 / 8 * 3 + 8 * 128 * 128) * 2
 
@@ -126,3 +131,16 @@ def test_a_plan_that_fits_carries_its_fit(workspace):
     result = plan(Request(model="qwen3.5-35b", target="910c"), workspace)
     assert result.fit.fits and result.fit.inputs.tp == 2 and result.fit.inputs.quantization == "bf16"
     assert result.fit.line().startswith("Fit per device: weights ")
+
+
+def test_the_fit_reads_the_plans_kv_cache_dtype(workspace):
+    from optkit.resolve.fit import plan_fit_inputs
+    from optkit.resolve.settings import Setting
+
+    result = plan(Request(model="qwen3.5-35b", target="910c"), workspace)
+    assert plan_fit_inputs(result).kv_cache_dtype == ""
+    result.serve_args.append(Setting("--kv-cache-dtype int8", None, "page:X.md:1"))
+    inputs = plan_fit_inputs(result)
+    assert inputs.kv_cache_dtype == "int8"
+    a3 = workspace.targets["910c"]
+    assert measure(result.model, a3, inputs).kv_gib < result.fit.kv_gib

@@ -14,7 +14,8 @@ Per device, as vLLM sizes it (vLLM 0.30.0 ``vllm/v1/worker/gpu_worker.py``: the 
   per token, split over context-parallel ranks; MLA ``(kv_lora_rank + qk_rope_head_dim) × bytes`` per token,
   not split by TP; sliding-window layers at most the window; Gated DeltaNet a fixed state per sequence
   (vLLM 0.30.0 ``mamba_utils.gated_delta_net_state_shape``: conv ``(2·K + V) / TP × (kernel − 1 + k)`` and
-  recurrent ``Hv / TP × 128 × 128``, in the model dtype); bf16, or int8 for the c8 formats.
+  recurrent ``Hv / TP × 128 × 128``, in the model dtype); one byte per value where the plan's ``--kv-cache-dtype``
+  is an 8-bit type (fp8, int8) or the weights are a c8 format, else bf16.
 
 A plan fits when the budget holds weights, reserve and the KV cache of one sequence of ``max_model_len``:
 vLLM refuses to start otherwise (``vllm/v1/core/kv_cache_utils.py``, "To serve at least one request with the
@@ -58,6 +59,7 @@ class FitInputs:
     spec_tokens: int = 0  # k with MTP (its layers hold KV; GDN conv states grow by k)
     cp: int = 1  # context-parallel ranks the KV cache of a sequence is split over
     variant: str | None = None  # the target's SKU (--variant): its HBM per device where it differs (A2 32 GB)
+    kv_cache_dtype: str = ""  # the plan's --kv-cache-dtype ('' or 'auto': by the weight format)
 
 
 @valueclass(frozen=True)
@@ -91,26 +93,33 @@ class FitReport:
                 f"{self.max_seqs_at_max_len} sequences of --max-model-len {i.max_model_len} fit at once{load}")
 
 
-def _value_bytes(quantization: str) -> int:
-    """Bytes of one cached K or V value: int8 for the c8 formats, else bf16."""
+def _value_bytes(quantization: str, kv_cache_dtype: str = "") -> int:
+    """Bytes of one cached K or V value: one for an 8-bit ``--kv-cache-dtype`` (vLLM's fp8 kinds, vllm-ascend's
+    int8) or a c8 weight format, two for a 16-bit one or else (bf16)."""
+    said = kv_cache_dtype.lower()
+    if said.startswith(("fp8", "int8")):
+        return 1
+    if said in ("bfloat16", "float16", "half"):
+        return 2
     return 1 if quantization.endswith("c8") else 2
 
 
-def _gqa_layer_bytes(m, tp: int, quantization: str) -> float:
+def _gqa_layer_bytes(m, tp: int, quantization: str, kv_cache_dtype: str = "") -> float:
     """K and V of one token in one softmax-attention layer on one rank (KV heads replicated beyond their count)."""
-    return 2 * max(m.num_kv_heads // tp, 1) * m.head_dim * _value_bytes(quantization)
+    return 2 * max(m.num_kv_heads // tp, 1) * m.head_dim * _value_bytes(quantization, kv_cache_dtype)
 
 
-def kv_bytes_per_token(m, tp: int, quantization: str, spec_tokens: int, cp: int = 1) -> float:
+def kv_bytes_per_token(m, tp: int, quantization: str, spec_tokens: int, cp: int = 1,
+                       kv_cache_dtype: str = "") -> float:
     """KV-cache bytes per token of one sequence on one device, over the full-attention (and, with MTP, the MTP)
     layers; ``kv_bytes`` adds the sliding-window layers and the Gated DeltaNet state."""
     if m.kv_lora_rank:
-        per_layer = (m.kv_lora_rank + (m.qk_rope_head_dim or 0)) * _value_bytes(quantization)
+        per_layer = (m.kv_lora_rank + (m.qk_rope_head_dim or 0)) * _value_bytes(quantization, kv_cache_dtype)
     else:
-        per_layer = _gqa_layer_bytes(m, tp, quantization)
+        per_layer = _gqa_layer_bytes(m, tp, quantization, kv_cache_dtype)
     compressed = getattr(m, "kv_compression_layers", None) or {}
     if compressed:  # DeepSeek-V4: a layer of ratio r keeps one head_dim-wide entry per r tokens (0: its window only)
-        per_layer = m.head_dim * _value_bytes(quantization)
+        per_layer = m.head_dim * _value_bytes(quantization, kv_cache_dtype)
         layers = sum(count / ratio for ratio, count in compressed.items() if ratio)
         layers += (m.full_attention_layers - sum(compressed.values())) + ((m.mtp_layers or 0) if spec_tokens else 0)
         return layers * per_layer / cp
@@ -118,12 +127,14 @@ def kv_bytes_per_token(m, tp: int, quantization: str, spec_tokens: int, cp: int 
     return layers * per_layer / cp
 
 
-def kv_bytes(m, tp: int, quantization: str, spec_tokens: int, tokens: int, cp: int = 1) -> float:
+def kv_bytes(m, tp: int, quantization: str, spec_tokens: int, tokens: int, cp: int = 1,
+             kv_cache_dtype: str = "") -> float:
     """KV-cache bytes of one sequence of ``tokens`` on one device: attention, sliding window, GDN state."""
-    full = kv_bytes_per_token(m, tp, quantization, spec_tokens, cp) * tokens
+    full = kv_bytes_per_token(m, tp, quantization, spec_tokens, cp, kv_cache_dtype) * tokens
     sliding = 0.0
     if m.sliding_window_layers and m.sliding_window:
-        sliding = m.sliding_window_layers * _gqa_layer_bytes(m, tp, quantization) * min(tokens, m.sliding_window) / cp
+        sliding = (m.sliding_window_layers * _gqa_layer_bytes(m, tp, quantization, kv_cache_dtype)
+                   * min(tokens, m.sliding_window) / cp)
     return full + sliding + gdn_state_bytes(m, tp, spec_tokens)
 
 
@@ -148,8 +159,8 @@ def measure(m, target, i: FitInputs) -> FitReport:
     budget = target.hbm_gib(i.variant) * GIB * i.utilization
     weights, basis = weight_bytes_per_device(m, i.quantization, i.tp, i.tp * i.dp if i.ep and m.is_moe else i.tp)
     reserve = reserve_bytes(m, i)
-    load = i.seqs * kv_bytes(m, i.tp, i.quantization, i.spec_tokens, i.tokens, i.cp)
-    one_long = kv_bytes(m, i.tp, i.quantization, i.spec_tokens, i.max_model_len, i.cp)
+    load = i.seqs * kv_bytes(m, i.tp, i.quantization, i.spec_tokens, i.tokens, i.cp, i.kv_cache_dtype)
+    one_long = kv_bytes(m, i.tp, i.quantization, i.spec_tokens, i.max_model_len, i.cp, i.kv_cache_dtype)
     kv, sized_by = ((load, f"{i.seqs} × {i.tokens} tokens per DP engine") if load >= one_long else
                     (one_long, f"one sequence of --max-model-len {i.max_model_len}, more than {i.seqs} × {i.tokens}"))
     free = budget - weights - reserve - kv
@@ -252,7 +263,7 @@ def _serve_value(plan, flag: str) -> str | None:
 def plan_fit_inputs(plan) -> FitInputs:
     """What ``plan`` runs, as a fit reads it: its layout and weights, ``--max-num-seqs`` (else the highest
     concurrency per DP engine) sequences of its longest request, the KV cache split over its decode context parallel
-    ranks (``--decode-context-parallel-size``), and vLLM's defaults for what it leaves unset
+    ranks (``--decode-context-parallel-size``), its ``--kv-cache-dtype``, and vLLM's defaults for what it leaves unset
     (``--max-model-len``: the model's context; ``--gpu-memory-utilization`` 0.9; HCCL_BUFFSIZE 200)."""
     r, facts = plan.request, plan.facts
     seqs = _serve_value(plan, "--max-num-seqs")
@@ -264,7 +275,8 @@ def plan_fit_inputs(plan) -> FitInputs:
                      seqs=int(seqs) if seqs else ceil(facts["workload.concurrency_max"] / r.dp), tokens=tokens,
                      max_model_len=int(max_len), utilization=float(utilization or DEFAULT_UTILIZATION),
                      hccl_buffsize_mb=int(hccl or DEFAULT_HCCL_BUFFSIZE_MB), spec_tokens=r.k if r.mtp else 0,
-                     cp=int(_serve_value(plan, "--decode-context-parallel-size") or 1), variant=r.variant)
+                     cp=int(_serve_value(plan, "--decode-context-parallel-size") or 1), variant=r.variant,
+                     kv_cache_dtype=(_serve_value(plan, "--kv-cache-dtype") or "").strip("'\""))
 
 
 def serve_int(plan, flag: str) -> int | None:

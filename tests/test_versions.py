@@ -307,6 +307,22 @@ def test_pydantic_registry(tmp_path):
                              "ascend_compilation_config.enable_super_kernel": "key", "refresh": "key"}
     assert config.unknown_keys == "rejected" and config.factory == ["refresh"]
     assert config.keys["ascend_compilation_config"].source == "vllm_ascend/ascend_config.py:12"
+    assert config.env == {}
+
+
+def test_pydantic_registry_reads_an_or_with_an_env_var_as_one_switch(tmp_path):
+    """0.27.1rc1 on: ``validate(additional_config.get("enable_flashcomm1")) or os.getenv(...)`` (ascend_config.py
+    :753-756 in 0.30.0rc2) makes the key and the variable one knob; an ``or`` of two keys, or of a key no
+    class or factory takes, makes none."""
+    reads = PYDANTIC + """
+def derive(vc):
+    on = validate((vc.additional_config or {}).get("enable_fused_mc2", False), "x") or os.getenv(
+        "VLLM_ASCEND_ENABLE_FUSED_MC2", "0").strip().lower() in ("1", "true")
+    two = (vc.additional_config or {}).get("refresh") or (vc.additional_config or {}).get("enable_fused_mc2")
+    unknown = (vc.additional_config or {}).get("nobody_takes_this") or os.getenv("NOBODY")
+"""
+    assert scan_knobs(_tree(tmp_path, reads)).additional_config.env == {
+        "enable_fused_mc2": "VLLM_ASCEND_ENABLE_FUSED_MC2"}
 
 
 def test_scan_cli_writes_the_release_file(tmp_path):

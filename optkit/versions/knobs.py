@@ -75,9 +75,35 @@ def scan_knobs(root: Path) -> Registry:
     classes = _config_classes(module)
     if "AscendConfig" in classes:
         registry.additional_config = _strict_registry(root, module, classes)
+        for key, env in _or_env_fallbacks(module).items():  # the legacy reader finds these on the way
+            if key in registry.additional_config.keys:
+                registry.additional_config.env.setdefault(key, env)
     else:
         registry.additional_config = _legacy_registry(root)
     return registry
+
+
+def _or_env_fallbacks(module: ast.Module) -> dict[str, str]:
+    """Top-level additional_config keys an ``or`` joins with one env var, read as one switch:
+    ``validate(additional_config.get("K", False)) or os.getenv("ENV", "0") in ("1", "true")``
+    (0.27.1rc1 on: ``enable_flashcomm1`` / VLLM_ASCEND_ENABLE_FLASHCOMM1)."""
+    found: dict[str, str] = {}
+    for node in ast.walk(module):
+        if not (isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or)):
+            continue
+        keys = {got[1] for value in node.values for n in ast.walk(value)
+                if (got := _get_key(n)) and _reads_additional_config(got[0])}
+        envs = {name for value in node.values for n in ast.walk(value) if (name := _env_read(n))}
+        if len(keys) == 1 and len(envs) == 1:
+            found.setdefault(keys.pop(), envs.pop())
+    return found
+
+
+def _reads_additional_config(node: ast.AST) -> bool:
+    """``additional_config`` itself, or ``(… .additional_config or {})``."""
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and node.values:
+        node = node.values[0]
+    return _is_additional_config(node)
 
 
 def _parse(root: Path, rel: str) -> ast.Module:

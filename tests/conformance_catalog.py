@@ -51,7 +51,7 @@ DOC = cs.DOC
 BEGIN, END = "<!-- catalog coverage: begin -->", "<!-- catalog coverage: end -->"
 COMPARED_RELEASES = ("0.23.0", "0.30.0rc2")
 """The releases whose every LLM command is compared (the issue's target); the others are counted."""
-PLACEHOLDER = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|<[^<>]+>|\bxxx+\b|\bx\.x\.x\.x\b", re.I)
+PLACEHOLDER = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\$\{?\d+\}?|<[^<>]+>|\bxxx+\b|\bx\.x\.x\.x\b", re.I)
 QUANT_WORDS = (("w8a8-mxfp8", "w8a8-mxfp8"), ("mxfp8", "w8a8-mxfp8"), ("w4a4-mxfp4", "w4a4-mxfp4"),
                ("mxfp4", "w4a4-mxfp4"), ("w8a8c8", "w8a8c8"), ("w4a8c8", "w4a8c8"), ("w8a8sc", "w8a8sc"),
                ("w4a8", "w4a8"), ("w4a4", "w4a4"), ("w8a8", "w8a8"), ("int8", "w8a8"))
@@ -160,6 +160,10 @@ def request_for(release: str, page: str, command: dict, profile, target: str, qu
     opts.setdefault("--tensor-parallel-size", wrapper.get("--tp-size"))
     opts.setdefault("--data-parallel-size", wrapper.get("--dp-size"))
     speculative = {k.split(".", 1)[1]: v for k, v in opts.items() if k.startswith("--speculative-config.")}
+    shaped = {flag: opts.get(flag) for flag in ("--tensor-parallel-size", "--data-parallel-size")}
+    if any(_placeholder(v) for v in shaped.values()):
+        raise NotComparable("its TP or DP is a script's positional argument ($N): the launch_online_dp.py command "
+                            "that passes it is compared instead")
     dp = _int(opts.get("--data-parallel-size"), 1)
     request: dict[str, Any] = {
         "model": profile.id, "target": target, "vllm_ascend_version": release,
@@ -214,9 +218,11 @@ def _flag(value: Any, default: bool) -> bool:
 
 
 def _command(command: dict) -> Command:
+    from optkit.resolve.page_values import plain
+
     return Command(
         where=command["where"], line=command["line"], model=command.get("model") or "",
-        options={k: (v["value"], v["line"]) for k, v in command.get("options", {}).items()},
+        options={k: (plain(v["value"]), v["line"]) for k, v in command.get("options", {}).items()},
         env={k: (v["value"], v["line"]) for k, v in command.get("env", {}).items()},
         problems=list(command.get("problems", ())))
 
@@ -257,6 +263,7 @@ def _matches(entry: dict, d: cs.Difference) -> bool:
 def compare_command(release: str, page: str, page_data: dict, command: dict, models, workspace) -> Row:
     """One command's outcome."""
     from optkit.bundle.launch import Launch
+    from optkit.bundle.pd import RoleLaunch
     from optkit.errors import OptkitError
     from optkit.resolve.plan import plan
     from optkit.resolve.request import Request
@@ -266,9 +273,7 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
 
     if command.get("launcher") not in ("vllm serve", "launch_online_dp.py"):
         return row("not comparable", f"launched by {command.get('launcher')} (a wrapper optkit does not emit)")
-    if command.get("pd_role"):
-        return row("not comparable", "a PD role's command (optkit plans PD as --pd P:D; per-role comparison: "
-                                     "tests/conformance/tutorials.yaml)")
+    role = command.get("pd_role")
     if command.get("problems"):
         return row("not comparable", "the reader could not read it: " + command["problems"][0])
     profile, why = profile_for(page, command, models)
@@ -285,12 +290,15 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
         request = request_for(release, page, command, profile, target, quantization)
     except NotComparable as exc:
         return row("not comparable", str(exc))
+    if role:  # one role of a PD deployment: a --pd plan of this command's instance shape, its role's launch
+        request["pd"] = "1:1"
+        request.pop("nodes", None)
     try:
         result = plan(Request(**request), workspace)
-        launch = Launch(result, workspace)
+        launch = RoleLaunch(result, workspace, role) if role else Launch(result, workspace)
     except (OptkitError, ValueError) as exc:  # ValueError: pydantic's ValidationError of a request field
         return row("not comparable", f"optkit refuses: {str(exc).splitlines()[0][:160]}", request=request)
-    entry = {"node_rank": command.get("node_rank") or 0}
+    entry = {"node_rank": 0 if role else command.get("node_rank") or 0, **({"role": role} if role else {})}
     _, differences = cs.compare(release, page.rsplit("/", 1)[-1], _command(command), entry, result, launch)
     differences = [d for d in differences if not (_placeholder(d.tutorial_value) and _placeholder(d.optkit_value))]
     unexplained = [d for d in differences if not explained_by(d)]

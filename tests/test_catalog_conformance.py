@@ -45,6 +45,12 @@ HELD = [
     ("0.30.0rc2", "Kimi-K2.5.md", 150),  # A3
     ("0.23.0", "DeepSeek-V3.2.md", 149),
     ("0.23.0", "Kimi-K2.5.md", 163),
+    # the page's command of the plan's layout where the page states no scenario (its batched tokens, its settings)
+    ("0.30.0rc2", "DeepSeek-V3.1.md", 190),  # 950 single node: 16384 from :194, not the generic 8192
+    ("0.30.0rc2", "DeepSeek-V4-Flash.md", 164),  # A2: the page keeps static kernels off (:185)
+    ("0.30.0rc2", "MiniMax-M3.md", 163),  # A3: enable_flashcomm1 is optkit's VLLM_ASCEND_ENABLE_FLASHCOMM1 (one knob)
+    ("0.30.0rc2", "GLM5.md", 251),  # A3 single node
+    ("0.30.0rc2", "Qwen3.5-397B-A17B.md", 451),  # a PD prefill role, against the --pd plan's prefill launch
 ]
 
 
@@ -85,3 +91,22 @@ def test_the_235b_throughput_row_writes_a_bundle_the_paired_vllm_accepts(tmp_pat
     write_bundle(plan(Request(**row.request), workspace), workspace, tmp_path / "bundle")
     report = check_bundle(tmp_path / "bundle", vllm_python=paired_python("0.30.0"))
     assert report.problems == [], report.problems
+
+
+def test_a_pd_roles_command_is_compared_with_that_roles_launch():
+    """A PD role's command is planned as ``--pd 1:1`` of its own instance shape and compared with the role's launch
+    (its --kv-transfer-config, the prefiller's eager mode), not set aside."""
+    rows = [r for r in cc.release_rows("0.30.0rc2") if r.command.get("pd_role")]
+    compared = [r for r in rows if r.outcome != "not comparable"]
+    assert compared and all(r.request["pd"] == "1:1" and "nodes" not in r.request for r in compared)
+    prefill = next(r for r in compared if r.page == "models/Qwen3.5-397B-A17B.md" and r.command["line"] == 451)
+    assert prefill.command["pd_role"] == "prefill" and prefill.outcome == "explained"
+
+
+def test_a_command_whose_layout_is_a_scripts_argument_is_not_compared():
+    """Per-rank scripts write --tensor-parallel-size $7: the layout is what launch_online_dp.py passes, so the
+    script is not planned with TP 1 (the launch_online_dp.py command is compared)."""
+    rows = [r for r in cc.release_rows("0.30.0rc2") if "positional argument ($N)" in r.reason]
+    assert rows and all(r.outcome == "not comparable" for r in rows)
+    assert all(any(cc._placeholder(r.command["options"].get(flag, {}).get("value"))
+                   for flag in ("--tensor-parallel-size", "--data-parallel-size")) for r in rows)

@@ -286,3 +286,72 @@ def test_the_committed_data_gives_the_397b_its_own_page():
         "max_num_seqs": (16, OWN_397B, 881), "max_num_batched_tokens": (4096, OWN_397B, 881),
         "num_speculative_tokens": (3, OWN_397B, 881), "sequence_parallel": (False, OWN_397B, 881),
         "data_parallel_size": (2, OWN_397B, 309)}
+
+
+def test_a_page_silent_on_the_scenario_still_gives_its_command_of_the_plans_layout():
+    """No row or command of the page states the scenario on this tab: its command of exactly the plan's layout is
+    the page's advice for that layout (carried, and its batched tokens a page fact), unless the page places it
+    under another scenario or its numbers are another scenario row's; page.present stays false (no scenario
+    advice), so the model's own-page rules still apply."""
+    model = type("M", (), {"tutorials": ["X.md"], "id": "x"})()
+    table = {"kind": "scenario", "line": 10, "tabs": [], "columns": ["Scenario", "TP", "Max Num Batched Tokens"],
+             "rows": [{"line": 12, "cells": ["Long context (A2)", "8", "32768"]}]}
+
+    def command(line: int, tp: str, dp: str, batched: str) -> dict:
+        return {"line": line, "hardware": "A2", "scenario": None, "pd_role": None, "deployment": "single-node",
+                "nodes": 1, "node_rank": 0,
+                "options": {"--tensor-parallel-size": {"value": tp, "line": line + 1},
+                            "--data-parallel-size": {"value": dp, "line": line + 2},
+                            "--max-num-batched-tokens": {"value": batched, "line": line + 3}},
+                "env": {"TASK_QUEUE_ENABLE": {"value": "1", "line": line - 1}}}
+
+    page = {"tables": [table], "commands": [command(30, "8", "1", "32768"), command(50, "4", "2", "2048")]}
+    advice = page_rules.advice(model, "A2", "0.30.0rc2", "throughput",
+                               source=_source({"0.30.0rc2": {"pages": {"models/X.md": page}}}))
+    assert advice.values == () and advice.facts()["page.present"] is False
+    mine = advice.for_layout(4, 2, 1)
+    assert {s.key: (s.value, s.source.line) for s in mine.settings} == {
+        "env:TASK_QUEUE_ENABLE": ("1", 49), "serve:--max-num-batched-tokens": ("2048", 53)}
+    assert mine.facts()["page.command_max_num_batched_tokens"] == 2048 and ":50, of this layout" in mine.note
+    assert mine.facts()["page.present"] is False
+    # the TP 8 command agrees with the long-context row: that scenario's advice, not throughput's
+    assert advice.for_layout(8, 1, 1).page == "" and advice.for_layout(2, 1, 1).page == ""
+    assert advice.for_layout(8, 1, 1).facts()["page.command_max_num_batched_tokens"] == 0
+
+
+def test_the_committed_data_gives_a_plan_its_pages_command_of_its_layout():
+    """DeepSeek-V3.1.md (0.30.0rc2) states no batched tokens for high throughput: on its 950 tab, a plan of its
+    single-node command's layout (TP 8, MTP 3) takes that command's 16384 (:194) and settings, each with its line,
+    not another page's 8192."""
+    tutorial_data = pytest.importorskip("optkit.versions.tutorial_data")
+    if "0.30.0rc2" not in tutorial_data.releases():
+        pytest.skip("no committed tutorial data for 0.30.0rc2")
+    workspace = load_workspace()
+    page_rules._ADVICE.clear()
+    result = plan(parse_request({"model": "deepseek-v3.1", "target": "950", "tp": 8, "dp": 1, "mtp": True,
+                                 "num_speculative_tokens": 3, "concurrency": 96, "goal": "throughput",
+                                 "quantization": "w8a8c8", "vllm_ascend_version": "0.30.0rc2"}), workspace)
+    batched = next(d for d in result.derivations if d.target == "serve:--max-num-batched-tokens")
+    assert batched.value == 16384 and "DeepSeek-V3.1.md:194 (vllm-ascend 0.30.0rc2)" in batched.how
+    assert result.facts["page.command_max_num_batched_tokens"] == 16384
+    assert any(s.recipe.startswith("page:DeepSeek-V3.1.md:") for s in result.env)
+
+
+def test_a_page_that_keeps_static_kernels_off_keeps_them_off():
+    """DeepSeek-V4-Flash.md (0.30.0rc2) sets "enable_static_kernel": false in every command (:335 says it "keeps
+    static-kernel compilation disabled"): waterfall-static-kernel does not apply, and the plan carries the page's
+    false from the scenario's own command (:185), not from the tab's other command of the same layout (:208)."""
+    tutorial_data = pytest.importorskip("optkit.versions.tutorial_data")
+    if "0.30.0rc2" not in tutorial_data.releases():
+        pytest.skip("no committed tutorial data for 0.30.0rc2")
+    workspace = load_workspace()
+    page_rules._ADVICE.clear()
+    result = plan(parse_request({"model": "deepseek-v4-flash", "target": "910b", "tp": 8, "dp": 1, "mtp": True,
+                                 "num_speculative_tokens": 1, "concurrency": 32, "goal": "throughput",
+                                 "quantization": "w8a8", "vllm_ascend_version": "0.30.0rc2"}), workspace)
+    assert result.facts["page.static_kernel"] == "off"
+    decision = result.resolution.decisions["waterfall-static-kernel"]
+    assert decision.status.name != "selected" and "keeps static kernels off" in decision.reason
+    assert result.additional_config["ascend_compilation_config"]["enable_static_kernel"] is False
+    assert result.config_sources["additional_config.ascend_compilation_config.enable_static_kernel"] == \
+        "page:DeepSeek-V4-Flash.md:185"

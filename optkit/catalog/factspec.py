@@ -152,6 +152,12 @@ _SPECS = [
        ("on", "off", "unstated")),
     _f("page.prefix_caching", "str", "Whether the page's row runs prefix caching.", ("on", "off", "unstated")),
     _f("page.async_scheduling", "str", "Whether the page's row names async scheduling.", ("on", "off", "unstated")),
+    _f("page.command_max_num_batched_tokens", "int", "--max-num-batched-tokens of the model's own page's command "
+       "of exactly the plan's layout (TP, DP, nodes) on the plan's tab, in the plan's release, other than the "
+       "scenario's own command (0: none; never another model's page)."),
+    _f("page.static_kernel", "str", "Whether the model's own page's command the plan carries (its scenario's, or its "
+       "command of exactly the plan's layout, on the plan's tab and release) sets "
+       "ascend_compilation_config.enable_static_kernel.", ("on", "off", "unstated")),
     # speculative decoding
     _f("spec.mtp", "bool", "MTP speculative decoding on.", flag="--mtp"),
     _f("spec.method", "str", "Speculative decoding method ('none' when off).", ("none", "mtp", "eagle3", "suffix"),

@@ -214,7 +214,9 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
         # decoding runs without it (check_speculation)
         "spec.async_spec_decode": request.speculative_method is not None and request.async_scheduling,
     })
-    values.update(plan_advice(model, target, ascend, request.objective_goal).facts())
+    # the page's command of exactly this layout, where the page runs one (PageAdvice.for_layout)
+    values.update(plan_advice(model, target, ascend, request.objective_goal)
+                  .for_layout(request.tp, request.dp, layout.nodes).facts())
     missing = sorted(set(FACTS) - set(values))
     if missing:
         from optkit.errors import InternalError

@@ -31,10 +31,11 @@ from typing import Any, Callable, Mapping
 
 from packaging.version import Version
 
-from optkit.resolve.page_values import (PAGE_DIR, PageSource, PageValue, command_settings,
-                                        command_values as _command_values, layout_commands as _layout_commands,
-                                        leading_int as _leading_int, plain as _plain)
-from optkit.value import valueclass
+from optkit.resolve.page_values import (PAGE_DIR, PageSource, PageValue, command_layout as _command_layout,
+                                        command_settings, command_values as _command_values,
+                                        layout_commands as _layout_commands, leading_int as _leading_int,
+                                        plain as _plain)
+from optkit.value import replace, valueclass
 
 SCENARIOS = {"throughput": "high throughput", "latency": "low latency"}
 """The scenario row a goal reads, as upstream's scenario tables name it (compared case-insensitively, by prefix:
@@ -70,20 +71,30 @@ class PageAdvice:
     model_pages: tuple = ()  # the model's own pages (file names), whether or not one states the scenario
     settings: tuple = ()  # PageSetting: the tuned command's other settings (the model's own page, the plan's release)
     note: str = ""  # how the command was chosen when the page names no scenario
-    by_layout: tuple = ()  # ((tp, dp, nodes), line, settings): the tab's other commands, for a plan of their layout
+    by_layout: tuple = ()  # ((tp, dp, nodes), line, settings, scenario): the tab's other commands, for their layout
+    layout_line: int = 0  # the line of the command of the plan's layout whose settings these are (for_layout)
+    same_scenario: bool = False  # by_layout holds for the plan only where a command's scenario is the plan's (or none)
+    settings_layout: tuple = ()  # (TP, DP, nodes) of the command whose settings these are (() none)
 
     def for_layout(self, tp: int, dp: int, nodes: int) -> "PageAdvice":
         """This advice with the settings of the tab's command of exactly this layout (TP, DP, nodes), when the
         scenario's own command has another layout and the page runs one with this: the page's tuned command
         for the layout the plan runs."""
-        from optkit.value import replace
-
-        for layout, line, settings in self.by_layout:
-            if layout == (tp, dp, nodes):
+        if not self.by_layout:
+            return self
+        if self.settings and self.settings_layout == (tp, dp, nodes):  # the scenario's own command runs this layout
+            return replace(self, by_layout=())
+        for layout, line, settings, scenario in self.by_layout:
+            # where the page states nothing for the scenario on this tab, a command the page places under another
+            # scenario (or whose numbers are another scenario row's) is that scenario's advice, not this one's
+            if layout == (tp, dp, nodes) and (not self.same_scenario or not scenario
+                                              or _scenario_words(scenario).startswith(self.scenario)):
                 note = "; ".join(n for n in (self.note, f"the settings are its command at :{line}, of this "
                                              f"layout (TP {tp}, DP {dp}, {nodes} node{'s' if nodes > 1 else ''})") if n)
-                return replace(self, settings=settings, note=note, by_layout=())
-        return replace(self, by_layout=()) if self.by_layout else self
+                return replace(self, settings=settings, note=note, by_layout=(), layout_line=line)
+        if not self.values:  # the page's advice was only its commands of other layouts: none for this plan
+            return PageAdvice(self.scenario, self.hardware, self.release, model_pages=self.model_pages)
+        return replace(self, by_layout=())
 
     def value(self, knob: str) -> Any:
         """The page's value of ``knob``, or None when the page does not state it."""
@@ -110,6 +121,9 @@ class PageAdvice:
         line and release, after the generalization it is, if it is one; '' when ``text`` reads no page value."""
         knobs = sorted({name.removeprefix("page.") for name in re.findall(r"\bpage\.[a-z_]+", text)})
         cited = [f"page.{v.knob} from '{v.written}', {v.source.text()}" for v in self.values if v.knob in knobs]
+        cited += [f"page.command_{s.key.removeprefix('serve:--').replace('-', '_')} from the page's command, "
+                  f"{s.source.text()}" for s in self.settings
+                  if s.key.startswith("serve:--") and f"command_{s.key.removeprefix('serve:--').replace('-', '_')}" in knobs]
         if not cited:
             return ""
         return (f"optkit's generalization from {self.page.removeprefix(PAGE_DIR)}: {self.generalized}; " if
@@ -125,13 +139,31 @@ class PageAdvice:
             value = self.value(knob)
             return "unstated" if value is None else ("on" if value else "off")
 
-        return {"page.present": bool(self.page), "page.own": bool(self.page) and not self.generalized,
+        present = bool(self.page and self.values)
+        return {"page.present": present, "page.own": present and not self.generalized,
                 "page.model_pages": ",".join(self.model_pages),
-                "page.scenario": self.scenario if self.page else "",
+                "page.scenario": self.scenario if present else "",
                 "page.max_num_seqs": number("max_num_seqs"), "page.max_num_batched_tokens": number("max_num_batched_tokens"),
                 "page.num_speculative_tokens": number("num_speculative_tokens"),
                 "page.sequence_parallel": switch("sequence_parallel"), "page.prefix_caching": switch("prefix_caching"),
-                "page.async_scheduling": switch("async_scheduling")}
+                "page.async_scheduling": switch("async_scheduling"),
+                "page.command_max_num_batched_tokens": self.layout_number("serve:--max-num-batched-tokens"),
+                "page.static_kernel": self.command_switch(
+                    "additional_config:ascend_compilation_config.enable_static_kernel")}
+
+    def command_switch(self, key: str) -> str:
+        """'on' / 'off' as the carried command's setting ``key`` says (its scenario's or its layout's command, the
+        model's own page on the plan's tab), 'unstated' when it does not set it."""
+        found = next((s for s in self.settings if s.key == key), None)
+        if found is None:
+            return "unstated"
+        return "off" if str(found.value).strip().lower() in ("false", "0", "off", "no") else "on"
+
+    def layout_number(self, key: str) -> int:
+        """The number setting ``key`` of the page's command of exactly the plan's layout states (0: none, not a
+        number, or no such command: ``for_layout`` found none)."""
+        found = next((s for s in self.settings if s.key == key), None) if self.layout_line else None
+        return (_leading_int(str(found.value)) or 0) if found is not None else 0
 
     def data(self) -> dict[str, Any]:
         """The advice as the report and the lock record it."""
@@ -226,15 +258,23 @@ def _read_page(empty: PageAdvice, name: str, source: TutorialSource, generalized
         for knob, value in _command_values(command, page_release, name).items():
             if values.get(knob) is None or values[knob].value is None:
                 values[knob] = value
-    if not values:
-        return None
+    by_layout: tuple = ()
+    if not generalized and page_release == empty.release:  # the own page's commands on the request's own tab
+        scenario_line = commands[0]["line"] if commands and tab == empty.hardware else 0
+        by_layout = tuple((layout, line, settings, said or _agreeing_scenario(page, line, empty.hardware))
+                          for layout, line, settings, said in
+                          _layout_commands(page, empty.hardware, page_release, name, exclude=scenario_line))
+    if not values:  # nothing for the scenario; a command of exactly the plan's layout may still be carried
+        return replace(empty, page=name, page_release=page_release, by_layout=by_layout, same_scenario=True,
+                       note=f"the page has no {empty.scenario} advice") if by_layout else None
     label = "; ".join(n for n in (generalized, tab_note) if n)
-    carried, by_layout = (), ()
-    if not label and page_release == empty.release and tab == empty.hardware:
-        carried = command_settings(commands[0], page_release, name) if commands else ()
-        by_layout = tuple(_layout_commands(page, tab, page_release, name, exclude=commands[0]["line"] if commands else 0))
+    carried = ()
+    if not label and page_release == empty.release and tab == empty.hardware and commands:
+        carried = command_settings(commands[0], page_release, name)
     return PageAdvice(empty.scenario, empty.hardware, empty.release, name, page_release, label,
-                      tuple(values[k] for k in sorted(values)), empty.model_pages, carried, unnamed, by_layout)
+                      tuple(values[k] for k in sorted(values)), empty.model_pages, carried, unnamed, by_layout,
+                      same_scenario=tab != empty.hardware,
+                      settings_layout=_command_layout(commands[0]) if carried else ())
 
 
 def _nearest_release(name: str, release: str, source: TutorialSource) -> tuple[str, Mapping | None]:
@@ -374,6 +414,20 @@ def _commands(page: Mapping, scenario: str, hardware: str, row: dict, deployment
         return sorted(named, key=lambda c: c["line"])
     return sorted((c for c in on_tab if not c.get("scenario") and c.get("deployment") == deployment
                    and _agrees(c, row)), key=lambda c: c["line"])
+
+
+def _agreeing_scenario(page: Mapping, line: int, hardware: str) -> str:
+    """The scenario of the first scenario-table row (this tab's, or one naming no hardware) whose numbers the
+    command at ``line`` agrees with: the row a command the page places under no scenario implements ('' none)."""
+    command = next(c for c in page.get("commands", ()) if c["line"] == line)
+    for table in page.get("tables", ()):
+        if table.get("kind") != "scenario" or not _has_knobs(table):
+            continue
+        for row in table.get("rows", ()):
+            if not _pd_row(table, row) and _row_hardware(page, table, row) in (hardware, None) and \
+                    _agrees(command, _row_values(table, row, "", "")):
+                return _row_scenario(table, row)
+    return ""
 
 
 def _agrees(command: Mapping, row: dict) -> bool:

@@ -61,19 +61,23 @@ class PageSetting:
 
 
 def layout_commands(page: Mapping, tab: str, release: str, name: str, exclude: int):
-    """((tp, dp, nodes), line, settings) of the tab's plain commands (not a PD role's), first one per layout."""
-    seen = set()
+    """((tp, dp, nodes), line, settings, scenario) of the tab's plain commands (not a PD role's; a multi-node
+    layout's first node), in page order; ``scenario`` is the one the page places the command under ('' none)."""
     for command in sorted(page.get("commands", ()), key=lambda c: c["line"]):
         if command.get("hardware") != tab or command.get("pd_role") or command["line"] == exclude:
             continue
-        options = command.get("options", {})
-        wrapper = command.get("launcher_options", {})
-        tp = leading_int(str((options.get("--tensor-parallel-size") or wrapper.get("--tp-size") or {}).get("value", "1")))
-        dp = leading_int(str((options.get("--data-parallel-size") or wrapper.get("--dp-size") or {}).get("value", "1")))
-        layout = (tp or 1, dp or 1, command.get("nodes") or 1)
-        if layout not in seen and (command.get("node_rank") or 0) == 0:
-            seen.add(layout)
-            yield layout, command["line"], command_settings(command, release, name)
+        if (command.get("node_rank") or 0) == 0:
+            yield (command_layout(command), command["line"], command_settings(command, release, name),
+                   command.get("scenario") or "")
+
+
+def command_layout(command: Mapping) -> tuple[int, int, int]:
+    """(TP, DP, nodes) a command runs (launch_online_dp.py's --tp-size / --dp-size too)."""
+    options = command.get("options", {})
+    wrapper = command.get("launcher_options", {})
+    tp = leading_int(str((options.get("--tensor-parallel-size") or wrapper.get("--tp-size") or {}).get("value", "1")))
+    dp = leading_int(str((options.get("--data-parallel-size") or wrapper.get("--dp-size") or {}).get("value", "1")))
+    return tp or 1, dp or 1, command.get("nodes") or 1
 
 
 def command_values(command: Mapping, release: str, page: str) -> dict[str, PageValue]:
@@ -96,7 +100,7 @@ def command_values(command: Mapping, release: str, page: str) -> dict[str, PageV
     return values
 
 
-CARRIED_FLAGS = ("--max-model-len", "--gpu-memory-utilization", "--block-size", "--hf-overrides", "--kv-cache-dtype",
+CARRIED_FLAGS = ("--max-model-len", "--max-num-batched-tokens", "--gpu-memory-utilization", "--block-size", "--hf-overrides", "--kv-cache-dtype",
                  "--mamba-ssm-cache-dtype", "--attention-config.indexer-kv-dtype")
 """Serve flags of the page's tuned command the plan carries as the page writes them: context length and its rope
 scaling, memory share, block size, cache dtypes (the scheduling and layout flags are page values
@@ -128,8 +132,8 @@ def command_settings(command: Mapping, release: str, page: str) -> tuple:
             key = f"additional_config:{option.removeprefix('--additional-config.')}"
         elif option.startswith("--speculative-config.") and option.split(".", 1)[1] in CARRIED_SPECULATIVE:
             key = f"speculative_config:{option.split('.', 1)[1]}"
-        elif option == "--compilation-config.cudagraph_mode":
-            key = "compilation_config:cudagraph_mode"
+        elif option in ("--compilation-config.cudagraph_mode", "--compilation-config.cudagraph_capture_sizes"):
+            key = f"compilation_config:{option.split('.', 1)[1]}"
         elif option in CARRIED_FLAGS:
             key = f"serve:{option}"
         else:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from optkit.bundle.writer import bundle_files
-from optkit.resolve import page_rules
+from optkit.resolve import page_rules, page_tables
 from optkit.resolve.plan import load_workspace, plan
 from optkit.resolve.request_record import parse_request
 
@@ -174,7 +174,7 @@ def test_commands_fill_what_the_row_leaves_unstated():
     ("16 A2 NPUs", "A2"), ("Single-Node (A3)", "A3"), ("8 950DT Products NPUs", "A5"), ("Atlas 300I DUO", "310P"),
     ("Atlas 800 A3", "A3"), ("A3", "A3"), ("Single node", None), ("2 or more NPUs", None), ("Qwen3.6-35B-A3B", None)])
 def test_the_hardware_a_cell_names(text, family):
-    assert page_rules.hardware_named(text) == family
+    assert page_tables.hardware_named(text) == family
 
 
 # --------------------------------------------------------------------------- the plan
@@ -319,18 +319,21 @@ def test_a_page_silent_on_the_scenario_still_gives_its_command_of_the_plans_layo
     assert advice.for_layout(8, 1, 1).facts()["page.command_max_num_batched_tokens"] == 0
 
 
+def _committed_plan(**fields):
+    """A plan of ``fields`` on vllm-ascend 0.30.0rc2, read from the committed tutorial data (skipped without it)."""
+    tutorial_data = pytest.importorskip("optkit.versions.tutorial_data")
+    if "0.30.0rc2" not in tutorial_data.releases():
+        pytest.skip("no committed tutorial data for 0.30.0rc2")
+    page_rules._ADVICE.clear()
+    return plan(parse_request({**fields, "vllm_ascend_version": "0.30.0rc2"}), load_workspace())
+
+
 def test_the_committed_data_gives_a_plan_its_pages_command_of_its_layout():
     """DeepSeek-V3.1.md (0.30.0rc2) states no batched tokens for high throughput: on its 950 tab, a plan of its
     single-node command's layout (TP 8, MTP 3) takes that command's 16384 (:194) and settings, each with its line,
     not another page's 8192."""
-    tutorial_data = pytest.importorskip("optkit.versions.tutorial_data")
-    if "0.30.0rc2" not in tutorial_data.releases():
-        pytest.skip("no committed tutorial data for 0.30.0rc2")
-    workspace = load_workspace()
-    page_rules._ADVICE.clear()
-    result = plan(parse_request({"model": "deepseek-v3.1", "target": "950", "tp": 8, "dp": 1, "mtp": True,
-                                 "num_speculative_tokens": 3, "concurrency": 96, "goal": "throughput",
-                                 "quantization": "w8a8c8", "vllm_ascend_version": "0.30.0rc2"}), workspace)
+    result = _committed_plan(model="deepseek-v3.1", target="950", tp=8, dp=1, mtp=True, num_speculative_tokens=3,
+                             concurrency=96, goal="throughput", quantization="w8a8c8")
     batched = next(d for d in result.derivations if d.target == "serve:--max-num-batched-tokens")
     assert batched.value == 16384 and "DeepSeek-V3.1.md:194 (vllm-ascend 0.30.0rc2)" in batched.how
     assert result.facts["page.command_max_num_batched_tokens"] == 16384
@@ -341,14 +344,8 @@ def test_a_page_that_keeps_static_kernels_off_keeps_them_off():
     """DeepSeek-V4-Flash.md (0.30.0rc2) sets "enable_static_kernel": false in every command (:335 says it "keeps
     static-kernel compilation disabled"): waterfall-static-kernel does not apply, and the plan carries the page's
     false from the scenario's own command (:185), not from the tab's other command of the same layout (:208)."""
-    tutorial_data = pytest.importorskip("optkit.versions.tutorial_data")
-    if "0.30.0rc2" not in tutorial_data.releases():
-        pytest.skip("no committed tutorial data for 0.30.0rc2")
-    workspace = load_workspace()
-    page_rules._ADVICE.clear()
-    result = plan(parse_request({"model": "deepseek-v4-flash", "target": "910b", "tp": 8, "dp": 1, "mtp": True,
-                                 "num_speculative_tokens": 1, "concurrency": 32, "goal": "throughput",
-                                 "quantization": "w8a8", "vllm_ascend_version": "0.30.0rc2"}), workspace)
+    result = _committed_plan(model="deepseek-v4-flash", target="910b", tp=8, dp=1, mtp=True,
+                             num_speculative_tokens=1, concurrency=32, goal="throughput", quantization="w8a8")
     assert result.facts["page.static_kernel"] == "off"
     decision = result.resolution.decisions["waterfall-static-kernel"]
     assert decision.status.name != "selected" and "keeps static kernels off" in decision.reason

@@ -11,7 +11,8 @@ command of every LLM page, derives the request from the page and the command alo
 - the weights: the checkpoint the model path names (the page's weights table, the profile's
   ``checkpoints:``), else ``--quantization ascend`` read as W8A8, else bf16;
 - the target: the command's hardware tab (A2 → the A2 target, A3, A5, 310P), nodes and node rank as the
-  page lays the command out;
+  page lays the command out; a command the page writes for several tabs ('Atlas 800 A3 / Atlas 800 A2') is
+  compared on each, one row per tab, and one under a scenario whose rows name one tab on that tab;
 - the layout and load: TP, DP, MTP and k, prefix caching, async scheduling, FlashComm1, eager mode and dtype
   as the command sets them, the concurrency its ``--max-num-seqs`` × DP sizes, the goal its scenario names.
 
@@ -73,6 +74,8 @@ class Row:
     outcome: str
     """reproduced | explained | unexplained | not comparable"""
     reason: str = ""
+    tab: str | None = None
+    """the hardware tab it is compared on (a command written for several tabs has a row on each)"""
     request: dict = field(default_factory=dict)
     differences: list = field(default_factory=list)
     unexplained: list = field(default_factory=list)
@@ -139,11 +142,12 @@ def quantization_for(command: dict, page_data: dict, profile) -> tuple[str, str]
     return "bf16", "no quantization named"
 
 
-def hardware_of(command: dict) -> str | None:
-    if command.get("hardware"):
-        return command["hardware"]
-    families = command.get("hardware_families") or ()
-    return families[0] if len(families) == 1 else None
+def tabs_of(page_data: dict, command: dict) -> tuple[str | None, ...]:
+    """The hardware tabs a command is compared on: every tab it holds for (``page_tables.command_tabs``: its
+    own, each of 'Atlas 800 A3 / Atlas 800 A2', or the one its scenario's rows name); (None,) when none."""
+    from optkit.resolve.page_tables import command_tabs
+
+    return command_tabs(page_data, command) or (None,)
 
 
 def goal_of(command: dict) -> str | None:
@@ -260,8 +264,9 @@ def _matches(entry: dict, d: cs.Difference) -> bool:
     return True
 
 
-def compare_command(release: str, page: str, page_data: dict, command: dict, models, workspace) -> Row:
-    """One command's outcome."""
+def compare_command(release: str, page: str, page_data: dict, command: dict, models, workspace,
+                    hardware: str | None) -> Row:
+    """One command's outcome on one of its hardware tabs."""
     from optkit.bundle.launch import Launch
     from optkit.bundle.pd import RoleLaunch
     from optkit.errors import OptkitError
@@ -269,7 +274,7 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
     from optkit.resolve.request import Request
 
     def row(outcome: str, reason: str = "", **extra) -> Row:
-        return Row(release, page, command, outcome, reason, **extra)
+        return Row(release, page, command, outcome, reason, tab=hardware, **extra)
 
     if command.get("launcher") not in ("vllm serve", "launch_online_dp.py"):
         return row("not comparable", f"launched by {command.get('launcher')} (a wrapper optkit does not emit)")
@@ -279,7 +284,6 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
     profile, why = profile_for(page, command, models)
     if profile is None:
         return row("not comparable", why)
-    hardware = hardware_of(command)
     if hardware is None:
         return row("not comparable", "no hardware tab")
     target = _targets_by_generation().get(hardware)
@@ -325,22 +329,22 @@ def release_rows(release: str) -> tuple[Row, ...]:
     from optkit.resolve.plan import load_workspace
 
     workspace, models = load_workspace(), _models()
-    return tuple(compare_command(release, name, page, command, models, workspace)
-                 for name, page, command in llm_commands(release))
+    return tuple(compare_command(release, name, page, command, models, workspace, tab)
+                 for name, page, command in llm_commands(release) for tab in tabs_of(page, command))
 
 
 def coverage_table(releases: list[str]) -> str:
     """docs/models.md's coverage table: per release, LLM commands by outcome, and the reasons not compared."""
     from optkit.versions.tutorial_data import load
 
-    lines = ["| release | LLM pages | LLM commands | reproduced | explained | unexplained | not comparable |",
+    lines = ["| release | LLM pages | LLM commands (× tabs) | reproduced | explained | unexplained | not comparable |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     reasons: Counter = Counter()
     for release in releases:
         data = load(release)
         pages = sum(1 for n, p in data.pages.items() if p["kind"] == "llm" and n.startswith("models/"))
         if release not in COMPARED_RELEASES:
-            count = sum(1 for _ in llm_commands(release))
+            count = sum(len(tabs_of(page, command)) for _, page, command in llm_commands(release))
             lines.append(f"| {release} | {pages} | {count} | – | – | – | extracted, not compared |")
             continue
         rows = release_rows(release)
@@ -374,14 +378,14 @@ def main(argv: list[str]) -> int:
         for release in COMPARED_RELEASES:
             for r in release_rows(release):
                 for d in r.unexplained:
-                    sys.stdout.write(f"{release} {r.page}:{d.line} [{d.where}] {d.key}: tutorial "
+                    sys.stdout.write(f"{release} {r.page}:{d.line} [{d.where}] ({r.tab}) {d.key}: tutorial "
                                      f"{cs._shown(d.tutorial_value)} optkit {cs._shown(d.optkit_value)} "
                                      f"({d.source or 'unset'})\n")
     if "--refused" in argv:
         for release in COMPARED_RELEASES:
             for r in release_rows(release):
                 if r.outcome == "not comparable":
-                    sys.stdout.write(f"{release} {r.page}:{r.command['line']} {r.reason}\n")
+                    sys.stdout.write(f"{release} {r.page}:{r.command['line']} ({r.tab}) {r.reason}\n")
     return 0
 
 

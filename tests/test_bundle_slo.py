@@ -79,8 +79,19 @@ def test_without_an_slo_the_readme_says_so():
 ])
 def test_the_readme_states_the_context_length(fields, longest):
     """Finding 24: --max-model-len is left to vLLM (the model's maximum), and the README says so with the
-    request's longest request and the flag that caps it; serve.sh does not set it."""
-    files = _files(**fields)
+    request's longest request and the flag that caps it; serve.sh does not set it (a model without a tutorial page
+    of its own: no page command carries one)."""
+    files = _files(model="qwen3.5-35b-a3b", **fields)
     assert f"The longest request of this plan is {longest} tokens" in files["README.md"]
     assert f"`--max-model-len {longest}`" in files["README.md"]
     assert "--max-model-len" not in files["serve.sh"]
+
+
+def test_the_readme_states_the_context_length_its_page_sets():
+    """Where the model's own page's command carries --max-model-len (Qwen3.6-35B-A3B.md's single-node command,
+    written for A2 and A3), serve.sh sets it and the README says the same value and where it comes from, not
+    that it is unset."""
+    files = _files()
+    value = re.search(r"--max-model-len (\d+)", files["serve.sh"]).group(1)
+    line = next(line for line in files["README.md"].splitlines() if line.startswith("Context length"))
+    assert f"`--max-model-len {value}` (page:Qwen3.6-35B-A3B.md:" in line and "is not set" not in line

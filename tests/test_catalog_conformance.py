@@ -28,7 +28,10 @@ def test_the_coverage_table_in_the_docs_is_current():
 @pytest.mark.parametrize("release", cc.COMPARED_RELEASES)
 def test_every_llm_command_has_one_outcome_and_every_skip_a_reason(release):
     rows = cc.release_rows(release)
-    assert len(rows) == sum(1 for _ in cc.llm_commands(release)) > 0
+    tabs = [(name, command["line"], tab) for name, page, command in cc.llm_commands(release)
+            for tab in cc.tabs_of(page, command)]
+    assert [(r.page, r.command["line"], r.tab) for r in rows] == tabs and tabs
+    assert all(r.tab is None for r in rows if r.reason == "no hardware tab")
     assert all(r.outcome in OUTCOMES for r in rows)
     assert all(r.reason for r in rows if r.outcome == "not comparable")
     assert all(not r.unexplained for r in rows if r.outcome in ("reproduced", "explained"))
@@ -51,15 +54,32 @@ HELD = [
     ("0.30.0rc2", "MiniMax-M3.md", 163),  # A3: enable_flashcomm1 is optkit's VLLM_ASCEND_ENABLE_FLASHCOMM1 (one knob)
     ("0.30.0rc2", "GLM5.md", 251),  # A3 single node
     ("0.30.0rc2", "Qwen3.5-397B-A17B.md", 451),  # a PD prefill role, against the --pd plan's prefill launch
+    # a command the page writes for A2 and A3 ('Atlas A2 inference products / Atlas A3 inference products'), on each
+    ("0.30.0rc2", "Qwen3.6-35B-A3B.md", 191),
+    ("0.30.0rc2", "Qwen3.5-27B-Qwen3.6-27B.md", 246),
+    ("0.30.0rc2", "DeepSeek-R1.md", 148),
 ]
 
 
 @pytest.mark.parametrize("release, page, line", HELD, ids=[f"{r}-{p}:{n}" for r, p, n in HELD])
 def test_the_issues_rows_are_reproduced_or_explained(release, page, line):
-    row = next(r for r in cc.release_rows(release) if r.page == f"models/{page}" and r.command["line"] == line)
-    assert row.outcome in ("reproduced", "explained"), [(d.key, d.tutorial_value, d.optkit_value) for d in row.unexplained]
-    for d in row.differences:
-        assert cc.explained_by(d), d
+    rows = [r for r in cc.release_rows(release) if r.page == f"models/{page}" and r.command["line"] == line]
+    assert rows
+    for row in rows:  # one per tab the command holds for
+        assert row.outcome in ("reproduced", "explained"), \
+            (row.tab, [(d.key, d.tutorial_value, d.optkit_value) for d in row.unexplained])
+        for d in row.differences:
+            assert cc.explained_by(d), d
+
+
+def test_a_command_written_for_several_tabs_is_compared_on_each():
+    """Qwen3.6-35B-A3B.md writes its single-node command for 'Atlas A2 inference products / Atlas A3 inference
+    products': it is planned on the A2 target and on the A3 target, and a command under a scenario whose rows
+    name one tab (Qwen3-30B-A3B.md's 'Table 2' commands, rows '1 (A3)') on that tab."""
+    rows = [r for r in cc.release_rows("0.30.0rc2") if r.page == "models/Qwen3.6-35B-A3B.md" and r.command["line"] == 191]
+    assert [(r.tab, r.request["target"]) for r in rows] == [("A2", "910b"), ("A3", "910c")]
+    scenario = [r for r in cc.release_rows("0.30.0rc2") if r.page == "models/Qwen3-30B-A3B.md" and r.command.get("scenario")]
+    assert scenario and all(r.tab == "A3" and r.outcome != "not comparable" for r in scenario)
 
 
 def test_a_plan_follows_its_own_pages_command_for_its_layout():

@@ -5,9 +5,13 @@ config.json fixtures, tests/fixtures/hf/README.md). With the measurements keyed 
 (the article's TPOT baselines and verified-on records belong to the checkpoint they were measured on),
 every decision, the serve argv and the env of the two plans must be the same: nothing in the catalog
 reads a model's name (optkit lint; tests/test_tutorial_conformance.py::test_no_recipe_condition_names_a_model).
+The settings a plan carries from its model's own tutorial page (``page:<file>:<line>``) are keyed to that model
+too: they are left out of the comparison, and each must come from the model's own page.
 """
 
 from __future__ import annotations
+
+import json
 
 from optkit.value import replace
 
@@ -49,9 +53,38 @@ def test_same_architecture_same_plan(first, second, fields, version):
                  for p in plans]
     assert decisions[0] == decisions[1]
     launches = [Launch(p, WORKSPACE) for p in plans]
-    assert (launches[0].argv, launches[0].sources, launches[0].env) == (
-        launches[1].argv, launches[1].sources, launches[1].env)
+    assert _unpaged(plans[0], launches[0]) == _unpaged(plans[1], launches[1])
+    for p, launch in zip(plans, launches):  # what differs is the model's own page's command, and only where it has one
+        pages = {label.split(":")[1] for label in [*launch.sources, *(e["recipe"] for e in launch.env),
+                                                   *p.config_sources.values()] if label.startswith("page:")}
+        assert pages <= set(p.model.tutorials), pages
     assert plans[0].selected, "a plan that selects nothing proves nothing"
+
+
+def _unpaged(plan, launch) -> tuple:
+    """argv, sources and env without the settings carried from the model's own tutorial page (``page:<file>:<line>``,
+    keyed to the model like its measurements: docs/objective.md "Page settings"): its flags, its env and its keys
+    inside the JSON configs (``Plan.config_sources``)."""
+    paged = [path.split(".") for path, label in plan.config_sources.items() if label.startswith("page:")]
+    argv, sources = [], []
+    for arg, source in zip(launch.argv, launch.sources):
+        if source.startswith("page:"):
+            continue
+        if arg.startswith("{"):  # a JSON config: compared without the page's keys
+            config = json.loads(arg)
+            for path in paged:
+                _drop(config, path[1:])
+            arg = json.dumps(config, sort_keys=True)
+        argv.append(arg)
+        sources.append(source)
+    return argv, sources, [e for e in launch.env if not e["recipe"].startswith("page:")]
+
+
+def _drop(config: dict, path: list[str]) -> None:
+    for key in path[:-1]:
+        config = config.get(key) if isinstance(config, dict) else None
+    if isinstance(config, dict):
+        config.pop(path[-1], None)
 
 
 def _unnamed(text: str, model) -> str:

@@ -319,6 +319,44 @@ def test_a_page_silent_on_the_scenario_still_gives_its_command_of_the_plans_layo
     assert advice.for_layout(8, 1, 1).facts()["page.command_max_num_batched_tokens"] == 0
 
 
+def test_the_tabs_a_command_holds_for():
+    """A command's own tab; every family its context names ('Atlas 800 A3 / Atlas 800 A2'); for a command the page
+    places under a scenario with no tab, the one tab that scenario's rows name (Qwen3-30B-A3B.md's 'Low Latency'
+    command under a row saying '2 (A3)'); else none."""
+    table = {"kind": "scenario", "line": 10, "tabs": [], "columns": ["Scenario", "NPUs", "TP"],
+             "rows": [{"line": 12, "cells": ["Low Latency", "2 (A3)", "4"]},
+                      {"line": 13, "cells": ["Long Context", "2 (A3)", "4"]},
+                      {"line": 14, "cells": ["Long Context", "4 (A2)", "4"]}]}
+    page = {"tables": [table]}
+    assert page_tables.command_tabs(page, {"hardware": "A2", "hardware_families": ["A2"]}) == ("A2",)
+    assert page_tables.command_tabs(page, {"hardware": None, "hardware_families": ["A3", "A2"]}) == ("A2", "A3")
+    assert page_tables.command_tabs(page, {"hardware": None, "scenario": "Low Latency"}) == ("A3",)
+    assert page_tables.command_tabs(page, {"hardware": None, "scenario": "Long Context"}) == ()  # two tabs
+    assert page_tables.command_tabs(page, {"hardware": None, "scenario": None}) == ()
+
+
+def test_a_command_written_for_several_tabs_is_each_tabs_after_the_tabs_own():
+    """A command the page writes for A2 and A3 holds on the A2 tab too: a plan of its layout carries its settings,
+    and an A2-only command of the same layout comes first."""
+    model = type("M", (), {"tutorials": ["X.md"], "id": "x"})()
+
+    def command(line: int, tp: str, families: list, buffsize: str) -> dict:
+        return {"line": line, "hardware": families[0] if len(families) == 1 else None,
+                "hardware_families": families, "scenario": None, "pd_role": None, "deployment": "single-node",
+                "nodes": 1, "node_rank": 0, "options": {"--tensor-parallel-size": {"value": tp, "line": line + 1}},
+                "env": {"HCCL_BUFFSIZE": {"value": buffsize, "line": line - 1}}}
+
+    def carried(commands: list, tp: int) -> dict:
+        advice = page_rules.advice(model, "A2", "0.30.0rc2", "throughput", source=_source(
+            {"0.30.0rc2": {"pages": {"models/X.md": {"tables": [], "commands": commands}}}}))
+        return {s.key: (s.value, s.source.line) for s in advice.for_layout(tp, 1, 1).settings}
+
+    shared, own = command(30, "4", ["A2", "A3"], "512"), command(50, "4", ["A2"], "1024")
+    assert carried([shared], 4) == {"env:HCCL_BUFFSIZE": ("512", 29)}
+    assert carried([shared, own], 4) == {"env:HCCL_BUFFSIZE": ("1024", 49)}
+    assert carried([command(30, "4", ["A3"], "512")], 4) == {}
+
+
 def _committed_plan(**fields):
     """A plan of ``fields`` on vllm-ascend 0.30.0rc2, read from the committed tutorial data (skipped without it)."""
     tutorial_data = pytest.importorskip("optkit.versions.tutorial_data")
@@ -352,3 +390,22 @@ def test_a_page_that_keeps_static_kernels_off_keeps_them_off():
     assert result.additional_config["ascend_compilation_config"]["enable_static_kernel"] is False
     assert result.config_sources["additional_config.ascend_compilation_config.enable_static_kernel"] == \
         "page:DeepSeek-V4-Flash.md:185"
+
+
+def test_a_command_is_the_row_it_agrees_with_most():
+    """Qwen3.6-35B-A3B.md (0.30.0rc2) writes one single-node command for A2 and A3 (:191: TP 2, DP 1, 128
+    sequences, 262144, 16384, prefix caching): it is the long-context row's (:348, five numbers agree), not the
+    low-latency row's (:350 states only TP 2 and DP 1; the rest in words), so low-latency advice keeps the row's
+    words ('Tune by concurrency', '1024 to 4096') instead of the long-context command's numbers."""
+    pages = page_rules.committed_pages("0.30.0rc2")
+    if not pages:
+        pytest.skip("no committed tutorial data for 0.30.0rc2")
+    page = pages[PAGE_35B]
+    assert page_tables.agreeing_scenario(page, 191, "A3") == "long context"
+    page_rules._ADVICE.clear()
+    workspace = load_workspace()
+    advice = page_rules.advice(workspace.models["qwen3.6-35b-a3b"], "A3", "0.30.0rc2", "latency",
+                               catalog_models=tuple(workspace.models.values()))
+    seqs = next(v for v in advice.values if v.knob == "max_num_seqs")
+    assert (seqs.value, seqs.written, seqs.source.line) == (None, "Max Num Seqs: Tune by concurrency", 350)
+    assert advice.value("max_num_batched_tokens") is None and advice.value("prefix_caching") is None

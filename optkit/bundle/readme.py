@@ -18,6 +18,7 @@ from optkit.catalog.enums import Verification
 from optkit.catalog.recipe_records import RecipeRecord
 from optkit.resolve.assumptions import assumes_note
 from optkit.resolve.classify import risks_that_hold
+from optkit.resolve.fit import serve_value
 from optkit.resolve.plan import Plan, Workspace
 from optkit.resolve.report import plan_data
 
@@ -80,11 +81,21 @@ def readme_data(launch: Launch, lock: dict) -> dict[str, Any]:
         "pending": pending_names(lock), "patches": lock["patches"], "estimates": plan.estimates, "choices": plan.choices,
         "assumptions": plan.assumptions, "slo": bench_slo(plan.request),
         "slo_checks": [check.text for check in plan.slo_checks], "expected_basis": EXPECTED_BASIS,
-        "total_len_max": plan.facts["workload.total_len_max"],
+        "total_len_max": plan.facts["workload.total_len_max"], "max_model_len": max_model_len_setting(plan),
         "recipes": [_recipe_data(plan, launch.catalog[rid], lock) for rid in plan.selected],
         "excluded": [(rid, decisions[rid].status.value, _with_assumptions(plan, decisions[rid]))
                      for rid in sorted(decisions) if rid not in plan.selected],
     }
+
+
+def max_model_len_setting(plan: Plan) -> dict[str, str] | None:
+    """The plan's ``--max-model-len`` and where it comes from (a recipe, the request, the page's command:
+    ``page:<file>:<line>``), or None when the plan leaves it to vLLM."""
+    value = serve_value(plan, "--max-model-len")
+    if value is None:
+        return None
+    found = next(s for s in [*plan.serve_args, *plan.launch_flags] if s.key == f"--max-model-len {value}")
+    return {"value": value, "source": found.recipe or "the request"}
 
 
 def _with_assumptions(plan: Plan, decision) -> str:

@@ -250,7 +250,7 @@ def fewest_nodes(m, target, i: FitInputs, max_nodes: int = 8) -> tuple[int, int,
     return None
 
 
-def _serve_value(plan, flag: str) -> str | None:
+def serve_value(plan, flag: str) -> str | None:
     """The value the plan gives ``flag`` on its serve line: a selected recipe's, the page's carried setting or the
     request's own flag (None when none sets it)."""
     for setting in [*plan.serve_args, *plan.launch_flags]:
@@ -266,22 +266,22 @@ def plan_fit_inputs(plan) -> FitInputs:
     ranks (``--decode-context-parallel-size``), its ``--kv-cache-dtype``, and vLLM's defaults for what it leaves unset
     (``--max-model-len``: the model's context; ``--gpu-memory-utilization`` 0.9; HCCL_BUFFSIZE 200)."""
     r, facts = plan.request, plan.facts
-    seqs = _serve_value(plan, "--max-num-seqs")
+    seqs = serve_value(plan, "--max-num-seqs")
     tokens = facts["workload.total_len_max"]
-    max_len = _serve_value(plan, "--max-model-len") or plan.model.max_position_embeddings or tokens
-    utilization = _serve_value(plan, "--gpu-memory-utilization")
+    max_len = serve_value(plan, "--max-model-len") or plan.model.max_position_embeddings or tokens
+    utilization = serve_value(plan, "--gpu-memory-utilization")
     hccl = next((s.value for s in plan.env if s.key == "HCCL_BUFFSIZE"), None)
     return FitInputs(tp=r.tp, dp=r.dp, ep=bool(facts["parallel.ep"]), quantization=r.weight_format,
                      seqs=int(seqs) if seqs else ceil(facts["workload.concurrency_max"] / r.dp), tokens=tokens,
                      max_model_len=int(max_len), utilization=float(utilization or DEFAULT_UTILIZATION),
                      hccl_buffsize_mb=int(hccl or DEFAULT_HCCL_BUFFSIZE_MB), spec_tokens=r.k if r.mtp else 0,
-                     cp=int(_serve_value(plan, "--decode-context-parallel-size") or 1), variant=r.variant,
-                     kv_cache_dtype=(_serve_value(plan, "--kv-cache-dtype") or "").strip("'\""))
+                     cp=int(serve_value(plan, "--decode-context-parallel-size") or 1), variant=r.variant,
+                     kv_cache_dtype=(serve_value(plan, "--kv-cache-dtype") or "").strip("'\""))
 
 
 def serve_int(plan, flag: str) -> int | None:
-    """``_serve_value`` as an integer (None when the flag is unset or not a number)."""
-    value = _serve_value(plan, flag)
+    """``serve_value`` as an integer (None when the flag is unset or not a number)."""
+    value = serve_value(plan, flag)
     return int(value) if value and value.isdigit() else None
 
 
@@ -297,7 +297,7 @@ def context_limit(plan) -> tuple[int, str] | None:
     limit = plan.model.max_position_embeddings
     if not limit:
         return None
-    overrides = _serve_value(plan, "--hf-overrides")
+    overrides = serve_value(plan, "--hf-overrides")
     try:
         given = json.loads(overrides.strip("'")) if overrides else {}
     except json.JSONDecodeError:

@@ -32,11 +32,12 @@ from typing import Any, Callable, Mapping
 
 from packaging.version import Version
 
-from optkit.resolve.page_tables import (agreeing_scenario, row_deployment, row_hardware, row_values,
-                                        scenario_commands, scenario_row, scenario_words)
+from optkit.resolve.page_tables import (agreeing_scenario, layout_commands as _layout_commands, on_tab,
+                                        row_deployment, row_hardware, row_values, scenario_commands, scenario_row,
+                                        scenario_words)
 from optkit.resolve.page_values import (PAGE_DIR, command_layout as _command_layout, command_settings,
-                                        command_values as _command_values, layout_commands as _layout_commands,
-                                        leading_int as _leading_int, plain as _plain)
+                                        command_values as _command_values, leading_int as _leading_int,
+                                        plain as _plain)
 from optkit.value import replace, valueclass
 
 SCENARIOS = {"throughput": "high throughput", "latency": "low latency"}
@@ -238,8 +239,8 @@ def _read_page(empty: PageAdvice, name: str, source: TutorialSource, generalized
     commands = scenario_commands(page, empty.scenario, tab, values, row_deployment(table, row) if row else None)
     unnamed = ""
     if not commands and table is None and not any(c.get("scenario") for c in page.get("commands", ())):
-        commands = [c for c in page.get("commands", ()) if c.get("hardware") == empty.hardware
-                    and not c.get("pd_role") and c.get("launcher") == "vllm serve"][:1]
+        commands = on_tab(page, empty.hardware, (c for c in page.get("commands", ())
+                                                 if not c.get("pd_role") and c.get("launcher") == "vllm serve"))[:1]
         unnamed = "the page names no scenario: its first command on the tab" if commands else ""
     for command in commands:
         for knob, value in _command_values(command, page_release, name).items():

@@ -4,7 +4,8 @@
 A scenario table row states knobs (``row_values``) for a scenario (``row_scenario``) on a hardware tab
 (``row_hardware``: named in its cells or tabs, else by the page's summary table) and a deployment
 (``row_deployment``); ``scenario_row`` picks the row of a scenario on a tab, ``scenario_commands`` the commands
-that implement it, and ``agreeing_scenario`` the row a command the page places under no scenario agrees with.
+that implement it, and ``agreeing_scenario`` the row a command the page places under no scenario agrees with;
+``command_tabs`` says which tabs a command holds for, ``layout_commands`` lists a tab's commands by layout.
 What one command says is ``optkit.resolve.page_values``'."""
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from optkit.resolve.page_values import PageSource, PageValue, command_values, leading_int
+from optkit.resolve.page_values import (PageSource, PageValue, command_layout, command_settings, command_values,
+                                        leading_int)
 
 GENERATIONS = ("A2", "A3", "A5", "310P")
 _HARDWARE_WORDS = (("A2", ("a2", "910b")), ("A3", ("a3", "910c", "superpod")), ("A5", ("950", "a5")),
@@ -148,34 +150,80 @@ def _cell_value(knob: str, cell: str) -> Any:
     return int(match.group(1) if knob == "max_num_seqs" else match.group(0)) if match else None
 
 
+def layout_commands(page: Mapping, tab: str, release: str, name: str, exclude: int):
+    """((tp, dp, nodes), line, settings, scenario) of the tab's plain commands (not a PD role's; a multi-node
+    layout's first node): the tab's own first, then those the page writes for this tab and others
+    (``command_tabs``), each in page order; ``scenario`` is the one the page places the command under ('' none)."""
+    for command in on_tab(page, tab, (c for c in page.get("commands", ()) if not c.get("pd_role"))):
+        if command["line"] != exclude and (command.get("node_rank") or 0) == 0:
+            yield (command_layout(command), command["line"], command_settings(command, release, name),
+                   command.get("scenario") or "")
+
+
+def command_tabs(page: Mapping, command: Mapping) -> tuple[str, ...]:
+    """The hardware tabs a command holds for: its own tab; else every family its context names ('Atlas 800 A3 /
+    Atlas 800 A2' → A2, A3); else, for a command the page places under a scenario, the one tab that scenario's
+    rows name (Qwen3-30B-A3B.md's 'Low Latency' command under a table whose row says '2 (A3)'); else none."""
+    if command.get("hardware"):
+        return (command["hardware"],)
+    if command.get("hardware_families"):
+        return tuple(sorted(command["hardware_families"]))
+    scenario = scenario_words(command.get("scenario"))
+    if not scenario:
+        return ()
+    tabs = {row_hardware(page, table, row) for table in page.get("tables", ()) if table.get("kind") == "scenario"
+            and _has_knobs(table) for row in table.get("rows", ()) if _row_scenario(table, row) == scenario}
+    return (tabs.pop(),) if len(tabs) == 1 and None not in tabs else ()
+
+
+def on_tab(page: Mapping, tab: str, commands) -> list[Mapping]:
+    """``commands`` that hold for ``tab``: the tab's own first, then those written for it and others."""
+    found = [(len(tabs) > 1, c["line"], c) for c in commands for tabs in [command_tabs(page, c)] if tab in tabs]
+    return [c for _, _, c in sorted(found, key=lambda f: f[:2])]
+
+
 def scenario_commands(page: Mapping, scenario: str, hardware: str, row: dict, deployment: str | None) -> list[Mapping]:
     """The page's commands (not a PD role's) on ``hardware`` that implement the scenario: those the page places
     under it; else, when the page names no scenario for them, those of the row's deployment that agree with every
     number the row states (at least one): the row's own command, as in Qwen3.5-397B-A17B.md's multi-node MP
     scripts for its high-throughput row."""
-    on_tab = [c for c in page.get("commands", ()) if c.get("hardware") == hardware and not c.get("pd_role")]
-    named = [c for c in on_tab if scenario_words(c.get("scenario")).startswith(scenario)]
+    tabbed = on_tab(page, hardware, (c for c in page.get("commands", ()) if not c.get("pd_role")))
+    named = [c for c in tabbed if scenario_words(c.get("scenario")).startswith(scenario)]
     if named or deployment is None:
-        return sorted(named, key=lambda c: c["line"])
-    return sorted((c for c in on_tab if not c.get("scenario") and c.get("deployment") == deployment
-                   and _agrees(c, row)), key=lambda c: c["line"])
+        return named
+    return [c for c in tabbed if not c.get("scenario") and c.get("deployment") == deployment and _agrees(c, row)
+            and _agreement(c, row) >= _best_agreement(page, c, hardware)[0]]
 
 
 def agreeing_scenario(page: Mapping, line: int, hardware: str) -> str:
-    """The scenario of the first scenario-table row (this tab's, or one naming no hardware) whose numbers the
-    command at ``line`` agrees with: the row a command the page places under no scenario implements ('' none)."""
+    """The scenario of the scenario-table row (this tab's, or one naming no hardware) whose numbers the command at
+    ``line`` agrees with on the most numbers (the first of a tie): the row a command the page places under no
+    scenario implements ('' none)."""
     command = next(c for c in page.get("commands", ()) if c["line"] == line)
+    return _best_agreement(page, command, hardware)[1]
+
+
+def _best_agreement(page: Mapping, command: Mapping, hardware: str) -> tuple[int, str]:
+    """(numbers agreed, scenario) of the row ``command`` agrees with on the most numbers; (0, '') none."""
+    best = (0, "")
     for table in page.get("tables", ()):
         if table.get("kind") != "scenario" or not _has_knobs(table):
             continue
         for row in table.get("rows", ()):
-            if not _pd_row(table, row) and row_hardware(page, table, row) in (hardware, None) and \
-                    _agrees(command, row_values(table, row, "", "")):
-                return _row_scenario(table, row)
-    return ""
+            if not _pd_row(table, row) and row_hardware(page, table, row) in (hardware, None):
+                agreed = _agreement(command, row_values(table, row, "", ""))
+                best = max(best, (agreed, _row_scenario(table, row)), key=lambda b: b[0])
+    return best
 
 
 def _agrees(command: Mapping, row: dict) -> bool:
+    return _agreement(command, row) > 0
+
+
+def _agreement(command: Mapping, row: dict) -> int:
+    """How many numbers a row states that the command sets too, all equal (0: none shared, or one differs): a
+    Long-context command (TP 2, DP 1, 128 sequences, 262144, 16384) agrees with its own row on five and with a
+    Low-latency row stating only TP 2 and DP 1 on two."""
     said = {k: v.value for k, v in command_values(command, "", "").items()}
     shared = [k for k, v in row.items() if v.value is not None and not isinstance(v.value, bool) and k in said]
-    return bool(shared) and all(said[k] == row[k].value for k in shared)
+    return len(shared) if all(said[k] == row[k].value for k in shared) else 0

@@ -1,6 +1,6 @@
 """What one tutorial page's command says, as page rules read it: where a value is written (``PageSource``), the
 knobs a command sets (``command_values``), and the settings of its tuned command a plan carries below its recipes
-(``command_settings``, ``layout_commands``; ``optkit.resolve.settings.carry_page_settings`` applies them). The data
+(``command_settings``; ``optkit.resolve.settings.carry_page_settings`` applies them). The data
 is the committed tutorial extraction (``optkit.versions.tutorial_data``); ``optkit.resolve.page_rules`` chooses the
 page, row and command."""
 
@@ -58,17 +58,6 @@ class PageSetting:
     key: str  # 'env:HCCL_BUFFSIZE', 'additional_config:enable_mlapo', 'serve:--max-model-len'
     value: Any
     source: PageSource
-
-
-def layout_commands(page: Mapping, tab: str, release: str, name: str, exclude: int):
-    """((tp, dp, nodes), line, settings, scenario) of the tab's plain commands (not a PD role's; a multi-node
-    layout's first node), in page order; ``scenario`` is the one the page places the command under ('' none)."""
-    for command in sorted(page.get("commands", ()), key=lambda c: c["line"]):
-        if command.get("hardware") != tab or command.get("pd_role") or command["line"] == exclude:
-            continue
-        if (command.get("node_rank") or 0) == 0:
-            yield (command_layout(command), command["line"], command_settings(command, release, name),
-                   command.get("scenario") or "")
 
 
 def command_layout(command: Mapping) -> tuple[int, int, int]:

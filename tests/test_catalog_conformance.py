@@ -54,6 +54,10 @@ HELD = [
     ("0.30.0rc2", "MiniMax-M3.md", 163),  # A3: enable_flashcomm1 is optkit's VLLM_ASCEND_ENABLE_FLASHCOMM1 (one knob)
     ("0.30.0rc2", "GLM5.md", 251),  # A3 single node
     ("0.30.0rc2", "Qwen3.5-397B-A17B.md", 451),  # a PD prefill role, against the --pd plan's prefill launch
+    # PD roles with their own commands' settings (HCCL buffer, context length, memory share, batched tokens per role)
+    ("0.30.0rc2", "Qwen3.5-27B-Qwen3.6-27B.md", 638),  # prefill
+    ("0.30.0rc2", "Qwen3.5-27B-Qwen3.6-27B.md", 640),  # decode
+    ("0.23.0", "Qwen3.5-27B-Qwen3.6-27B.md", 706),  # decode
     # a command the page writes for A2 and A3 ('Atlas A2 inference products / Atlas A3 inference products'), on each
     ("0.30.0rc2", "Qwen3.6-35B-A3B.md", 191),
     ("0.30.0rc2", "Qwen3.5-27B-Qwen3.6-27B.md", 246),
@@ -130,3 +134,14 @@ def test_a_command_whose_layout_is_a_scripts_argument_is_not_compared():
     assert rows and all(r.outcome == "not comparable" for r in rows)
     assert all(any(cc._placeholder(r.command["options"].get(flag, {}).get("value"))
                    for flag in ("--tensor-parallel-size", "--data-parallel-size")) for r in rows)
+
+
+def test_a_pd_role_with_its_own_page_command_follows_it_not_the_pd_tutorial():
+    """Kimi-K2.5.md's prefiller (:779 in 0.30.0rc2) runs its MTP draft without "enforce_eager" and sets no OMP
+    threads: the role's launch follows its own page's command, not the PD tutorial's prefiller rule or env
+    (optkit.versions.pd_roles, optkit.versions.pd); its environment is the command's (HCCL_BUFFSIZE and timeouts)."""
+    row = next(r for r in cc.release_rows("0.30.0rc2") if r.page == "models/Kimi-K2.5.md" and r.command["line"] == 779)
+    assert row.command["pd_role"] == "prefill" and row.outcome != "not comparable"
+    keys = {d.key for d in row.differences}
+    assert not keys & {"--speculative-config.enforce_eager", "env.OMP_NUM_THREADS", "env.OMP_PROC_BIND",
+                       "env.HCCL_BUFFSIZE", "env.VLLM_RPC_TIMEOUT"}, keys

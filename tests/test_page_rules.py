@@ -218,7 +218,7 @@ def test_a_k_other_than_the_pages_is_a_risk_naming_it(workspace, committed):
 
 
 def test_the_views_show_each_value_with_its_line_and_the_lock_records_them(workspace, committed):
-    from optkit.cli.render import explain_report
+    from optkit.cli.render import explain_report, plan_report
 
     result = _plan(workspace, model="qwen3.5-397b-a17b", target="910c", quantization="w8a8", tp=4)
     shown = "\n".join(str(b) for b in explain_report(result, workspace.catalog, ["sched-capacity-for-load"]))
@@ -409,3 +409,66 @@ def test_a_command_is_the_row_it_agrees_with_most():
     seqs = next(v for v in advice.values if v.knob == "max_num_seqs")
     assert (seqs.value, seqs.written, seqs.source.line) == (None, "Max Num Seqs: Tune by concurrency", 350)
     assert advice.value("max_num_batched_tokens") is None and advice.value("prefix_caching") is None
+
+
+def test_a_pd_role_takes_its_own_pages_command_for_that_role():
+    """A page that runs PD role commands gives each role the settings of its own command of the plan's instance
+    shape (TP, DP) on the tab; a shape the page does not run leaves the plan's settings for both roles."""
+    model = type("M", (), {"tutorials": ["X.md"], "id": "x"})()
+
+    def command(line: int, role: str, buffsize: str) -> dict:
+        return {"line": line, "hardware": "A3", "hardware_families": ["A3"], "scenario": None, "pd_role": role,
+                "deployment": "pd", "nodes": 1, "node_rank": 0,
+                "options": {"--tensor-parallel-size": {"value": "2", "line": line + 1},
+                            "--data-parallel-size": {"value": "8", "line": line + 2},
+                            "--max-num-batched-tokens": {"value": "2048" if role == "decode" else "16384",
+                                                         "line": line + 3}},
+                "env": {"HCCL_BUFFSIZE": {"value": buffsize, "line": line - 1}}}
+
+    page = {"tables": [], "commands": [command(30, "prefill", "1024"), command(60, "decode", "512")]}
+    advice = page_rules.advice(model, "A3", "0.30.0rc2", "throughput",
+                               source=_source({"0.30.0rc2": {"pages": {"models/X.md": page}}}))
+    assert [(role, layout, line) for role, layout, line, _ in advice.roles] == [("prefill", (2, 8), 30),
+                                                                               ("decode", (2, 8), 60)]
+    decode = advice.for_role("decode", 2, 8)
+    assert decode.role == "decode" and decode.layout_line == 60
+    assert {s.key: (s.value, s.source.line) for s in decode.settings} == {
+        "env:HCCL_BUFFSIZE": ("512", 59), "serve:--max-num-batched-tokens": ("2048", 63)}
+    assert decode.facts()["page.command_max_num_batched_tokens"] == 2048
+    assert decode.lines()[0].startswith("Page advice for the decode role (")
+    assert advice.for_role("decode", 4, 4).role == "" and advice.for_role("decode", 4, 4).settings == advice.settings
+
+
+def test_the_committed_data_gives_each_pd_role_its_pages_command():
+    """Qwen3.5-27B-Qwen3.6-27B.md (0.30.0rc2) runs a PD pair of TP 2 × DP 8 on A3: a --pd plan of that shape gives
+    the prefiller its command's settings (:638: 16384 batched tokens, 0.95 of memory) and the decoder its own (:640:
+    2048, 0.91, recompute_scheduler_enable), each labelled with its line in the role's argv and the lock; explain
+    shows both; the prefiller's draft runs eager because its command says so (:549)."""
+    result = _committed_plan(model="qwen3.5-27b", target="910c", tp=2, dp=8, mtp=True, num_speculative_tokens=3,
+                             concurrency=128, goal="throughput", quantization="w8a8", pd="1:1")
+    from optkit.bundle.pd import RoleLaunch
+    from optkit.cli.render import explain_report, plan_report
+
+    workspace = load_workspace()
+    launches = {role: RoleLaunch(result, workspace, role) for role in ("prefill", "decode")}
+
+    def flag(role: str, name: str) -> tuple[str, str]:
+        argv, sources = launches[role].argv, launches[role].sources
+        return argv[argv.index(name) + 1], sources[argv.index(name) + 1]
+
+    assert flag("prefill", "--max-num-batched-tokens")[0] == "16384"
+    assert flag("decode", "--max-num-batched-tokens")[0] == "2048"
+    assert flag("prefill", "--gpu-memory-utilization") == ("0.95", "page:Qwen3.5-27B-Qwen3.6-27B.md:547")
+    assert flag("decode", "--gpu-memory-utilization") == ("0.91", "page:Qwen3.5-27B-Qwen3.6-27B.md:607")
+    assert json.loads(flag("decode", "--additional-config")[0])["recompute_scheduler_enable"] is True
+    assert "recompute_scheduler_enable" not in json.loads(flag("prefill", "--additional-config")[0])
+    assert json.loads(flag("prefill", "--speculative-config")[0])["enforce_eager"] is True
+    files = bundle_files(result, workspace)
+    lock = json.loads(files["optkit.lock.json"])
+    assert "--max-num-batched-tokens" in lock["launch"]["roles"]["decode"]["argv"]
+    decode_argv = lock["launch"]["roles"]["decode"]["argv"]
+    assert decode_argv[decode_argv.index("--max-num-batched-tokens") + 1] == "2048"
+    shown = "\n".join(str(block) for block in explain_report(result, workspace.catalog, []))
+    assert "Page advice for the prefill role" in shown and "Page advice for the decode role" in shown
+    report = "\n".join(str(block) for block in plan_report(result, workspace.catalog))
+    assert "the decode role: --max-num-batched-tokens = 2048 (sched-capacity-for-load)" in report

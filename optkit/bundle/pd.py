@@ -7,7 +7,10 @@ plan's recipes. What differs per role is what the release's tutorial makes diffe
 ``kv_port`` per instance, both roles' TP and DP), the instance's devices and API port, the
 speculative tokens of a prefiller of a model without linear-attention layers (the release's
 ``speculative`` source: 1 on P, ≥ 1 on D; equal on both for hybrid models such as Qwen3.5), and the
-prefiller's eager mode without the plan's graph settings (``optkit.versions.pd_roles``). The role
+prefiller's eager mode without the plan's graph settings (``optkit.versions.pd_roles``), and, where the
+model's own page runs a command for the role of this instance shape, that command's page settings
+(``Plan.roles``, built by ``optkit.resolve.plan``; the role's drafter is then eager only where its command
+says so). The role
 READMEs say which of the article's gains describe the role's work (TPOT is the decoder's: a prefiller
 answers each request with one token, the proxy's ``max_tokens`` 1).
 
@@ -42,21 +45,25 @@ class RoleLaunch(Launch):
     """The launch of one role of a PD plan: the plan's, with the role's KV transfer and speculative tokens."""
 
     def __init__(self, plan: Plan, workspace: Workspace, role: str):
+        plan = plan.roles.get(role, plan)  # the role's own page settings, where the page runs a command for it
         super().__init__(plan, workspace)
         self.role = role
         self.release: PDRelease = pd_release(str(plan.facts["versions.vllm_ascend"]))
         self.instances: list[Instance] = plan.pd.of(role)
         self.eager = role == "prefill"  # optkit.versions.pd_roles: every tutorial's prefiller runs eager
+        own = plan.page_advice is not None and plan.page_advice.role == role  # the model's page runs this role
         if self.eager and self.speculative:
-            self.speculative = {**self.speculative, "enforce_eager": True}
+            # with the page's own command for the role, its draft runs eager only where that command says so (carried)
+            self.speculative = {**self.speculative, **({} if own else {"enforce_eager": True})}
             if not plan.facts["model.gdn_layers"]:
                 self.speculative["num_speculative_tokens"] = 1
             self.speculative_sources = [*self.speculative_sources, "optkit"]
         self.argv, self.sources = serve_argv(plan, self.speculative, self.speculative_sources, eager=self.eager)
         self.argv += ["--kv-transfer-config", KV_PLACEHOLDER]
         self.sources += ["request", "request"]
+        # the PD tutorial's env (its OMP threads), unless the model's own page runs this role: then its command's env
         self.env = [{"name": name, "value": value, "recipe": "optkit", "external": True}
-                    for name, value in self.release.env] + self.env
+                    for name, value in ([] if own else self.release.env)] + self.env
 
     @property
     def devices(self) -> int:

@@ -154,7 +154,11 @@ _SPECS = [
     _f("page.async_scheduling", "str", "Whether the page's row names async scheduling.", ("on", "off", "unstated")),
     _f("page.command_max_num_batched_tokens", "int", "--max-num-batched-tokens of the model's own page's command "
        "of exactly the plan's layout (TP, DP, nodes) on the plan's tab, in the plan's release, other than the "
-       "scenario's own command (0: none; never another model's page)."),
+       "scenario's own command; in a PD role's plan, the page's command for that role (0: none; never another "
+       "model's page)."),
+    _f("page.role", "str", "With --pd, in one role's plan: the role whose command on the model's own page (of the "
+       "plan's instance shape, tab and release) gives that role's page facts and settings ('' none: a plan, or a "
+       "role the page runs no command for).", ("", "prefill", "decode")),
     _f("page.static_kernel", "str", "Whether the model's own page's command the plan carries (its scenario's, or its "
        "command of exactly the plan's layout, on the plan's tab and release) sets "
        "ascend_compilation_config.enable_static_kernel.", ("on", "off", "unstated")),

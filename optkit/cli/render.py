@@ -111,7 +111,10 @@ def _choices(plan: Plan) -> list[Block]:
 def _page_advice(plan: Plan) -> list[Block]:
     """What the model's tutorial page advises for the scenario, each value with its page line
     (``optkit.resolve.page_rules``): the source of the ``page.*`` facts the rules below read."""
-    return list(plan.page_advice.lines()) if plan.page_advice is not None else []
+    lines = list(plan.page_advice.lines()) if plan.page_advice is not None else []
+    for role_plan in plan.roles.values():  # --pd: each role's own command on the page
+        lines += role_plan.page_advice.lines()
+    return lines
 
 
 def _objective(plan: Plan) -> list[Block]:
@@ -151,6 +154,10 @@ def _derived(plan: Plan) -> list[Block]:
     lines: list[Block] = ["Values derived from the request (by rule; no measured number backs them unless said):"]
     for d in plan.derivations:
         lines.append(f"  {derivation_text(d)}")
+    for role, role_plan in plan.roles.items():  # --pd: a role's own page facts can derive another value
+        mine = [d for d in role_plan.derivations if (d.target, str(d.value)) not in
+                {(p.target, str(p.value)) for p in plan.derivations}]
+        lines += [f"  the {role} role: {derivation_text(d)}" for d in mine]
     return lines
 
 

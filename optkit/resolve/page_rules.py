@@ -63,6 +63,8 @@ class PageAdvice:
     layout_line: int = 0  # the line of the command of the plan's layout whose settings these are (for_layout)
     same_scenario: bool = False  # by_layout holds for the plan only where a command's scenario is the plan's (or none)
     settings_layout: tuple = ()  # (TP, DP, nodes) of the command whose settings these are (() none)
+    roles: tuple = ()  # (role, (tp, dp), line, settings): the tab's PD role commands (the own page, the plan's release)
+    role: str = ""  # for_role: the PD role whose command's settings these are ('' none)
 
     def for_layout(self, tp: int, dp: int, nodes: int) -> "PageAdvice":
         """This advice with the settings of the tab's command of exactly this layout (TP, DP, nodes), when the
@@ -81,8 +83,21 @@ class PageAdvice:
                                              f"layout (TP {tp}, DP {dp}, {nodes} node{'s' if nodes > 1 else ''})") if n)
                 return replace(self, settings=settings, note=note, by_layout=(), layout_line=line)
         if not self.values:  # the page's advice was only its commands of other layouts: none for this plan
-            return PageAdvice(self.scenario, self.hardware, self.release, model_pages=self.model_pages)
+            return PageAdvice(self.scenario, self.hardware, self.release, model_pages=self.model_pages,
+                              page=self.page if self.roles else "", page_release=self.page_release, roles=self.roles)
         return replace(self, by_layout=())
+
+    def for_role(self, role: str, tp: int, dp: int) -> "PageAdvice":
+        """This advice with the settings of the page's command for PD ``role`` with this instance shape (TP, DP) on
+        the plan's tab, when the page runs one (its prefill and decode nodes' commands, each role's own
+        environment, context length and memory share); else this advice, whose settings then hold for both roles."""
+        for said, layout, line, settings in self.roles:
+            if said == role and layout == (tp, dp):
+                note = "; ".join(n for n in (self.note, f"the {role} role's settings are its command at :{line} "
+                                             f"(TP {tp}, DP {dp})") if n)
+                return replace(self, settings=settings, note=note, by_layout=(), roles=(), layout_line=line,
+                               role=role, settings_layout=(tp, dp, 1))
+        return replace(self, roles=())
 
     def value(self, knob: str) -> Any:
         """The page's value of ``knob``, or None when the page does not state it."""
@@ -96,12 +111,14 @@ class PageAdvice:
         where = f"{self.page.removeprefix(PAGE_DIR)} (vllm-ascend {self.page_release})"
         head = (f"optkit's generalization from {where}: {self.generalized}" if self.generalized
                 else f"the model's own page, {where}, on its {self.hardware} tab")
+        scenario = f"the {self.role} role" if self.role else self.scenario
         if self.note:
             head += f"; {self.note}"
         if self.page_release != self.release:
             head += f"; vllm-ascend {self.release} has no data for this page: read on {self.page_release}, the nearest earlier release that has it"
-        return [f"Page advice for {self.scenario} ({head}):",
-                *(f"  {v.knob} = {_shown(v.value)} ('{v.written}', {v.source.text()})" for v in self.values),
+        values = () if self.role else self.values  # a role's advice: its command's settings (the values are the plan's)
+        return [f"Page advice for {scenario} ({head}):",
+                *(f"  {v.knob} = {_shown(v.value)} ('{v.written}', {v.source.text()})" for v in values),
                 *(f"  {s.key} = {_shown(s.value)} (the page's command, {s.source.text()})" for s in self.settings)]
 
     def cite(self, text: str) -> str:
@@ -136,6 +153,7 @@ class PageAdvice:
                 "page.sequence_parallel": switch("sequence_parallel"), "page.prefix_caching": switch("prefix_caching"),
                 "page.async_scheduling": switch("async_scheduling"),
                 "page.command_max_num_batched_tokens": self.layout_number("serve:--max-num-batched-tokens"),
+                "page.role": self.role,
                 "page.static_kernel": self.command_switch(
                     "additional_config:ascend_compilation_config.enable_static_kernel")}
 
@@ -159,7 +177,7 @@ class PageAdvice:
                 "page_release": self.page_release, "generalized": self.generalized,
                 "values": [{"knob": v.knob, "value": v.value, "written": v.written, "release": v.source.release,
                             "page": v.source.page, "line": v.source.line} for v in self.values],
-                **({"note": self.note} if self.note else {}),
+                **({"note": self.note} if self.note else {}), **({"role": self.role} if self.role else {}),
                 **({"settings": [{"key": s.key, "value": s.value, "release": s.source.release, "page": s.source.page,
                                   "line": s.source.line} for s in self.settings]} if self.settings else {})}
 
@@ -252,9 +270,11 @@ def _read_page(empty: PageAdvice, name: str, source: TutorialSource, generalized
         by_layout = tuple((layout, line, settings, said or agreeing_scenario(page, line, empty.hardware))
                           for layout, line, settings, said in
                           _layout_commands(page, empty.hardware, page_release, name, exclude=scenario_line))
+    roles = _role_commands(page, empty.hardware, page_release, name) if not generalized and \
+        page_release == empty.release else ()
     if not values:  # nothing for the scenario; a command of exactly the plan's layout may still be carried
         return replace(empty, page=name, page_release=page_release, by_layout=by_layout, same_scenario=True,
-                       note=f"the page has no {empty.scenario} advice") if by_layout else None
+                       note=f"the page has no {empty.scenario} advice", roles=roles) if by_layout or roles else None
     label = "; ".join(n for n in (generalized, tab_note) if n)
     carried = ()
     if not label and page_release == empty.release and tab == empty.hardware and commands:
@@ -262,7 +282,21 @@ def _read_page(empty: PageAdvice, name: str, source: TutorialSource, generalized
     return PageAdvice(empty.scenario, empty.hardware, empty.release, name, page_release, label,
                       tuple(values[k] for k in sorted(values)), empty.model_pages, carried, unnamed, by_layout,
                       same_scenario=tab != empty.hardware,
-                      settings_layout=_command_layout(commands[0]) if carried else ())
+                      settings_layout=_command_layout(commands[0]) if carried else (), roles=roles)
+
+
+def _role_commands(page: Mapping, tab: str, release: str, name: str) -> tuple:
+    """(role, (tp, dp), line, settings) of the page's PD role commands on ``tab`` (its own first, then those written
+    for it and others; a role's first node's command of a shape), one per role and instance shape."""
+    found: dict[tuple, tuple] = {}
+    for command in on_tab(page, tab, (c for c in page.get("commands", ()) if c.get("pd_role"))):
+        shape = [(command.get(k, {}).get(flag) or {}).get("value") for k in ("options", "launcher_options")
+                 for flag in ("--tensor-parallel-size", "--data-parallel-size", "--tp-size", "--dp-size")]
+        if any(isinstance(v, str) and ("$" in v or "<" in v) for v in shape):
+            continue  # a per-rank script's positional TP or DP ($7): its launch_online_dp.py command has the shape
+        tp, dp, _ = _command_layout(command)
+        found.setdefault((command["pd_role"], (tp, dp)), (command["line"], command_settings(command, release, name)))
+    return tuple((role, layout, line, settings) for (role, layout), (line, settings) in found.items())
 
 
 def _nearest_release(name: str, release: str, source: TutorialSource) -> tuple[str, Mapping | None]:

@@ -96,9 +96,10 @@ scaling, memory share, block size, cache dtypes (the scheduling and layout flags
 above; the rest describe the deployment or the client: ports, parsers, model paths)."""
 
 
-_DEPLOYMENT_ENV = re.compile(r"IFNAME|(^|_)IP($|_)|ADDRESS|HOST|PORT|NIC|VISIBLE_DEVICES|MODEL|MODELSCOPE|_RANK|"
+_DEPLOYMENT_ENV = re.compile(r"IFNAME|(^|_)IP($|_)|ADDRESS|HOST|PORT|NIC|VISIBLE_DEVICES|^MODEL_|MODELSCOPE|_RANK|"
                              r"^LD_LIBRARY_PATH$|^PATH$|^PYTHONPATH$|^VLLM_USE_V1$|^LD_PRELOAD$")
-"""Env vars that name this host's devices, network, paths or ports: a deployment detail, never carried."""
+"""Env vars that name this host's devices, network, paths or ports (MODEL_PATH, not VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS):
+a deployment detail, never carried."""
 
 
 _PLACEHOLDER = re.compile(r"\$|<[^<>]*>|\bx{2,}\b|\.xx\.", re.I)

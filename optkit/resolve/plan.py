@@ -145,6 +145,10 @@ class Plan:
     page_advice: Any = None
     """What the model's tutorial page advises for the request's scenario on its hardware tab and release, each
     value with its page line (``optkit.resolve.page_rules.PageAdvice``; its ``page.*`` facts are in ``facts``)."""
+    roles: dict = field(default_factory=dict)
+    """With ``--pd`` and a page that runs PD role commands of this instance shape: each role's plan (this one, with
+    the page settings of the page's command for that role: ``PageAdvice.for_role``; ``optkit.bundle.pd.RoleLaunch``
+    launches it). Empty when both roles carry this plan's settings."""
     fit: Any = None
     """Memory per device: weights, reserve and KV cache against the budget (``optkit.resolve.fit.FitReport``); a
     plan that does not fit is refused."""
@@ -297,6 +301,10 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
     result = _assemble(result, ws, baseline_for)
     if not result.fit.fits:
         raise RequestError(fit_refusal(result.fit, model.id, target.id))
+    for role, role_plan in result.roles.items():
+        if not role_plan.fit.fits:
+            raise RequestError(f"the {role} role, with its page command's settings "
+                               f"(:{role_plan.page_advice.layout_line}): " + fit_refusal(role_plan.fit, model.id, target.id))
     return result
 
 
@@ -333,6 +341,47 @@ def _baseline_lookup(ws: Workspace, model, target, layout: NodeLayout):
     return baseline_for
 
 
+def _collect(result: Plan, ws: Workspace) -> None:
+    """The launch settings of the request's speculative config and of each selected recipe, read with the plan's
+    facts."""
+    if result.request.speculative_method:
+        merge_into(result.speculative_config, requested_speculative_config(result.request),
+                   "request", result.config_sources, "speculative_config")
+    for rid in result.selected:
+        collect(result, ws.catalog[rid], result.facts, result.verdicts[rid])
+
+
+def _role_plans(result: Plan, ws: Workspace) -> dict[str, Plan]:
+    """With ``--pd``: each role's plan where the page runs a command for it of the plan's instance shape: the same
+    selection, its settings collected with that command's page facts (its batched tokens, its static-kernel
+    switch) and its page settings below them, checked as the plan is (context length, fit). {} when the page runs
+    none: both roles carry the plan's own."""
+    import copy
+
+    from optkit.resolve.pd import ROLES
+
+    advice = result.page_advice
+    if result.pd is None or advice is None or not advice.roles:
+        return {}
+    roles = {}
+    for role in ROLES:
+        mine = advice.for_role(role, result.request.tp, result.request.dp)
+        if not mine.role:
+            continue
+        role_plan = copy.copy(result)
+        role_plan.facts = Facts({**result.facts.values, **{k: v for k, v in mine.facts().items()
+                                                           if k.startswith("page.command") or k in ("page.static_kernel", "page.role")}})
+        role_plan.env, role_plan.serve_args, role_plan.derivations = [], [], []
+        role_plan.additional_config, role_plan.compilation_config, role_plan.speculative_config = {}, {}, {}
+        role_plan.config_sources, role_plan.page_advice, role_plan.roles = {}, mine, {}
+        _collect(role_plan, ws)
+        carry_page_settings(role_plan)
+        check_max_model_len(role_plan)
+        role_plan.fit = plan_fit(role_plan)
+        roles[role] = role_plan
+    return roles
+
+
 def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
     """Collect the launch settings of the plan's selection and its TPOT estimate. With speculative decoding the
     speculative config starts from the request (method, k, eagle3's draft model), whether or not a recipe sets it
@@ -342,11 +391,8 @@ def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
     result.assumptions = workload_assumptions(result.request)
     mark_decisions(result.assumptions, result.resolution.decisions, ws.catalog, result.facts)
     result.launch_flags = launch_flags(result.request, result.facts)
-    if result.request.speculative_method:
-        merge_into(result.speculative_config, requested_speculative_config(result.request),
-                   "request", result.config_sources, "speculative_config")
-    for rid in result.selected:
-        collect(result, ws.catalog[rid], result.facts, result.verdicts[rid])
+    _collect(result, ws)
+    result.roles = _role_plans(result, ws)
     carry_page_settings(result)
     check_set(result)
     check_max_model_len(result)

@@ -14,7 +14,8 @@ command of every LLM page, derives the request from the page and the command alo
   page lays the command out; a command the page writes for several tabs ('Atlas 800 A3 / Atlas 800 A2') is
   compared on each, one row per tab, and one under a scenario whose rows name one tab on that tab;
 - the layout and load: TP, DP, MTP and k, prefix caching, async scheduling, FlashComm1, eager mode and dtype
-  as the command sets them, the concurrency its ``--max-num-seqs`` × DP sizes, the goal its scenario names.
+  as the command sets them, the concurrency its ``--max-num-seqs`` × DP sizes, the goal its scenario names; a
+  long-context scenario's ``--max-model-len`` is the request's (the context the scenario serves is its load).
 
 optkit's launch for that request and the command are flattened and normalized exactly as the per-page
 harness does (``conformance_support.compare``: vLLM defaults, equivalent values, one knob for an
@@ -202,6 +203,8 @@ def request_for(release: str, page: str, command: dict, profile, target: str, qu
     goal = goal_of(command)
     if goal:
         request["goal"] = goal
+    if "long context" in (command.get("scenario") or "").lower() and _int(opts.get("--max-model-len"), 0):
+        request["max_model_len"] = _int(opts["--max-model-len"], 0)  # the context the scenario is about: the load
     return request
 
 

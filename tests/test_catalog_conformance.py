@@ -58,6 +58,11 @@ HELD = [
     ("0.30.0rc2", "Qwen3.5-27B-Qwen3.6-27B.md", 638),  # prefill
     ("0.30.0rc2", "Qwen3.5-27B-Qwen3.6-27B.md", 640),  # decode
     ("0.23.0", "Qwen3.5-27B-Qwen3.6-27B.md", 706),  # decode
+    # scenario commands under rows naming A3: low latency carries the page's slots (--max-num-seqs 100), long
+    # context the command serving the request's context (131072 with its yarn rope scaling)
+    ("0.30.0rc2", "Qwen3-30B-A3B.md", 530),
+    ("0.30.0rc2", "Qwen3-30B-A3B.md", 597),
+    ("0.30.0rc2", "Qwen3-235B-A22B.md", 795),  # low latency (TP 16, MTP 3): the page's 128 slots
     # a command the page writes for A2 and A3 ('Atlas A2 inference products / Atlas A3 inference products'), on each
     ("0.30.0rc2", "Qwen3.6-35B-A3B.md", 191),
     ("0.30.0rc2", "Qwen3.5-27B-Qwen3.6-27B.md", 246),
@@ -96,7 +101,10 @@ def test_a_plan_follows_its_own_pages_command_for_its_layout():
     result = plan(Request(**row.request), load_workspace())
     labels = {s.recipe for s in [*result.serve_args, *result.env]}
     assert any(re.fullmatch(r"page:Qwen3-235B-A22B\.md:\d+", label) for label in labels)
-    assert any(s.key.startswith("--max-model-len 135000") for s in result.serve_args)
+    # the long-context scenario's context is the request's (conformance_catalog.request_for); its command's rope
+    # scaling comes with it from the page
+    assert any(s.key.startswith("--max-model-len 135000") for s in [*result.serve_args, *result.launch_flags])
+    assert any(s.key.startswith("--hf-overrides") and s.recipe.startswith("page:") for s in result.serve_args)
     assert "its command at :837" in result.page_advice.note or result.page_advice.settings
 
 

@@ -472,3 +472,39 @@ def test_the_committed_data_gives_each_pd_role_its_pages_command():
     assert "Page advice for the prefill role" in shown and "Page advice for the decode role" in shown
     report = "\n".join(str(block) for block in plan_report(result, workspace.catalog))
     assert "the decode role: --max-num-batched-tokens = 2048 (sched-capacity-for-load)" in report
+
+
+def test_the_pages_slots_are_carried_where_no_recipe_sizes_them_and_they_hold_the_load():
+    """Qwen3-30B-A3B.md's low-latency command (0.30.0rc2, under a scenario row naming A3) runs --max-num-seqs 100
+    (:533): a latency plan of its layout carries it (no recipe sizes the scheduler under that goal), labelled with
+    its line; a load above 100 sequences keeps vLLM's default instead of queueing behind the page's slots."""
+    def seqs(concurrency: int):
+        result = _committed_plan(model="qwen3-30b-a3b", target="910c", tp=4, dp=1, concurrency=concurrency,
+                                 goal="latency", quantization="w8a8", spec_method="eagle3",
+                                 draft_model="your_eagle3_model_path", num_speculative_tokens=3)
+        return next(((s.key, s.recipe) for s in result.serve_args if s.key.startswith("--max-num-seqs")), None)
+
+    assert seqs(100) == ("--max-num-seqs 100", "page:Qwen3-30B-A3B.md:533")
+    assert seqs(8) == ("--max-num-seqs 100", "page:Qwen3-30B-A3B.md:533")
+    assert seqs(128) is None
+
+
+def test_of_several_commands_of_the_layout_the_one_serving_the_requests_context_is_carried():
+    """Two commands of one layout on the tab (TP 4; a short-context one and a long-context one with rope scaling): a
+    plan asking for the long-context command's --max-model-len carries that command (its rope scaling with it);
+    otherwise the first."""
+    model = type("M", (), {"tutorials": ["X.md"], "id": "x"})()
+
+    def command(line: int, scenario: str | None, length: str, extra: dict) -> dict:
+        return {"line": line, "hardware": "A3", "scenario": scenario, "pd_role": None, "deployment": "single-node",
+                "nodes": 1, "node_rank": 0,
+                "options": {"--tensor-parallel-size": {"value": "4", "line": line + 1},
+                            "--max-model-len": {"value": length, "line": line + 2}, **extra}, "env": {}}
+
+    yarn = {"--hf-overrides": {"value": '{"rope_scaling": {"rope_type": "yarn", "factor": 4}}', "line": 64}}
+    page = {"tables": [], "commands": [command(30, None, "37364", {}), command(60, None, "131072", yarn)]}
+    advice = page_rules.advice(model, "A3", "0.30.0rc2", "throughput",
+                               source=_source({"0.30.0rc2": {"pages": {"models/X.md": page}}}))
+    first, asked = advice.for_layout(4, 1, 1), advice.for_layout(4, 1, 1, 131072)
+    assert (first.layout_line, asked.layout_line) == (30, 60)
+    assert "serve:--hf-overrides" in {s.key for s in asked.settings} - {s.key for s in first.settings}

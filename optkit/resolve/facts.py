@@ -216,7 +216,7 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
     })
     # the page's command of exactly this layout, where the page runs one (PageAdvice.for_layout)
     values.update(plan_advice(model, target, ascend, request.objective_goal)
-                  .for_layout(request.tp, request.dp, layout.nodes).facts())
+                  .for_layout(request.tp, request.dp, layout.nodes, request.max_model_len).facts())
     missing = sorted(set(FACTS) - set(values))
     if missing:
         from optkit.errors import InternalError

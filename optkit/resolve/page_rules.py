@@ -66,15 +66,18 @@ class PageAdvice:
     roles: tuple = ()  # (role, (tp, dp), line, settings): the tab's PD role commands (the own page, the plan's release)
     role: str = ""  # for_role: the PD role whose command's settings these are ('' none)
 
-    def for_layout(self, tp: int, dp: int, nodes: int) -> "PageAdvice":
+    def for_layout(self, tp: int, dp: int, nodes: int, max_model_len: int | None = None) -> "PageAdvice":
         """This advice with the settings of the tab's command of exactly this layout (TP, DP, nodes), when the
         scenario's own command has another layout and the page runs one with this: the page's tuned command
-        for the layout the plan runs."""
+        for the layout the plan runs (of several, the one serving the request's ``--max-model-len``, if any)."""
         if not self.by_layout:
             return self
         if self.settings and self.settings_layout == (tp, dp, nodes):  # the scenario's own command runs this layout
             return replace(self, by_layout=())
-        for layout, line, settings, scenario in self.by_layout:
+        wanted = f"{max_model_len}" if max_model_len else None
+        ranked = sorted(self.by_layout, key=lambda entry: not any(
+            s.key == "serve:--max-model-len" and str(s.value) == wanted for s in entry[2]))
+        for layout, line, settings, scenario in ranked:
             # where the page states nothing for the scenario on this tab, a command the page places under another
             # scenario (or whose numbers are another scenario row's) is that scenario's advice, not this one's
             if layout == (tp, dp, nodes) and (not self.same_scenario or not scenario

@@ -89,11 +89,14 @@ def command_values(command: Mapping, release: str, page: str) -> dict[str, PageV
     return values
 
 
-CARRIED_FLAGS = ("--max-model-len", "--max-num-batched-tokens", "--gpu-memory-utilization", "--block-size", "--hf-overrides", "--kv-cache-dtype",
-                 "--mamba-ssm-cache-dtype", "--attention-config.indexer-kv-dtype")
+CARRIED_FLAGS = ("--max-model-len", "--max-num-batched-tokens", "--max-num-seqs", "--gpu-memory-utilization",
+                 "--block-size", "--hf-overrides", "--kv-cache-dtype", "--mamba-ssm-cache-dtype",
+                 "--attention-config.indexer-kv-dtype")
 """Serve flags of the page's tuned command the plan carries as the page writes them: context length and its rope
-scaling, memory share, block size, cache dtypes (the scheduling and layout flags are page values
-above; the rest describe the deployment or the client: ports, parsers, model paths)."""
+scaling, the scheduler's step and slots (where no recipe sizes them: ``sched-capacity-for-load`` does under the
+throughput goal; slots fewer than the request's concurrency are not carried), memory share, block size, cache
+dtypes (the layout flags are the request's; the rest describe the deployment or the client: ports, parsers,
+model paths)."""
 
 
 _DEPLOYMENT_ENV = re.compile(r"IFNAME|(^|_)IP($|_)|ADDRESS|HOST|PORT|NIC|VISIBLE_DEVICES|^MODEL_|MODELSCOPE|_RANK|"

@@ -139,7 +139,8 @@ def carry_page_settings(result) -> None:
     advice = result.page_advice
     if advice is None:
         return
-    advice = result.page_advice = advice.for_layout(result.request.tp, result.request.dp, result.layout.nodes)
+    advice = result.page_advice = advice.for_layout(result.request.tp, result.request.dp, result.layout.nodes,
+                                                    result.request.max_model_len)
     for setting in advice.settings:
         kind, _, key = setting.key.partition(":")
         label = f"page:{setting.source.page.rsplit('/', 1)[-1]}:{setting.source.line}"
@@ -148,6 +149,8 @@ def carry_page_settings(result) -> None:
                 result.env.append(Setting(key, str(setting.value), label))
         elif kind == "serve":
             taken = {s.key.split()[0] for s in [*result.serve_args, *result.launch_flags]}
+            if key == "--max-num-seqs" and _too_few_slots(setting.value, result):
+                continue  # the page's command holds fewer sequences than the request's load: vLLM's default holds it
             if key not in taken:
                 shown = "" if setting.value is True else f" {shlex.quote(str(setting.value))}"
                 result.serve_args.append(Setting(f"{key}{shown}", None, label))
@@ -157,6 +160,14 @@ def carry_page_settings(result) -> None:
             fragment: dict = {}
             _set_path(fragment, key, setting.value)
             merge_into(getattr(result, kind), fragment, label, result.config_sources, kind)
+
+
+def _too_few_slots(value, result) -> bool:
+    """Whether ``value`` sequences per DP group hold fewer than the request's highest concurrency."""
+    try:
+        return int(str(value)) * result.request.dp < result.facts["workload.concurrency_max"]
+    except ValueError:
+        return True
 
 
 def _has_path(fragment: dict, dotted: str) -> bool:

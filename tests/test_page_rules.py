@@ -311,7 +311,8 @@ def test_a_page_silent_on_the_scenario_still_gives_its_command_of_the_plans_layo
     assert advice.values == () and advice.facts()["page.present"] is False
     mine = advice.for_layout(4, 2, 1)
     assert {s.key: (s.value, s.source.line) for s in mine.settings} == {
-        "env:TASK_QUEUE_ENABLE": ("1", 49), "serve:--max-num-batched-tokens": ("2048", 53)}
+        "env:TASK_QUEUE_ENABLE": ("1", 49), "serve:--max-num-batched-tokens": ("2048", 53),
+        "layout:--enable-expert-parallel": (False, 50)}  # no flag: the command runs without expert parallelism
     assert mine.facts()["page.command_max_num_batched_tokens"] == 2048 and ":50, of this layout" in mine.note
     assert mine.facts()["page.present"] is False
     # the TP 8 command agrees with the long-context row: that scenario's advice, not throughput's
@@ -349,7 +350,8 @@ def test_a_command_written_for_several_tabs_is_each_tabs_after_the_tabs_own():
     def carried(commands: list, tp: int) -> dict:
         advice = page_rules.advice(model, "A2", "0.30.0rc2", "throughput", source=_source(
             {"0.30.0rc2": {"pages": {"models/X.md": {"tables": [], "commands": commands}}}}))
-        return {s.key: (s.value, s.source.line) for s in advice.for_layout(tp, 1, 1).settings}
+        return {s.key: (s.value, s.source.line) for s in advice.for_layout(tp, 1, 1).settings
+                if not s.key.startswith("layout:")}
 
     shared, own = command(30, "4", ["A2", "A3"], "512"), command(50, "4", ["A2"], "1024")
     assert carried([shared], 4) == {"env:HCCL_BUFFSIZE": ("512", 29)}
@@ -432,7 +434,7 @@ def test_a_pd_role_takes_its_own_pages_command_for_that_role():
                                                                                ("decode", (2, 8), 60)]
     decode = advice.for_role("decode", 2, 8)
     assert decode.role == "decode" and decode.layout_line == 60
-    assert {s.key: (s.value, s.source.line) for s in decode.settings} == {
+    assert {s.key: (s.value, s.source.line) for s in decode.settings if not s.key.startswith("layout:")} == {
         "env:HCCL_BUFFSIZE": ("512", 59), "serve:--max-num-batched-tokens": ("2048", 63)}
     assert decode.facts()["page.command_max_num_batched_tokens"] == 2048
     assert decode.lines()[0].startswith("Page advice for the decode role (")
@@ -508,3 +510,16 @@ def test_of_several_commands_of_the_layout_the_one_serving_the_requests_context_
     first, asked = advice.for_layout(4, 1, 1), advice.for_layout(4, 1, 1, 131072)
     assert (first.layout_line, asked.layout_line) == (30, 60)
     assert "serve:--hf-overrides" in {s.key for s in asked.settings} - {s.key for s in first.settings}
+
+
+def test_expert_parallelism_follows_the_models_own_page_unless_the_request_says():
+    """Qwen3-Next.md's A3 command (0.30.0rc2, :138, TP 4) runs without --enable-expert-parallel: a plan of that
+    layout leaves it off (page.expert_parallel 'off'); --ep turns it on; a MoE model without a page of its own
+    keeps the article's default (on)."""
+    def ep(model: str, **more) -> tuple:
+        result = _committed_plan(model=model, target="910c", **more)
+        return result.facts["parallel.ep"], result.facts["page.expert_parallel"]
+
+    assert ep("qwen3-next-80b-a3b-instruct", tp=4) == (False, "off")
+    assert ep("qwen3-next-80b-a3b-instruct", tp=4, ep=True) == (True, "off")
+    assert ep("qwen3.5-35b-a3b") == (True, "unstated")

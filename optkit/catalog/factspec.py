@@ -156,6 +156,9 @@ _SPECS = [
        "of exactly the plan's layout (TP, DP, nodes) on the plan's tab, in the plan's release, other than the "
        "scenario's own command; in a PD role's plan, the page's command for that role (0: none; never another "
        "model's page)."),
+    _f("page.expert_parallel", "str", "Whether the model's own page runs expert parallelism for the plan: its "
+       "scenario row's EP column, else the command it carries (its scenario's or its layout's, on the plan's tab and "
+       "release: the flag, or its absence); 'unstated' for another page's advice.", ("on", "off", "unstated")),
     _f("page.role", "str", "With --pd, in one role's plan: the role whose command on the model's own page (of the "
        "plan's instance shape, tab and release) gives that role's page facts and settings ('' none: a plan, or a "
        "role the page runs no command for).", ("", "prefill", "decode")),

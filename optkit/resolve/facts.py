@@ -145,6 +145,13 @@ def check_speculation(request: RequestRecord) -> None:
                            "957-978 in vLLM 0.23.0, :1450-1458 in 0.30.0); add --no-async-scheduling")
 
 
+def default_ep(model, page_ep: str) -> bool:
+    """Expert parallelism when the request does not say (``--ep``/``--no-ep``): as the model's own page runs it
+    for the plan's layout (``page.expert_parallel``: its row's EP column or its command's flag), else on for a
+    MoE model (the article's setup)."""
+    return model.is_moe and page_ep != "off"
+
+
 def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
     """Every fact in ``optkit.catalog.factspec.FACTS`` for this request, on ``release`` (an
     ``optkit.versions.onrelease.ReleaseView``; default: the data of the requested version). Fields the
@@ -154,8 +161,6 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
 
     request = at_defaults(request)  # fields left open read as their defaults; plan() fills them by rule first
     layout = check_request(request, target)
-    ep = model.is_moe if request.ep is None else request.ep
-    check_sharding(model, request.tp, request.dp, ep)
     check_decode_context_parallel(model, request.tp, request.dcp or 1)
     if release is None:
         from pathlib import Path
@@ -165,6 +170,11 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
         release = release_view(ascend_version(request), Path(request.tree) if request.tree else None)
     ascend = ascend_version(request, release)
     vllm = parse_version(request.vllm_version, "--vllm-version") if request.vllm_version else paired_vllm(release)
+    # the page's command of exactly this layout, where the page runs one (PageAdvice.for_layout)
+    page = plan_advice(model, target, ascend, request.objective_goal).for_layout(
+        request.tp, request.dp, layout.nodes, request.max_model_len).facts()
+    ep = request.ep if request.ep is not None else default_ep(model, page["page.expert_parallel"])
+    check_sharding(model, request.tp, request.dp, ep)
     sizes = decode_rows_at_load(request)
     rows = max(sizes)
     values: dict[str, Any] = {**target.facts(request.variant), **model.facts()}
@@ -214,9 +224,7 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
         # decoding runs without it (check_speculation)
         "spec.async_spec_decode": request.speculative_method is not None and request.async_scheduling,
     })
-    # the page's command of exactly this layout, where the page runs one (PageAdvice.for_layout)
-    values.update(plan_advice(model, target, ascend, request.objective_goal)
-                  .for_layout(request.tp, request.dp, layout.nodes, request.max_model_len).facts())
+    values.update(page)
     missing = sorted(set(FACTS) - set(values))
     if missing:
         from optkit.errors import InternalError

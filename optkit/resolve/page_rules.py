@@ -35,7 +35,7 @@ from packaging.version import Version
 from optkit.resolve.page_tables import (agreeing_scenario, layout_commands as _layout_commands, on_tab,
                                         row_deployment, row_hardware, row_values, scenario_commands, scenario_row,
                                         scenario_words)
-from optkit.resolve.page_values import (PAGE_DIR, command_layout as _command_layout, command_settings,
+from optkit.resolve.page_values import (EP_SETTING, PAGE_DIR, command_layout as _command_layout, command_settings,
                                         command_values as _command_values, leading_int as _leading_int,
                                         plain as _plain)
 from optkit.value import replace, valueclass
@@ -156,9 +156,24 @@ class PageAdvice:
                 "page.sequence_parallel": switch("sequence_parallel"), "page.prefix_caching": switch("prefix_caching"),
                 "page.async_scheduling": switch("async_scheduling"),
                 "page.command_max_num_batched_tokens": self.layout_number("serve:--max-num-batched-tokens"),
-                "page.role": self.role,
+                "page.role": self.role, "page.expert_parallel": self.expert_parallel(),
                 "page.static_kernel": self.command_switch(
                     "additional_config:ascend_compilation_config.enable_static_kernel")}
+
+    def expert_parallel(self) -> str:
+        """'on' / 'off' as the model's own page runs expert parallelism for the plan: its command of exactly the
+        plan's layout on the plan's tab (the flag, or its absence), else its scenario row's EP column, else the
+        scenario's command; 'unstated' when none says, or when the advice is another page's or tab's (optkit's
+        generalization)."""
+        if self.layout_line:
+            return self.command_switch(EP_SETTING)
+        if self.generalized or not self.page:
+            return "unstated"
+        row = self.value("expert_parallel")
+        if isinstance(row, bool) and not any(v.knob == "expert_parallel" and v.written.startswith("--")
+                                             for v in self.values):
+            return "on" if row else "off"
+        return self.command_switch(EP_SETTING)
 
     def command_switch(self, key: str) -> str:
         """'on' / 'off' as the carried command's setting ``key`` says (its scenario's or its layout's command, the

@@ -132,7 +132,15 @@ def command_settings(command: Mapping, release: str, page: str) -> tuple:
         else:
             continue
         found.append(PageSetting(key, plain(value), PageSource(release, page, entry.get("line", command["line"]))))
+    ep = command.get("options", {}).get("--enable-expert-parallel")  # the layout's expert parallelism, as written
+    found.append(PageSetting(EP_SETTING, option_value("--enable-expert-parallel", ep["value"]) if ep else False,
+                             PageSource(release, page, ep["line"] if ep else command["line"])))
     return tuple(found)
+
+
+EP_SETTING = "layout:--enable-expert-parallel"
+"""Whether the command runs expert parallelism (its flag, or its absence: off): not carried as a setting, read as
+the fact ``page.expert_parallel`` (a request without ``--ep``/``--no-ep`` follows it)."""
 
 
 CARRIED_SPECULATIVE = ("enforce_eager", "disable_padded_drafter_batch")

@@ -50,7 +50,9 @@ class Request(RequestBehaviour, BaseModel):
     pd: Annotated[Optional[str], BeforeValidator(pd_shape)] = Field(
         None, description="Prefill/decode disaggregation, 'P:D': P prefill and D decode instances of TP × DP each, "
         "joined by the release's Mooncake connector and proxy (optkit.resolve.pd places them).")
-    ep: Optional[bool] = Field(None, description="Expert parallelism; default on for MoE models.")
+    ep: Optional[bool] = Field(None, description=(
+        "Expert parallelism; default: as the model's own tutorial page runs it for the layout (its scenario row or "
+        "command: page.expert_parallel), else on for MoE models."))
     context_parallel: bool = Field(False, description="Prefill/decode context parallelism in use.")
     dcp: Optional[_bounded(1, MAX_PARALLEL)] = Field(
         None, description="Decode context parallel size (vLLM's --decode-context-parallel-size): the KV cache of a "

@@ -144,6 +144,8 @@ def carry_page_settings(result) -> None:
     for setting in advice.settings:
         kind, _, key = setting.key.partition(":")
         label = f"page:{setting.source.page.rsplit('/', 1)[-1]}:{setting.source.line}"
+        if kind == "layout":
+            continue  # the command's layout (its expert parallelism): a fact the request's defaults read, not a flag
         if kind == "env":
             if not any(s.key == key for s in result.env):
                 result.env.append(Setting(key, str(setting.value), label))

@@ -523,3 +523,25 @@ def test_expert_parallelism_follows_the_models_own_page_unless_the_request_says(
     assert ep("qwen3-next-80b-a3b-instruct", tp=4) == (False, "off")
     assert ep("qwen3-next-80b-a3b-instruct", tp=4, ep=True) == (True, "off")
     assert ep("qwen3.5-35b-a3b") == (True, "unstated")
+
+
+def test_another_scenarios_command_of_the_layout_does_not_size_the_step():
+    """Qwen3.6-35B-A3B.md's TP 2 × DP 1 command (0.30.0rc2 :191) is its long-context row's: a throughput plan of
+    that layout carries its settings but takes the high-throughput row's 8192 batched tokens, not its 16384."""
+    result = _committed_plan(model="qwen3.6-35b-a3b", target="910c", tp=2, dp=1, concurrency=64, goal="throughput")
+    advice = result.page_advice
+    assert (advice.layout_line, advice.layout_scenario) == (191, "long context")
+    assert result.facts["page.command_max_num_batched_tokens"] == 0
+    assert any(s.key == "--max-num-batched-tokens 8192" for s in result.serve_args)
+
+
+def test_a_page_about_two_models_gives_each_its_own_command():
+    """Qwen3.5-27B-Qwen3.6-27B.md (0.30.0rc2) runs a TP 2 command for each model ('Atlas 800 A3 / Atlas 800 A2 ›
+    Qwen3.5-27B-w8a8' with --max-model-len 133000 at :255, then the Qwen3.6-27B one with 262144): a Qwen3.6-27B plan
+    of that layout carries its own model's command, a Qwen3.5-27B plan the other."""
+    def context(model: str) -> str:
+        result = _committed_plan(model=model, target="910c", tp=2, dp=1, concurrency=8)
+        return next(s.key for s in result.serve_args if s.key.startswith("--max-model-len"))
+
+    assert context("qwen3.5-27b") == "--max-model-len 133000"
+    assert context("qwen3.6-27b") == "--max-model-len 262144"

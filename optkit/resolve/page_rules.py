@@ -61,6 +61,7 @@ class PageAdvice:
     note: str = ""  # how the command was chosen when the page names no scenario
     by_layout: tuple = ()  # ((tp, dp, nodes), line, settings, scenario): the tab's other commands, for their layout
     layout_line: int = 0  # the line of the command of the plan's layout whose settings these are (for_layout)
+    layout_scenario: str = ""  # the scenario that command implements, as the page places it or its numbers agree
     same_scenario: bool = False  # by_layout holds for the plan only where a command's scenario is the plan's (or none)
     settings_layout: tuple = ()  # (TP, DP, nodes) of the command whose settings these are (() none)
     roles: tuple = ()  # (role, (tp, dp), line, settings): the tab's PD role commands (the own page, the plan's release)
@@ -84,7 +85,8 @@ class PageAdvice:
                                               or scenario_words(scenario).startswith(self.scenario)):
                 note = "; ".join(n for n in (self.note, f"the settings are its command at :{line}, of this "
                                              f"layout (TP {tp}, DP {dp}, {nodes} node{'s' if nodes > 1 else ''})") if n)
-                return replace(self, settings=settings, note=note, by_layout=(), layout_line=line)
+                return replace(self, settings=settings, note=note, by_layout=(), layout_line=line,
+                               layout_scenario=scenario_words(scenario))
         if not self.values:  # the page's advice was only its commands of other layouts: none for this plan
             return PageAdvice(self.scenario, self.hardware, self.release, model_pages=self.model_pages,
                               page=self.page if self.roles else "", page_release=self.page_release, roles=self.roles)
@@ -185,8 +187,10 @@ class PageAdvice:
 
     def layout_number(self, key: str) -> int:
         """The number setting ``key`` of the page's command of exactly the plan's layout states (0: none, not a
-        number, or no such command: ``for_layout`` found none)."""
-        found = next((s for s in self.settings if s.key == key), None) if self.layout_line else None
+        number, or no such command: ``for_layout`` found none; or the command is another scenario's, such as the
+        long-context command of a throughput plan's layout: its scheduler is tuned for that scenario)."""
+        other = self.layout_scenario and not self.layout_scenario.startswith(self.scenario)
+        found = next((s for s in self.settings if s.key == key), None) if self.layout_line and not other else None
         return (_leading_int(str(found.value)) or 0) if found is not None else 0
 
     def data(self) -> dict[str, Any]:
@@ -247,28 +251,55 @@ def advice(model, generation: str, release: str, goal: str, *, catalog_models=()
     empty = PageAdvice(SCENARIOS.get(goal, goal), generation, release, model_pages=tuple(sorted(model.tutorials)))
     own = [PAGE_DIR + name for name in model.tutorials]
     if own:
-        return _from_pages(empty, own, source, "") or empty
+        return _from_pages(empty, own, source, "", _serving(model, catalog_models)) or empty
     for near in nearest_models(model, catalog_models):
         found = _from_pages(empty, [PAGE_DIR + n for n in near.tutorials], source, f"{model.id} has no page of its own; "
-                            f"{near.id}'s page is the nearest by architecture ({_kinship(model, near)})")
+                            f"{near.id}'s page is the nearest by architecture ({_kinship(model, near)})",
+                            _serving(near, catalog_models))
         if found:
             return found
     return empty
 
 
-def _from_pages(empty: PageAdvice, names: list[str], source: TutorialSource, generalized: str) -> PageAdvice | None:
+def _serving(model, catalog_models) -> Callable[[Mapping], bool]:
+    """Whether a command of the model's page serves it: not one whose model path names another catalog model of the
+    same page better than this one (Qwen3.5-27B-Qwen3.6-27B.md runs a TP 2 command for each model: a Qwen3.6-27B
+    plan never carries the Qwen3.5-27B command's context length)."""
+    def names(m) -> list[str]:
+        checkpoints = [getattr(c, "id", "") for c in getattr(m, "checkpoints", ())]
+        found = [getattr(m, "id", ""), *getattr(m, "aliases", ()), getattr(m, "hf_id", ""), *checkpoints]
+        return [n.rstrip("/").rsplit("/", 1)[-1].lower() for n in found if n]
+
+    others = [m for m in catalog_models if getattr(m, "id", "") != getattr(model, "id", "")
+              and set(getattr(m, "tutorials", ())) & set(getattr(model, "tutorials", ()))]
+
+    def match(tail: str, candidates: list[str]) -> int:
+        return max((len(n) for n in candidates if tail.startswith(n)), default=0)
+
+    def serves(command: Mapping) -> bool:
+        tail = str(command.get("model") or "").rstrip("/").rsplit("/", 1)[-1].lower()
+        return not others or match(tail, names(model)) >= max(match(tail, names(m)) for m in others)
+
+    return serves
+
+
+def _from_pages(empty: PageAdvice, names: list[str], source: TutorialSource, generalized: str,
+                serves: Callable[[Mapping], bool]) -> PageAdvice | None:
     for name in sorted(names):
-        found = _read_page(empty, name, source, generalized)
+        found = _read_page(empty, name, source, generalized, serves)
         if found:
             return found
     return None
 
 
-def _read_page(empty: PageAdvice, name: str, source: TutorialSource, generalized: str) -> PageAdvice | None:
-    """The advice of page ``name`` in the nearest release at or before the plan's that has it."""
+def _read_page(empty: PageAdvice, name: str, source: TutorialSource, generalized: str,
+               serves: Callable[[Mapping], bool] = lambda command: True) -> PageAdvice | None:
+    """The advice of page ``name`` in the nearest release at or before the plan's that has it (its commands that
+    serve the model: ``_serving``)."""
     page_release, page = _nearest_release(name, empty.release, source)
     if page is None:
         return None
+    page = {**page, "commands": [c for c in page.get("commands", ()) if serves(c)]}
     table, row, tab_note = scenario_row(page, empty.scenario, empty.hardware)
     values = row_values(table, row, page_release, name) if row else {}
     tab = (row_hardware(page, table, row) if row else None) or empty.hardware

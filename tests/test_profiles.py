@@ -875,6 +875,8 @@ TUTORIAL_PROFILES = {
     "Qwen3.8-27B.md": ["qwen3.8-27b"], "Qwen3.8-2.4T-A95B.md": ["qwen3.8-2.4t-a95b"],
     "Qwen3.8-Flash-Next.md": ["qwen3.8-flash-next"],
     "Qwen3.5-27B-Qwen3.6-27B.md": ["qwen3.5-27b", "qwen3.6-27b"],
+    "Gemma4.md": ["gemma-4-31b-it"], "Minitron-8B-Base.md": ["minitron-8b-base"],
+    "LLaVA-OneVision-Qwen2-0.5B-OV.md": ["llava-onevision-qwen2-0.5b-ov-hf"],
 }
 
 

@@ -228,6 +228,11 @@ def test_catalog_profile_is_its_config_derivation(models, catalog_id):
                  is_moe=True, num_experts=512, experts_per_token=10, shared_experts=True, mtp_layers=None),
         ),
         (
+            "glm-5.3-flash",  # KDA layers from layer_types (0-based lists), head_dim 0 under MLA read as absent
+            dict(id="glm-5.3-flash", hf_model_type="glm5_next", kda_layers=34, full_attention_layers=11,
+                 gdn_layers=0, head_dim=256, kv_lora_rank=512, mtp_layers=1, is_vl=True, num_experts=288),
+        ),
+        (
             "llama_dense",
             dict(
                 id="tinyllama-1.1b-chat-v1.0", hf_id="TinyLlama/TinyLlama-1.1B-Chat-v1.0", hf_model_type="llama",
@@ -238,11 +243,12 @@ def test_catalog_profile_is_its_config_derivation(models, catalog_id):
             ),
         ),
     ],
-    ids=["qwen3.5-moe-vl", "qwen3-next-mtp-unknown", "llama-dense"],
+    ids=["qwen3.5-moe-vl", "qwen3-next-mtp-unknown", "glm5-next-kda-mla", "llama-dense"],
 )
 def test_profile_from_fixture(fixture, expected):
     model_id = {"qwen3_5_moe": "Qwen/Qwen3.5-35B-A3B", "llama_dense": None,  # TinyLlama names itself
-                "qwen3-next-80b-a3b-instruct": "Qwen/Qwen3-Next-80B-A3B-Instruct"}[fixture]
+                "qwen3-next-80b-a3b-instruct": "Qwen/Qwen3-Next-80B-A3B-Instruct",
+                "glm-5.3-flash": "zai-org/GLM-5.3-Flash"}[fixture]
     profile = profile_from_hf_config(HF / fixture, model_id)  # the directory works as well as the file
     assert {k: getattr(profile, k) for k in expected} == expected
     assert profile.family == "custom"
@@ -877,7 +883,7 @@ TUTORIAL_PROFILES = {
     "Qwen3.5-27B-Qwen3.6-27B.md": ["qwen3.5-27b", "qwen3.6-27b"],
     "Gemma4.md": ["gemma-4-31b-it"], "Minitron-8B-Base.md": ["minitron-8b-base"],
     "LLaVA-OneVision-Qwen2-0.5B-OV.md": ["llava-onevision-qwen2-0.5b-ov-hf"],
-    "DeepSeek-V4-Flash-Vision.md": ["deepseek-v4-flash-vision-exp"],
+    "DeepSeek-V4-Flash-Vision.md": ["deepseek-v4-flash-vision-exp"], "GLM5.3-Flash.md": ["glm-5.3-flash"],
 }
 
 
@@ -889,7 +895,8 @@ def test_tutorial_page_has_its_profiles(models, page):
 # Profiles whose page lists no unquantized weights.
 ONLY_QUANTIZED_ROWS = {"qwen3.8-flash-next": "Qwen3.8-Flash-Next.md:29 lists the W8A8 weights only",
                        "deepseek-v4-flash-vision-exp": "DeepSeek-V4-Flash-Vision.md:34 lists W8A8; :35, the "
-                       "original FP8 weights with FP4 experts, is a format optkit does not name"}
+                       "original FP8 weights with FP4 experts, is a format optkit does not name",
+                       "glm-5.3-flash": "GLM5.3-Flash.md:39 and :43 list MXFP8 and W8A8 weights only"}
 
 
 @pytest.mark.parametrize("model_id", sorted(m for pages in TUTORIAL_PROFILES.values() for m in pages))

@@ -35,6 +35,7 @@ VLLM_MTP_LAYER_KEYS: dict[str, str] = {
          "hy_v3", "hy_v4", "kimi_k3", "longcat_flash", "step3p5", "nemotron_h"),
         "num_nextn_predict_layers"),
     "minimax_m3_vl": "num_mtp_modules",
+    "glm5_next": "num_nextn_predict_layers",
     **dict.fromkeys(("qwen4_exp", "qwen4_exp_text"), "mtp_num_hidden_layers"),
 }
 """Top-level ``model_type`` → the config key vLLM takes the MTP layer count from
@@ -49,7 +50,12 @@ kimi_k2 and kimi_k25 (Kimi-K2.x) have no MTP drafter in either. vLLM 0.30.0 also
 (-> hy_v4_mtp, from ``num_nextn_predict_layers``) and ``minimax_m3_vl`` (-> minimax_m3_mtp, from the language
 model's ``num_mtp_modules``), the text-only Qwen3.5 model types qwen3_5_text / qwen3_5_moe_text
 ("checkpoints that ship only the text config", vllm/config/speculative.py:904-919; Qwen3.8-2.4T-A95B's config is
-one) and the Qwen4-Exp types of Qwen3.8-Flash-Next (speculative.py:832-840, text_config.mtp_num_hidden_layers)."""
+one), the Qwen4-Exp types of Qwen3.8-Flash-Next (speculative.py:832-840, text_config.mtp_num_hidden_layers) and
+glm5_next (GLM-5.3-Flash: -> glm5_next_mtp, from ``num_nextn_predict_layers``, speculative.py:1046-1050)."""
+
+LAYER_TYPES_KDA = ("glm5_next",)
+"""Top-level ``model_type`` whose Kimi Delta Attention layers vLLM reads from ``layer_types`` (not from
+``linear_attn_config``'s 1-based lists, as for Kimi-Linear)."""
 
 FLATTENED_MULTIMODAL = {"deepseek_v41": "vLLM 0.30.0 transformers_utils/configs/deepseek_v41.py:10-16"}
 """Top-level ``model_type`` whose vLLM config class flattens ``text_config`` and ``vision_config`` onto
@@ -166,7 +172,7 @@ class _ConfigReader:
             vocab_size=self.integer("vocab_size", field="vocab_size"),
             num_attention_heads=heads,
             num_kv_heads=self.integer("num_key_value_heads", default=heads, field="num_kv_heads"),
-            head_dim=self.integer("head_dim", default=self._default_head_dim(hidden, heads), field="head_dim"),
+            head_dim=self._head_dim(hidden, heads),
             # 0 (absent) reads as None: a model without Gated DeltaNet layers has no linear heads
             linear_key_heads=self.integer("linear_num_key_heads", default=0, field="linear_key_heads") or None,
             linear_value_heads=self.integer("linear_num_value_heads", default=0, field="linear_value_heads") or None,
@@ -187,6 +193,16 @@ class _ConfigReader:
                               f"language model's config, so vllm-ascend's is_vl_model() is False")
             return False
         return "vision_config" in self.top
+
+    def _head_dim(self, hidden: int, heads: int) -> int:
+        """``head_dim``, or its default (``_default_head_dim``) when absent; an MLA config that writes 0 there
+        (GLM-5.3-Flash: GLM's head_dim is the rope width, 0 with qk_rope_head_dim 0) reads as absent."""
+        if self.value("kv_lora_rank")[1] and self.value("head_dim")[1] == 0:
+            self.keys["head_dim"] = self._path("qk_nope_head_dim")
+            self.notes.append("head_dim: 0 in an MLA config (the rope width): the query/key head is "
+                              "qk_nope_head_dim + qk_rope_head_dim")
+            return self._default_head_dim(hidden, heads)
+        return self.integer("head_dim", default=self._default_head_dim(hidden, heads), field="head_dim")
 
     def _default_head_dim(self, hidden: int, heads: int) -> int:
         """The per-head width a config without ``head_dim`` implies: MLA's query/key head
@@ -362,6 +378,8 @@ class _ConfigReader:
         """GDN vs full-attention layer counts from ``layer_types`` or ``full_attention_interval``; Kimi
         Delta Attention vs full-attention layers from Kimi-Linear's ``linear_attn_config``."""
         if isinstance(self.lm.get("linear_attn_config"), dict):
+            if self.value("model_type", top=True)[1] in LAYER_TYPES_KDA:
+                return self._kda_by_layer_types(num_layers)
             return self._kda_split(num_layers)
         layer_types = self.lm.get("layer_types")
         if isinstance(layer_types, list):
@@ -376,6 +394,18 @@ class _ConfigReader:
         interval = self.integer("full_attention_interval", default=0)
         full = num_layers // interval if interval > 0 else num_layers
         return {"gdn_layers": num_layers - full, "full_attention_layers": full}
+
+    def _kda_by_layer_types(self, num_layers: int) -> dict[str, int]:
+        """GLM-5.3-Flash (glm5_next): a Kimi Delta Attention layer is a ``layer_types`` entry 'linear_attention',
+        every other entry a full-attention layer (vLLM 0.30.0 transformers_utils/configs/glm5_next.py is_kda_layer;
+        its linear_attn_config lists number the layers from 0)."""
+        layer_types = self.lm.get("layer_types")
+        self.keys["kda_layers"] = self.keys["full_attention_layers"] = self._path("layer_types")
+        if not isinstance(layer_types, list) or len(layer_types) != num_layers:
+            self._bad("layer_types", f"must list the kind of each of the {num_layers} layers (got {_shown(layer_types)})")
+            return {"gdn_layers": 0, "kda_layers": 0, "full_attention_layers": num_layers}
+        kda = layer_types.count("linear_attention")
+        return {"gdn_layers": 0, "kda_layers": kda, "full_attention_layers": num_layers - kda}
 
     def _kda_split(self, num_layers: int) -> dict[str, int]:
         """Kimi-Linear (Kimi-K3): ``linear_attn_config.kda_layers`` and ``full_attn_layers`` list the

@@ -85,9 +85,11 @@ def test_a_command_written_for_several_tabs_is_compared_on_each():
     """Qwen3.6-35B-A3B.md writes its single-node command for 'Atlas A2 inference products / Atlas A3 inference
     products': it is planned on the A2 target and on the A3 target, and a command under a scenario whose rows
     name one tab (Qwen3-30B-A3B.md's 'Table 2' commands, rows '1 (A3)') on that tab."""
-    rows = [r for r in cc.release_rows("0.30.0rc2") if r.page == "models/Qwen3.6-35B-A3B.md" and r.command["line"] == 191]
+    rows = [r for r in cc.release_rows("0.30.0rc2")
+            if r.page == "models/Qwen3.6-35B-A3B.md" and r.command["line"] == 191]
     assert [(r.tab, r.request["target"]) for r in rows] == [("A2", "910b"), ("A3", "910c")]
-    scenario = [r for r in cc.release_rows("0.30.0rc2") if r.page == "models/Qwen3-30B-A3B.md" and r.command.get("scenario")]
+    scenario = [r for r in cc.release_rows("0.30.0rc2")
+                if r.page == "models/Qwen3-30B-A3B.md" and r.command.get("scenario")]
     assert scenario and all(r.tab == "A3" and r.outcome != "not comparable" for r in scenario)
 
 

@@ -402,7 +402,8 @@ class _ConfigReader:
         layer_types = self.lm.get("layer_types")
         self.keys["kda_layers"] = self.keys["full_attention_layers"] = self._path("layer_types")
         if not isinstance(layer_types, list) or len(layer_types) != num_layers:
-            self._bad("layer_types", f"must list the kind of each of the {num_layers} layers (got {_shown(layer_types)})")
+            self._bad("layer_types", f"must list the kind of each of the {num_layers} layers "
+                                     f"(got {_shown(layer_types)})")
             return {"gdn_layers": 0, "kda_layers": 0, "full_attention_layers": num_layers}
         kda = layer_types.count("linear_attention")
         return {"gdn_layers": 0, "kda_layers": kda, "full_attention_layers": num_layers - kda}

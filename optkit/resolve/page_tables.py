@@ -22,7 +22,8 @@ _HARDWARE_WORDS = (("A2", ("a2", "910b")), ("A3", ("a3", "910c", "superpod")), (
 """Words that name a hardware family in a scenario table's cell ("16 A2 NPUs", "Single-Node (A3)")."""
 _PREFIXES = ("910b", "910c", "950", "300i", "310p")
 """Those of them that also name the family as a word's start ("950DT", "910B4"); 'a2' or 'a3' do not ("A3B")."""
-_COLUMNS = {"max num seqs": "max_num_seqs", "max-num-seqs": "max_num_seqs", "max num batched tokens": "max_num_batched_tokens",
+_COLUMNS = {"max num seqs": "max_num_seqs", "max-num-seqs": "max_num_seqs",
+            "max num batched tokens": "max_num_batched_tokens",
             "max-num-batched-tokens": "max_num_batched_tokens", "max model len": "max_model_len",
             "max-model-len": "max_model_len", "tp": "tensor_parallel_size", "dp": "data_parallel_size",
             "ep": "expert_parallel", "mtp tokens": "num_speculative_tokens", "mtp": "num_speculative_tokens",

@@ -304,7 +304,8 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
     for role, role_plan in result.roles.items():
         if not role_plan.fit.fits:
             raise RequestError(f"the {role} role, with its page command's settings "
-                               f"(:{role_plan.page_advice.layout_line}): " + fit_refusal(role_plan.fit, model.id, target.id))
+                               f"(:{role_plan.page_advice.layout_line}): "
+                               + fit_refusal(role_plan.fit, model.id, target.id))
     return result
 
 
@@ -369,8 +370,9 @@ def _role_plans(result: Plan, ws: Workspace) -> dict[str, Plan]:
         if not mine.role:
             continue
         role_plan = copy.copy(result)
-        role_plan.facts = Facts({**result.facts.values, **{k: v for k, v in mine.facts().items()
-                                                           if k.startswith("page.command") or k in ("page.static_kernel", "page.role")}})
+        role_facts = {k: v for k, v in mine.facts().items()
+                      if k.startswith("page.command") or k in ("page.static_kernel", "page.role")}
+        role_plan.facts = Facts({**result.facts.values, **role_facts})
         role_plan.env, role_plan.serve_args, role_plan.derivations = [], [], []
         role_plan.additional_config, role_plan.compilation_config, role_plan.speculative_config = {}, {}, {}
         role_plan.config_sources, role_plan.page_advice, role_plan.roles = {}, mine, {}

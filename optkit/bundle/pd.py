@@ -9,7 +9,7 @@ speculative tokens of a prefiller of a model without linear-attention layers (th
 ``speculative`` source: 1 on P, ≥ 1 on D; equal on both for hybrid models such as Qwen3.5), and the
 prefiller's eager mode without the plan's graph settings (``optkit.versions.pd_roles``), and, where the
 model's own page runs a command for the role of this instance shape, that command's page settings
-(``Plan.roles``, built by ``optkit.resolve.plan``; the role's drafter is then eager only where its command
+(``Plan.roles``, built by ``optkit.resolve.role_plans``; the role's drafter is then eager only where its command
 says so). The role
 READMEs say which of the article's gains describe the role's work (TPOT is the decoder's: a prefiller
 answers each request with one token, the proxy's ``max_tokens`` 1).

@@ -30,6 +30,7 @@ from optkit.resolve.resolver import Resolution, Status, resolve, version_ranges
 from optkit.resolve.settings import (ConflictingSettings, Derivation, Setting, carry_page_settings, collect, launch_flags, merge_into,  # noqa: F401 - re-exported
                                      substitute)
 from optkit.resolve.quantization import Weights, find_checkpoint, served_weights
+from optkit.resolve.role_plans import check_role_fit, role_plans
 from optkit.value import field, valueclass
 
 _WOULD_CHANGE = frozenset({Status.objective, Status.regresses, Status.needs_opt_in})
@@ -301,11 +302,7 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
     result = _assemble(result, ws, baseline_for)
     if not result.fit.fits:
         raise RequestError(fit_refusal(result.fit, model.id, target.id))
-    for role, role_plan in result.roles.items():
-        if not role_plan.fit.fits:
-            raise RequestError(f"the {role} role, with its page command's settings "
-                               f"(:{role_plan.page_advice.layout_line}): "
-                               + fit_refusal(role_plan.fit, model.id, target.id))
+    check_role_fit(result)
     return result
 
 
@@ -352,38 +349,6 @@ def _collect(result: Plan, ws: Workspace) -> None:
         collect(result, ws.catalog[rid], result.facts, result.verdicts[rid])
 
 
-def _role_plans(result: Plan, ws: Workspace) -> dict[str, Plan]:
-    """With ``--pd``: each role's plan where the page runs a command for it of the plan's instance shape: the same
-    selection, its settings collected with that command's page facts (its batched tokens, its static-kernel
-    switch) and its page settings below them, checked as the plan is (context length, fit). {} when the page runs
-    none: both roles carry the plan's own."""
-    import copy
-
-    from optkit.resolve.pd import ROLES
-
-    advice = result.page_advice
-    if result.pd is None or advice is None or not advice.roles:
-        return {}
-    roles = {}
-    for role in ROLES:
-        mine = advice.for_role(role, result.request.tp, result.request.dp)
-        if not mine.role:
-            continue
-        role_plan = copy.copy(result)
-        role_facts = {k: v for k, v in mine.facts().items()
-                      if k.startswith("page.command") or k in ("page.static_kernel", "page.role")}
-        role_plan.facts = Facts({**result.facts.values, **role_facts})
-        role_plan.env, role_plan.serve_args, role_plan.derivations = [], [], []
-        role_plan.additional_config, role_plan.compilation_config, role_plan.speculative_config = {}, {}, {}
-        role_plan.config_sources, role_plan.page_advice, role_plan.roles = {}, mine, {}
-        _collect(role_plan, ws)
-        carry_page_settings(role_plan)
-        check_max_model_len(role_plan)
-        role_plan.fit = plan_fit(role_plan)
-        roles[role] = role_plan
-    return roles
-
-
 def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
     """Collect the launch settings of the plan's selection and its TPOT estimate. With speculative decoding the
     speculative config starts from the request (method, k, eagle3's draft model), whether or not a recipe sets it
@@ -395,7 +360,7 @@ def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
     mark_decisions(result.assumptions, result.resolution.decisions, ws.catalog, result.facts)
     result.launch_flags = launch_flags(result.request, result.facts)
     _collect(result, ws)
-    result.roles = _role_plans(result, ws)
+    result.roles = role_plans(result, lambda role_plan: _collect(role_plan, ws))
     carry_page_settings(result)
     check_set(result)
     check_max_model_len(result)

@@ -1,0 +1,54 @@
+"""The plan of each role of a ``--pd`` plan where the model's own tutorial page runs a prefill/decode pair of the
+plan's instance shape (``Plan.roles``): the same selection of recipes, its settings collected with that role's
+command's page facts (``page.role``, ``page.command_max_num_batched_tokens``, ``page.static_kernel``:
+``PageAdvice.for_role``), the command's page settings below them, checked as the plan is (context length, fit).
+``optkit.bundle.pd.RoleLaunch`` launches a role's plan; ``optkit explain`` shows its page advice."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable
+
+from optkit.errors import RequestError
+from optkit.resolve.facts import Facts
+from optkit.resolve.fit import check_max_model_len, plan_fit, refusal as fit_refusal
+from optkit.resolve.pd import ROLES
+from optkit.resolve.settings import carry_page_settings
+
+ROLE_FACTS = ("page.static_kernel", "page.role")
+"""The page facts a role's own command gives, beside its ``page.command_*`` ones."""
+
+
+def role_plans(result: Any, collect: Callable[[Any], None]) -> dict[str, Any]:
+    """Each role's plan (``result`` a ``Plan`` whose selection is collected; ``collect`` gathers a plan's recipe
+    settings from its facts): {} when the plan is no ``--pd`` plan or the page runs no command of its shape, so
+    both roles carry the plan's own settings."""
+    advice = result.page_advice
+    if result.pd is None or advice is None or not advice.roles:
+        return {}
+    roles = {}
+    for role in ROLES:
+        mine = advice.for_role(role, result.request.tp, result.request.dp)
+        if not mine.role:
+            continue
+        role_plan = copy.copy(result)
+        role_facts = {k: v for k, v in mine.facts().items() if k.startswith("page.command") or k in ROLE_FACTS}
+        role_plan.facts = Facts({**result.facts.values, **role_facts})
+        role_plan.env, role_plan.serve_args, role_plan.derivations = [], [], []
+        role_plan.additional_config, role_plan.compilation_config, role_plan.speculative_config = {}, {}, {}
+        role_plan.config_sources, role_plan.page_advice, role_plan.roles = {}, mine, {}
+        collect(role_plan)
+        carry_page_settings(role_plan)
+        check_max_model_len(role_plan)
+        role_plan.fit = plan_fit(role_plan)
+        roles[role] = role_plan
+    return roles
+
+
+def check_role_fit(result: Any) -> None:
+    """Refuse a plan one of whose roles does not fit, naming the role and its page command's line."""
+    for role, role_plan in result.roles.items():
+        if not role_plan.fit.fits:
+            raise RequestError(f"the {role} role, with its page command's settings "
+                               f"(:{role_plan.page_advice.layout_line}): "
+                               + fit_refusal(role_plan.fit, result.model.id, result.target.id))

@@ -46,6 +46,8 @@ if __package__ in (None, ""):  # run as a script: the tests folder and the repo 
     sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
 
 import conformance_support as cs  # noqa: E402
+
+from optkit.resolve.page_commands import best_owners, command_weights, model_names, path_tail  # noqa: E402
 from optkit.versions.tutorial_commands import Command  # noqa: E402
 
 REPO = cs.REPO
@@ -54,10 +56,6 @@ BEGIN, END = "<!-- catalog coverage: begin -->", "<!-- catalog coverage: end -->
 COMPARED_RELEASES = ("0.23.0", "0.30.0rc2")
 """The releases whose every LLM command is compared (the issue's target); the others are counted."""
 PLACEHOLDER = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\$\{?\d+\}?|<[^<>]+>|\bxxx+\b|\bx\.x\.x\.x\b", re.I)
-QUANT_WORDS = (("w8a8-mxfp8", "w8a8-mxfp8"), ("mxfp8", "w8a8-mxfp8"), ("w4a4-mxfp4", "w4a4-mxfp4"),
-               ("mxfp4", "w4a4-mxfp4"), ("w8a8c8", "w8a8c8"), ("w4a8c8", "w4a8c8"), ("w8a8sc", "w8a8sc"),
-               ("w4a8", "w4a8"), ("w4a4", "w4a4"), ("w8a8", "w8a8"), ("int8", "w8a8"))
-"""Words of a model path that name its weight format (longest first), as the tutorials' checkpoints spell them."""
 SCENARIO_GOALS = (("throughput", "throughput"), ("latency", "latency"))
 
 
@@ -108,39 +106,26 @@ def _targets_by_generation() -> dict[str, str]:
     return found
 
 
-def _tail(path: str) -> str:
-    return path.rstrip("/").rsplit("/", 1)[-1].lower()
-
-
 def profile_for(page: str, command: dict, models) -> tuple[Any, str]:
-    """The catalog profile a page's command serves, or None and why not."""
+    """The catalog profile a page's command serves, or None and why not (a page about several profiles: the one
+    its model path names best, ``optkit.resolve.page_commands.best_owners``; of equals, the longest Hub id)."""
     name = page.rsplit("/", 1)[-1]
     owners = [m for m in models.values() if name in m.tutorials]
     if not owners:
         return None, "no catalog profile lists this page"
     if len(owners) == 1:
         return owners[0], ""
-    tail = _tail(command.get("model") or "")
-    for model in sorted(owners, key=lambda m: -len(m.hf_id)):
-        names = {_tail(model.hf_id), model.id, *model.aliases, *(_tail(c.id) for c in model.checkpoints)}
-        if tail in names or any(tail.startswith(n) for n in names if n):
-            return model, ""
-    return None, f"the page is about {len(owners)} profiles and the model path {command.get('model')!r} names none"
+    tail = path_tail(command.get("model"))
+    if not any(n and tail.startswith(n) for m in owners for n in model_names(m)):
+        return None, f"the page is about {len(owners)} profiles and the model path {command.get('model')!r} names none"
+    return sorted(best_owners(command, owners), key=lambda m: -len(m.hf_id))[0], ""
 
 
 def quantization_for(command: dict, page_data: dict, profile) -> tuple[str, str]:
-    """The weight format the command serves and how it was read."""
-    tail = _tail(command.get("model") or "")
-    for checkpoint in [*page_data.get("checkpoints", ()), *({"id": c.id, "quantization": c.quantization}
-                                                          for c in profile.checkpoints)]:
-        if checkpoint.get("quantization") and tail and tail == _tail(checkpoint.get("id") or ""):
-            return checkpoint["quantization"], f"checkpoint {checkpoint['id']}"
-    for word, quantization in QUANT_WORDS:
-        if word in tail:
-            return quantization, f"the model path says {word}"
-    if "--quantization" in command.get("options", {}):
-        return "w8a8", "--quantization ascend with an unnamed checkpoint: read as W8A8"
-    return "bf16", "no quantization named"
+    """The weight format the command serves and how it was read (``optkit.resolve.page_commands.command_weights``:
+    the page's weights table's checkpoints, then the profile's)."""
+    return command_weights(command, [*page_data.get("checkpoints", ()),
+                                     *({"id": c.id, "quantization": c.quantization} for c in profile.checkpoints)])
 
 
 def tabs_of(page_data: dict, command: dict) -> tuple[str | None, ...]:
@@ -200,6 +185,8 @@ def request_for(release: str, page: str, command: dict, profile, target: str, qu
         request["concurrency"] = [seqs * dp]
     if command.get("nodes") and command["nodes"] > 1:
         request["nodes"] = command["nodes"]
+    if _int(opts.get("--decode-context-parallel-size"), 1) > 1:  # the layout splits each sequence's KV cache
+        request["dcp"] = _int(opts["--decode-context-parallel-size"], 1)
     goal = goal_of(command)
     if goal:
         request["goal"] = goal
@@ -389,6 +376,12 @@ def main(argv: list[str]) -> int:
             for r in release_rows(release):
                 if r.outcome == "not comparable":
                     sys.stdout.write(f"{release} {r.page}:{r.command['line']} ({r.tab}) {r.reason}\n")
+    if "--rows" in argv:  # every row's outcome: diff two runs to see what a change moved
+        for release in COMPARED_RELEASES:
+            for r in release_rows(release):
+                keys = " ".join(sorted(d.key for d in r.differences))
+                sys.stdout.write(f"{release} {r.page}:{r.command['line']} ({r.tab}) {r.outcome} "
+                                 f"{r.reason or keys}\n")
     return 0
 
 

@@ -49,6 +49,9 @@ def test_a_gqa_model_gets_the_flag_and_half_the_kv_cache(workspace):
     with_dcp, without = plan(Request(dcp=2, **fields), workspace), plan(Request(**fields), workspace)
     assert with_dcp.resolution.decisions[RECIPE].status.value == "selected"
     assert [s.key for s in with_dcp.serve_args if "context-parallel" in s.key] == ["--decode-context-parallel-size 2"]
+    # tokens per rank before the next: vllm-ascend's KV block size, as the guide's DCP command and upstream's pages
+    assert [s.key for s in with_dcp.serve_args if "interleave" in s.key] == ["--cp-kv-cache-interleave-size 128"]
+    assert not [s.key for s in without.serve_args if "interleave" in s.key]
     assert with_dcp.facts["parallel.context_parallel"] and with_dcp.facts["parallel.dcp"] == 2
     assert with_dcp.fit.inputs.cp == 2 and without.fit.inputs.cp == 1
     assert with_dcp.fit.kv_gib == pytest.approx(without.fit.kv_gib / 2)

@@ -144,3 +144,59 @@ def test_the_fit_reads_the_plans_kv_cache_dtype(workspace):
     assert inputs.kv_cache_dtype == "int8"
     a3 = workspace.targets["910c"]
     assert measure(result.model, a3, inputs).kv_gib < result.fit.kv_gib
+
+
+GPT_OSS = dict(model="gpt-oss-120b", target="910b", tp=4, concurrency=[4], vllm_ascend_version="0.30.0rc2")
+"""gpt-oss-120b.md:117 (vllm-ascend 0.30.0rc2): TP 4 with expert parallelism, bf16, 4 sequences of 4096 tokens, on an
+A2 or A3 node: its 54.4 GiB of weights leave less than optkit's assumed activation reserve of a 57.6 GiB budget."""
+
+
+def test_the_page_running_the_plans_layout_bounds_the_activation_reserve(workspace):
+    from optkit.resolve.fit import ACTIVATION_RESERVE_GIB
+
+    result = plan(Request(**GPT_OSS), workspace)
+    fit = result.fit
+    assert fit.fits and fit.holds_load
+    assert 0 < fit.inputs.activation_gib < ACTIVATION_RESERVE_GIB
+    assert "gpt-oss-120b.md:117 (vllm-ascend 0.30.0rc2)" in fit.line() and "its 4 sequences" in fit.line()
+    # what the page proves: its budget holds weights, HCCL buffers, its KV cache and this much activation
+    i = fit.inputs
+    assert fit.weights_gib + fit.reserve_gib + fit.kv_gib <= fit.budget_gib + 1e-9
+    assert fit.reserve_gib == pytest.approx(i.activation_gib + 2 * 2 * 512 / 1024)  # TP and EP groups, 512 MB
+
+
+@pytest.mark.parametrize("change", [
+    dict(tp=2),  # another layout: the page proves nothing for it
+    dict(goal="throughput", set_values="max-num-batched-tokens=8192"),  # a larger step than the page's 4096
+])
+def test_the_page_is_evidence_only_for_its_own_layout_and_step(change, workspace):
+    with pytest.raises(RequestError) as caught:
+        plan(Request(**{**GPT_OSS, **change}), workspace)
+    assert "does not fit" in str(caught.value) and "optkit's assumed 6 GiB" in str(caught.value)
+
+
+def test_page_evidence_needs_the_same_weights_and_context_parallelism(workspace):
+    from optkit.resolve.fit import page_evidence, plan_fit_inputs
+    from optkit.value import replace
+
+    result = plan(Request(**GPT_OSS), workspace)
+    inputs = replace(plan_fit_inputs(result), activation_gib=6.0, activation_basis="")
+    bound, basis = page_evidence(result, inputs)
+    assert 0 < bound < 6 and "gpt-oss-120b.md:117" in basis
+    assert page_evidence(result, replace(inputs, quantization="w8a8")) is None  # the page serves bf16 weights
+    assert page_evidence(result, replace(inputs, cp=2)) is None  # the page splits no sequence's KV cache
+
+
+def test_a_page_whose_layout_optkit_cannot_hold_names_the_contradiction(workspace, monkeypatch):
+    """Where even no activation reserve leaves the page's own command without room, the profile's figures
+    contradict the page: the refusal says so instead of bending the reserve."""
+    import optkit.resolve.weights as weights
+
+    real = weights.weight_bytes_per_device
+    monkeypatch.setattr("optkit.resolve.fit.weight_bytes_per_device",
+                        lambda *a: (real(*a)[0] * 1.2, real(*a)[1]))
+    with pytest.raises(RequestError) as caught:
+        plan(Request(**GPT_OSS), workspace)
+    text = str(caught.value)
+    assert "Note: the model's page runs this layout and weights at gpt-oss-120b.md:117" in text
+    assert "likely over-counted" in text

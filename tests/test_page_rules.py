@@ -312,7 +312,9 @@ def test_a_page_silent_on_the_scenario_still_gives_its_command_of_the_plans_layo
     mine = advice.for_layout(4, 2, 1)
     assert {s.key: (s.value, s.source.line) for s in mine.settings} == {
         "env:TASK_QUEUE_ENABLE": ("1", 49), "serve:--max-num-batched-tokens": ("2048", 53),
-        "layout:--enable-expert-parallel": (False, 50)}  # no flag: the command runs without expert parallelism
+        "layout:--enable-expert-parallel": (False, 50),  # no flag: the command runs without expert parallelism
+        "layout:weights": ("bf16", 50),  # no checkpoint, format word or --quantization: bf16
+        "layout:--decode-context-parallel-size": (1, 50)}  # no flag: no context parallelism
     assert mine.facts()["page.command_max_num_batched_tokens"] == 2048 and ":50, of this layout" in mine.note
     assert mine.facts()["page.present"] is False
     # the TP 8 command agrees with the long-context row: that scenario's advice, not throughput's
@@ -545,3 +547,53 @@ def test_a_page_about_two_models_gives_each_its_own_command():
 
     assert context("qwen3.5-27b") == "--max-model-len 133000"
     assert context("qwen3.6-27b") == "--max-model-len 262144"
+
+
+def test_the_pages_capture_sizes_for_the_plans_layout_are_carried_where_they_reach_the_load():
+    """gpt-oss-120b.md:117 (0.30.0rc2) captures [1, 2, 3, 4] for its TP 4 command: a plan of that layout at c4 carries
+    the page's list (page.command_capture_sizes_max 4 reaches its 4 decode rows) and neither capture recipe is
+    selected; at c8 the page's list stops short of the load, so optkit's own sizes apply."""
+    request = dict(model="gpt-oss-120b", target="910b", tp=4)
+    at_page = _committed_plan(**request, concurrency=[4])
+    assert at_page.facts["page.command_capture_sizes_max"] == 4
+    assert at_page.compilation_config["cudagraph_capture_sizes"] == [1, 2, 3, 4]
+    assert at_page.config_sources["compilation_config.cudagraph_capture_sizes"] == "page:gpt-oss-120b.md:127"
+    assert not {"cudagraph-capture-sizes-spec-aware", "cudagraph-capture-sizes-for-load"} & set(at_page.selected)
+    beyond = _committed_plan(**request, concurrency=[8])
+    assert "cudagraph-capture-sizes-spec-aware" in beyond.selected
+    assert beyond.compilation_config["cudagraph_capture_sizes"] == [8]
+    # a model with no page of its own (the article's flagship) never reads another page's list
+    flagship = _committed_plan(model="qwen3.5-35b", target="910c", mtp=True, concurrency=[1, 4, 8])
+    assert flagship.facts["page.command_capture_sizes_max"] == 0
+    assert "cudagraph-capture-sizes-spec-aware" in flagship.selected
+
+
+def test_a_page_that_turns_fused_mc2_off_for_the_layout_keeps_it_off():
+    """GLM5.2.md:137 (0.30.0rc2) runs its single-node TP 8 × DP 2 W4A8C8 command with "enable_fused_mc2": 0 (:157;
+    its two-node commands set 1): a plan of that layout does not select moe-fused-mc2-enable."""
+    result = _committed_plan(model="glm-5.2", target="910c", tp=8, dp=2, quantization="w4a8c8", mtp=True,
+                             num_speculative_tokens=3, concurrency=[24])
+    assert result.facts["page.fused_mc2"] == "off"
+    assert "moe-fused-mc2-enable" not in result.selected
+    assert "turns fused MC2 off" in result.resolution.decisions["moe-fused-mc2-enable"].reason
+
+
+def test_whose_command_it_is_is_read_from_its_model_path():
+    """One reader for page rules, the fit and the catalog harness (optkit.resolve.page_commands): the model a
+    shared page's command serves, by the longest name its model path starts with, and the weights it serves."""
+    from types import SimpleNamespace
+
+    from optkit.resolve.page_commands import best_owners, command_weights, serves
+
+    q35 = SimpleNamespace(id="qwen3.5-27b", aliases=(), hf_id="Qwen/Qwen3.5-27B", checkpoints=())
+    q36 = SimpleNamespace(id="qwen3.6-27b", aliases=(), hf_id="Qwen/Qwen3.6-27B",
+                          checkpoints=(SimpleNamespace(id="Eco-Tech/Qwen3.6-27B-w8a8"),))
+    command = {"model": "/root/.cache/Eco-Tech/Qwen3.6-27B-w8a8/", "options": {}}
+    assert best_owners(command, [q35, q36]) == [q36]
+    assert serves(command, q36, [q35, q36]) and not serves(command, q35, [q35, q36])
+    assert best_owners({"model": "your_model_path"}, [q35, q36]) == [q35, q36]  # names none: every owner
+    assert command_weights(command, [{"id": "Eco-Tech/Qwen3.6-27B-w8a8", "quantization": "w8a8"}]) == \
+        ("w8a8", "checkpoint Eco-Tech/Qwen3.6-27B-w8a8")
+    assert command_weights({"model": "x/GLM-5.2-w4a8c8"})[0] == "w4a8c8"
+    assert command_weights({"model": "<MODEL_PATH>", "options": {"--quantization": {"value": "ascend"}}})[0] == "w8a8"
+    assert command_weights({"model": "unsloth/gpt-oss-120b-BF16", "options": {}}) == ("bf16", "no quantization named")

@@ -156,12 +156,18 @@ _SPECS = [
        "of exactly the plan's layout (TP, DP, nodes) on the plan's tab, in the plan's release, other than the "
        "scenario's own command; in a PD role's plan, the page's command for that role (0: none; never another "
        "model's page)."),
+    _f("page.command_capture_sizes_max", "int", "The largest cudagraph_capture_sizes entry of the model's own page's "
+       "command of exactly the plan's layout (TP, DP, nodes; its scenario's own command included) or PD role, on the "
+       "plan's tab, in the plan's release (0: none sets it; never another model's page)."),
     _f("page.expert_parallel", "str", "Whether the model's own page runs expert parallelism for the plan: its "
        "scenario row's EP column, else the command it carries (its scenario's or its layout's, on the plan's tab and "
        "release: the flag, or its absence); 'unstated' for another page's advice.", ("on", "off", "unstated")),
     _f("page.role", "str", "With --pd, in one role's plan: the role whose command on the model's own page (of the "
        "plan's instance shape, tab and release) gives that role's page facts and settings ('' none: a plan, or a "
        "role the page runs no command for).", ("", "prefill", "decode")),
+    _f("page.fused_mc2", "str", "Whether the model's own page's command the plan carries (its scenario's, or its "
+       "command of exactly the plan's layout, on the plan's tab and release) turns fused MC2 on or off "
+       "(enable_fused_mc2, or VLLM_ASCEND_ENABLE_FUSED_MC2).", ("on", "off", "unstated")),
     _f("page.static_kernel", "str", "Whether the model's own page's command the plan carries (its scenario's, or its "
        "command of exactly the plan's layout, on the plan's tab and release) sets "
        "ascend_compilation_config.enable_static_kernel.", ("on", "off", "unstated")),

@@ -9,7 +9,8 @@ Per device, as vLLM sizes it (vLLM 0.30.0 ``vllm/v1/worker/gpu_worker.py``: the 
   experts over TP × DP, DP replicates the rest);
 - reserve: the HCCL buffers, ``2 × HCCL_BUFFSIZE`` MB for each communicator a rank is in (CANN's HCCL_BUFFSIZE
   reference: "Each communicator occupies 2 × HCCL_BUFFSIZE memory"; default 200 MB; the TP, DP and EP groups
-  of size > 1), plus ``ACTIVATION_RESERVE_GIB`` for activations, graphs and the runtime: optkit's assumption;
+  of size > 1), plus ``ACTIVATION_RESERVE_GIB`` for activations, graphs and the runtime: optkit's assumption,
+  bounded by the page where the model's own tutorial page runs the plan's layout (``page_evidence``);
 - KV: per full-attention layer (and MTP layer with MTP on) ``2 × max(kv_heads / TP, 1) × head_dim × bytes``
   per token, split over context-parallel ranks; MLA ``(kv_lora_rank + qk_rope_head_dim) × bytes`` per token,
   not split by TP; sliding-window layers at most the window; Gated DeltaNet a fixed state per sequence
@@ -60,6 +61,8 @@ class FitInputs:
     cp: int = 1  # context-parallel ranks the KV cache of a sequence is split over
     variant: str | None = None  # the target's SKU (--variant): its HBM per device where it differs (A2 32 GB)
     kv_cache_dtype: str = ""  # the plan's --kv-cache-dtype ('' or 'auto': by the weight format)
+    activation_gib: float = ACTIVATION_RESERVE_GIB  # activations, graphs and runtime (page_evidence may bound it)
+    activation_basis: str = ""  # where activation_gib comes from ('': optkit's assumption)
 
 
 @valueclass(frozen=True)
@@ -79,6 +82,7 @@ class FitReport:
     max_seqs_at_max_len: int  # sequences of max_model_len the KV cache can hold at once (0: not even one)
     weights_basis: str
     changes: list[str] = field(default_factory=list)  # the smallest changes that make it fit, smallest first
+    contradiction: str = ""  # the model's page runs this plan's layout, which optkit's figures say cannot fit
 
     def line(self) -> str:
         """The fit in one line, as the plan report and explain print it."""
@@ -90,7 +94,9 @@ class FitReport:
         return (f"Fit per device: weights {self.weights_gib:.1f} GiB ({i.quantization}) + reserve "
                 f"{self.reserve_gib:.1f} GiB + KV {self.kv_gib:.1f} GiB ({self.kv_sized_by}) of "
                 f"{self.budget_gib:.1f} GiB ({i.utilization:g} × HBM): {verdict}, {self.free_gib:.1f} GiB free; "
-                f"{self.max_seqs_at_max_len} sequences of --max-model-len {i.max_model_len} fit at once{load}")
+                f"{self.max_seqs_at_max_len} sequences of --max-model-len {i.max_model_len} fit at once{load}"
+                + (f"; activation reserve {i.activation_gib:.1f} GiB: {i.activation_basis}" if i.activation_basis
+                   else ""))
 
 
 def _value_bytes(quantization: str, kv_cache_dtype: str = "") -> int:
@@ -149,9 +155,14 @@ def gdn_state_bytes(m, tp: int, spec_tokens: int) -> float:
 
 
 def reserve_bytes(m, i: FitInputs) -> float:
-    """HCCL buffers of the rank's communicators plus optkit's activation reserve."""
+    """HCCL buffers of the rank's communicators plus the activation reserve."""
+    return hccl_bytes(m, i) + i.activation_gib * GIB
+
+
+def hccl_bytes(m, i: FitInputs) -> float:
+    """``2 × HCCL_BUFFSIZE`` for each communicator of size > 1 the rank is in: TP, DP and (MoE) EP."""
     groups = [i.tp > 1, i.dp > 1, i.ep and m.is_moe and i.tp * i.dp > 1]
-    return sum(groups) * 2 * i.hccl_buffsize_mb * 2 ** 20 + ACTIVATION_RESERVE_GIB * GIB
+    return sum(groups) * 2 * i.hccl_buffsize_mb * 2 ** 20
 
 
 def measure(m, target, i: FitInputs) -> FitReport:
@@ -336,18 +347,90 @@ def plan_fit(plan) -> FitReport:
     report = measure(plan.model, plan.target, inputs)
     if report.fits:
         return report
-    return replace(report, changes=smallest_changes(plan.model, plan.target, inputs, plan.model.checkpoints))
+    evidence = page_evidence(plan, inputs)
+    if evidence is not None and evidence[0] > 0:
+        inputs = replace(inputs, activation_gib=evidence[0], activation_basis=evidence[1])
+        report = measure(plan.model, plan.target, inputs)
+        if report.fits:
+            return report
+    report = replace(report, changes=smallest_changes(plan.model, plan.target, inputs, plan.model.checkpoints))
+    if evidence is not None and evidence[0] <= 0:
+        report = replace(report, contradiction=evidence[1])
+    return report
+
+
+def page_evidence(plan, inputs: FitInputs) -> tuple[float, str] | None:
+    """What the model's own page proves of the activation reserve, where it runs the plan's exact layout: (the
+    most the reserve can be, its basis), else None.
+
+    The command of the plan's layout (TP, DP, nodes; a PD role's own command) on the plan's hardware tab, in the
+    plan's release, serving the plan's weights (``WEIGHTS_SETTING``) with the plan's decode context parallel size
+    (``DCP_SETTING``) and no more tokens per step
+    (``--max-num-batched-tokens``, what the profile run's activations grow with) than the plan: vLLM started it,
+    so its budget held the weights, the HCCL buffers and one sequence of its ``--max-model-len``, and whatever
+    is left is the most its activations, graphs and runtime took. That bound replaces optkit's assumed
+    ``ACTIVATION_RESERVE_GIB`` where it is lower. A bound at or below zero means optkit's weights or KV figures
+    contradict the page: returned (as a negative bound) for the refusal to say so, never applied."""
+    from optkit.resolve.page_values import DCP_SETTING, WEIGHTS_SETTING
+    from optkit.value import replace
+
+    advice = plan.page_advice
+    if advice is None or advice.generalized or not advice.settings or advice.page_release != advice.release:
+        return None
+    if tuple(advice.settings_layout[:2]) != (inputs.tp, inputs.dp):
+        return None
+    if not advice.role and advice.settings_layout != (inputs.tp, inputs.dp, plan.layout.nodes):
+        return None
+    said = {s.key: s for s in advice.settings}
+    weights, dcp = said.get(WEIGHTS_SETTING), said.get(DCP_SETTING)
+    if weights is None or weights.value != inputs.quantization or (dcp.value if dcp else 1) != inputs.cp:
+        return None
+
+    def value(key: str, default):
+        setting = said.get(key)
+        return setting.value if setting is not None else default
+
+    step, theirs = serve_int(plan, "--max-num-batched-tokens"), value("serve:--max-num-batched-tokens", None)
+    if (step is None) != (theirs is None) or (step is not None and step > int(theirs)):
+        return None
+    max_len = int(value("serve:--max-model-len", plan.model.max_position_embeddings or inputs.max_model_len))
+    seqs = int(value("serve:--max-num-seqs", 1))
+    command = replace(inputs, max_model_len=max_len, seqs=seqs, tokens=max_len,
+                      utilization=float(value("serve:--gpu-memory-utilization", DEFAULT_UTILIZATION)),
+                      hccl_buffsize_mb=int(value("env:HCCL_BUFFSIZE", DEFAULT_HCCL_BUFFSIZE_MB)), activation_gib=0.0)
+    held = measure(plan.model, plan.target, command)
+    # the page's tuned command holds its own load (--max-num-seqs of --max-model-len) where optkit's figures allow
+    # it; else what vLLM checks at start-up, one sequence of --max-model-len
+    loaded = held.holds_load and seqs > 1
+    bound = held.free_gib if loaded else held.budget_gib - held.weights_gib - hccl_bytes(plan.model, command) / GIB \
+        - kv_bytes(plan.model, command.tp, command.quantization, command.spec_tokens, max_len, command.cp,
+                   command.kv_cache_dtype) / GIB
+    where = f"{advice.page.removeprefix('models/')}:{weights.source.line} (vllm-ascend {advice.release})"
+    if bound <= 0:
+        return bound, (f"the model's page runs this layout and weights at {where}, yet optkit's weights "
+                       f"({held.weights_gib:.1f} GiB) and KV figures leave no room even without an activation "
+                       "reserve: the profile's weights or KV cache are likely over-counted")
+    if bound >= inputs.activation_gib:
+        return None
+    kv = f"its {seqs} sequences" if loaded else "one sequence"
+    return bound, (f"at most this, as the model's page runs this layout and weights at {where}: of its "
+                   f"{held.budget_gib:.1f} GiB budget, weights, HCCL buffers and the KV cache of {kv} of "
+                   f"--max-model-len {max_len} leave {bound:.1f} GiB (optkit assumes {inputs.activation_gib:g} GiB "
+                   "where no page runs the layout)")
 
 
 def refusal(report: FitReport, model_id: str, target_id: str) -> str:
     """Why a plan that does not fit is refused, and what would make it fit (``RequestError`` text)."""
     i = report.inputs
     ways = "; ".join(report.changes) or "no change of load, weights, TP or DP within 8 nodes makes it fit"
+    reserve = ("the activation reserve as above" if i.activation_basis else
+               f"optkit's assumed {i.activation_gib:g} GiB for activations and graphs")
+    against = f". Note: {report.contradiction}" if report.contradiction else ""
     return (f"{model_id} does not fit {target_id} at TP {i.tp} × DP {i.dp}: {report.line()} (weights: "
-            f"{report.weights_basis}; reserve: HCCL buffers and optkit's assumed {ACTIVATION_RESERVE_GIB:g} GiB for "
-            f"activations and graphs, optkit.resolve.fit). Smallest changes first: {ways}")
+            f"{report.weights_basis}; reserve: HCCL buffers and {reserve}, optkit.resolve.fit). Smallest changes "
+            f"first: {ways}{against}")
 
 
 __all__ = ["FitInputs", "FitReport", "measure", "kv_bytes", "kv_bytes_per_token", "gdn_state_bytes", "GIB",
            "ACTIVATION_RESERVE_GIB", "DEFAULT_UTILIZATION", "smallest_changes", "fewest_nodes",
-           "plan_fit", "plan_fit_inputs", "refusal"]
+           "plan_fit", "plan_fit_inputs", "page_evidence", "hccl_bytes", "refusal"]

@@ -32,13 +32,20 @@ from typing import Any, Callable, Mapping
 
 from packaging.version import Version
 
+from optkit.resolve.page_commands import serves
 from optkit.resolve.page_tables import (agreeing_scenario, layout_commands as _layout_commands, on_tab,
                                         row_deployment, row_hardware, row_values, scenario_commands, scenario_row,
                                         scenario_words)
-from optkit.resolve.page_values import (EP_SETTING, PAGE_DIR, command_layout as _command_layout, command_settings,
+from optkit.resolve.page_values import (EP_SETTING, PAGE_DIR, WEIGHTS_SETTING, command_layout as _command_layout,
+                                        command_settings,
                                         command_values as _command_values, leading_int as _leading_int,
                                         plain as _plain)
 from optkit.value import replace, valueclass
+
+CAPTURE_SETTING = "compilation_config:cudagraph_capture_sizes"
+COMMAND_FACTS = {"command_max_num_batched_tokens": "serve:--max-num-batched-tokens",
+                 "command_capture_sizes_max": CAPTURE_SETTING}
+"""The ``page.command_*`` facts and the command setting each is read from (``cite`` names its line)."""
 
 SCENARIOS = {"throughput": "high throughput", "latency": "low latency"}
 """The scenario row a goal reads, as upstream's scenario tables name it (compared case-insensitively, by prefix:
@@ -66,18 +73,28 @@ class PageAdvice:
     settings_layout: tuple = ()  # (TP, DP, nodes) of the command whose settings these are (() none)
     roles: tuple = ()  # (role, (tp, dp), line, settings): the tab's PD role commands (the own page, the plan's release)
     role: str = ""  # for_role: the PD role whose command's settings these are ('' none)
+    layout_exact: bool = False  # the settings are a command of exactly the plan's layout (for_layout) or role
 
-    def for_layout(self, tp: int, dp: int, nodes: int, max_model_len: int | None = None) -> "PageAdvice":
+    def for_layout(self, tp: int, dp: int, nodes: int, max_model_len: int | None = None,
+                   weights: str | None = None) -> "PageAdvice":
         """This advice with the settings of the tab's command of exactly this layout (TP, DP, nodes), when the
         scenario's own command has another layout and the page runs one with this: the page's tuned command
-        for the layout the plan runs (of several, the one serving the request's ``--max-model-len``, if any)."""
+        for the layout the plan runs (of several, the one serving the plan's ``weights`` format, then the one
+        serving the request's ``--max-model-len``, if any)."""
+        def other_weights(settings) -> bool:
+            said = next((s.value for s in settings if s.key == WEIGHTS_SETTING), None)
+            return weights is not None and said is not None and said != weights
+
+        serving = any(layout == (tp, dp, nodes) and not other_weights(settings)
+                      for layout, _, settings, _ in self.by_layout)
+        if self.settings and self.settings_layout == (tp, dp, nodes) and (
+                not other_weights(self.settings) or not serving):  # the scenario's own command runs this layout
+            return replace(self, by_layout=(), layout_exact=True)
         if not self.by_layout:
             return self
-        if self.settings and self.settings_layout == (tp, dp, nodes):  # the scenario's own command runs this layout
-            return replace(self, by_layout=())
         wanted = f"{max_model_len}" if max_model_len else None
-        ranked = sorted(self.by_layout, key=lambda entry: not any(
-            s.key == "serve:--max-model-len" and str(s.value) == wanted for s in entry[2]))
+        ranked = sorted(self.by_layout, key=lambda entry: (other_weights(entry[2]), not any(
+            s.key == "serve:--max-model-len" and str(s.value) == wanted for s in entry[2])))
         for layout, line, settings, scenario in ranked:
             # where the page states nothing for the scenario on this tab, a command the page places under another
             # scenario (or whose numbers are another scenario row's) is that scenario's advice, not this one's
@@ -86,7 +103,8 @@ class PageAdvice:
                 note = "; ".join(n for n in (self.note, f"the settings are its command at :{line}, of this "
                                              f"layout (TP {tp}, DP {dp}, {nodes} node{'s' if nodes > 1 else ''})") if n)
                 return replace(self, settings=settings, note=note, by_layout=(), layout_line=line,
-                               layout_scenario=scenario_words(scenario))
+                               layout_scenario=scenario_words(scenario), layout_exact=True,
+                               settings_layout=(tp, dp, nodes))
         if not self.values:  # the page's advice was only its commands of other layouts: none for this plan
             return PageAdvice(self.scenario, self.hardware, self.release, model_pages=self.model_pages,
                               page=self.page if self.roles else "", page_release=self.page_release, roles=self.roles)
@@ -101,7 +119,7 @@ class PageAdvice:
                 note = "; ".join(n for n in (self.note, f"the {role} role's settings are its command at :{line} "
                                              f"(TP {tp}, DP {dp})") if n)
                 return replace(self, settings=settings, note=note, by_layout=(), roles=(), layout_line=line,
-                               role=role, settings_layout=(tp, dp, 1))
+                               role=role, settings_layout=(tp, dp, 1), layout_exact=True)
         return replace(self, roles=())
 
     def value(self, knob: str) -> Any:
@@ -131,9 +149,8 @@ class PageAdvice:
         line and release, after the generalization it is, if it is one; '' when ``text`` reads no page value."""
         knobs = sorted({name.removeprefix("page.") for name in re.findall(r"\bpage\.[a-z_]+", text)})
         cited = [f"page.{v.knob} from '{v.written}', {v.source.text()}" for v in self.values if v.knob in knobs]
-        cited += [f"page.command_{s.key.removeprefix('serve:--').replace('-', '_')} from the page's command, "
-                  f"{s.source.text()}" for s in self.settings
-                  if s.key.startswith("serve:--") and f"command_{s.key.removeprefix('serve:--').replace('-', '_')}" in knobs]
+        cited += [f"page.{fact} from the page's command, {s.source.text()}" for fact, key in COMMAND_FACTS.items()
+                  if fact in knobs for s in self.settings if s.key == key]
         if not cited:
             return ""
         return (f"optkit's generalization from {self.page.removeprefix(PAGE_DIR)}: {self.generalized}; " if
@@ -158,9 +175,11 @@ class PageAdvice:
                 "page.sequence_parallel": switch("sequence_parallel"), "page.prefix_caching": switch("prefix_caching"),
                 "page.async_scheduling": switch("async_scheduling"),
                 "page.command_max_num_batched_tokens": self.layout_number("serve:--max-num-batched-tokens"),
+                "page.command_capture_sizes_max": self.capture_sizes_max(),
                 "page.role": self.role, "page.expert_parallel": self.expert_parallel(),
                 "page.static_kernel": self.command_switch(
-                    "additional_config:ascend_compilation_config.enable_static_kernel")}
+                    "additional_config:ascend_compilation_config.enable_static_kernel"),
+                "page.fused_mc2": self.fused_mc2()}
 
     def expert_parallel(self) -> str:
         """'on' / 'off' as the model's own page runs expert parallelism for the plan: its command of exactly the
@@ -177,6 +196,12 @@ class PageAdvice:
             return "on" if row else "off"
         return self.command_switch(EP_SETTING)
 
+    def fused_mc2(self) -> str:
+        """'on' / 'off' as the carried command sets fused MC2 (its ``enable_fused_mc2`` key, else the env var
+        ``VLLM_ASCEND_ENABLE_FUSED_MC2`` vllm-ascend reads for it), 'unstated' when it sets neither."""
+        said = self.command_switch("additional_config:enable_fused_mc2")
+        return said if said != "unstated" else self.command_switch("env:VLLM_ASCEND_ENABLE_FUSED_MC2")
+
     def command_switch(self, key: str) -> str:
         """'on' / 'off' as the carried command's setting ``key`` says (its scenario's or its layout's command, the
         model's own page on the plan's tab), 'unstated' when it does not set it."""
@@ -192,6 +217,14 @@ class PageAdvice:
         other = self.layout_scenario and not self.layout_scenario.startswith(self.scenario)
         found = next((s for s in self.settings if s.key == key), None) if self.layout_line and not other else None
         return (_leading_int(str(found.value)) or 0) if found is not None else 0
+
+    def capture_sizes_max(self) -> int:
+        """The largest ACL-graph capture size of the page's command of exactly the plan's layout (or PD role) on the
+        plan's tab (0: none, or no such command). Unlike ``layout_number``, the scenario's own command counts when
+        it runs the plan's layout: capture sizes are sized by the layout's load, whatever the scenario."""
+        found = next((s for s in self.settings if s.key == CAPTURE_SETTING), None) if self.layout_exact else None
+        sizes = found.value if found is not None and isinstance(found.value, list) else []
+        return max((n for n in sizes if isinstance(n, int) and not isinstance(n, bool)), default=0)
 
     def data(self) -> dict[str, Any]:
         """The advice as the report and the lock record it."""
@@ -263,24 +296,10 @@ def advice(model, generation: str, release: str, goal: str, *, catalog_models=()
 
 def _serving(model, catalog_models) -> Callable[[Mapping], bool]:
     """Whether a command of the model's page serves it: not one whose model path names another catalog model of the
-    same page better than this one (Qwen3.5-27B-Qwen3.6-27B.md runs a TP 2 command for each model: a Qwen3.6-27B
-    plan never carries the Qwen3.5-27B command's context length)."""
-    def names(m) -> list[str]:
-        checkpoints = [getattr(c, "id", "") for c in getattr(m, "checkpoints", ())]
-        found = [getattr(m, "id", ""), *getattr(m, "aliases", ()), getattr(m, "hf_id", ""), *checkpoints]
-        return [n.rstrip("/").rsplit("/", 1)[-1].lower() for n in found if n]
-
-    others = [m for m in catalog_models if getattr(m, "id", "") != getattr(model, "id", "")
-              and set(getattr(m, "tutorials", ())) & set(getattr(model, "tutorials", ()))]
-
-    def match(tail: str, candidates: list[str]) -> int:
-        return max((len(n) for n in candidates if tail.startswith(n)), default=0)
-
-    def serves(command: Mapping) -> bool:
-        tail = str(command.get("model") or "").rstrip("/").rsplit("/", 1)[-1].lower()
-        return not others or match(tail, names(model)) >= max(match(tail, names(m)) for m in others)
-
-    return serves
+    same page better than this one (``optkit.resolve.page_commands.serves``: Qwen3.5-27B-Qwen3.6-27B.md runs a TP 2
+    command for each model: a Qwen3.6-27B plan never carries the Qwen3.5-27B command's context length)."""
+    owners = [m for m in catalog_models if set(getattr(m, "tutorials", ())) & set(getattr(model, "tutorials", ()))]
+    return lambda command: serves(command, model, owners)
 
 
 def _from_pages(empty: PageAdvice, names: list[str], source: TutorialSource, generalized: str,
@@ -327,7 +346,7 @@ def _read_page(empty: PageAdvice, name: str, source: TutorialSource, generalized
     label = "; ".join(n for n in (generalized, tab_note) if n)
     carried = ()
     if not label and page_release == empty.release and tab == empty.hardware and commands:
-        carried = command_settings(commands[0], page_release, name)
+        carried = command_settings(commands[0], page_release, name, page.get("checkpoints", ()))
     return PageAdvice(empty.scenario, empty.hardware, empty.release, name, page_release, label,
                       tuple(values[k] for k in sorted(values)), empty.model_pages, carried, unnamed, by_layout,
                       same_scenario=tab != empty.hardware,
@@ -344,7 +363,8 @@ def _role_commands(page: Mapping, tab: str, release: str, name: str) -> tuple:
         if any(isinstance(v, str) and ("$" in v or "<" in v) for v in shape):
             continue  # a per-rank script's positional TP or DP ($7): its launch_online_dp.py command has the shape
         tp, dp, _ = _command_layout(command)
-        found.setdefault((command["pd_role"], (tp, dp)), (command["line"], command_settings(command, release, name)))
+        settings = command_settings(command, release, name, page.get("checkpoints", ()))
+        found.setdefault((command["pd_role"], (tp, dp)), (command["line"], settings))
     return tuple((role, layout, line, settings) for (role, layout), (line, settings) in found.items())
 
 

@@ -157,8 +157,8 @@ def layout_commands(page: Mapping, tab: str, release: str, name: str, exclude: i
     (``command_tabs``), each in page order; ``scenario`` is the one the page places the command under ('' none)."""
     for command in on_tab(page, tab, (c for c in page.get("commands", ()) if not c.get("pd_role"))):
         if command["line"] != exclude and (command.get("node_rank") or 0) == 0:
-            yield (command_layout(command), command["line"], command_settings(command, release, name),
-                   command.get("scenario") or "")
+            settings = command_settings(command, release, name, page.get("checkpoints", ()))
+            yield command_layout(command), command["line"], settings, command.get("scenario") or ""
 
 
 def command_tabs(page: Mapping, command: Mapping) -> tuple[str, ...]:

@@ -7,8 +7,9 @@ page, row and command."""
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
+from optkit.resolve.page_commands import command_weights
 from optkit.value import valueclass
 
 PAGE_DIR = "models/"
@@ -108,9 +109,12 @@ a deployment detail, never carried."""
 _PLACEHOLDER = re.compile(r"\$|<[^<>]*>|\bx{2,}\b|\.xx\.", re.I)
 
 
-def command_settings(command: Mapping, release: str, page: str) -> tuple:
+def command_settings(command: Mapping, release: str, page: str, checkpoints: Iterable[Mapping] = ()) -> tuple:
     """The settings of the page's tuned command a plan carries below its recipes (``optkit.resolve.settings``): its
-    env (deployment details and placeholders left out), its ``--additional-config`` keys and ``CARRIED_FLAGS``."""
+    env (deployment details and placeholders left out), its ``--additional-config`` keys and ``CARRIED_FLAGS``;
+    and, not carried (kind ``layout:``, what the command runs rather than a setting to copy), its expert
+    parallelism (``EP_SETTING``), the weights it serves (``WEIGHTS_SETTING``, read with the page's weights table
+    ``checkpoints``) and its decode context parallel size (``DCP_SETTING``)."""
     found: list[PageSetting] = []
     for name, entry in sorted(command.get("env", {}).items()):
         value = str(entry.get("value", ""))
@@ -135,12 +139,27 @@ def command_settings(command: Mapping, release: str, page: str) -> tuple:
     ep = command.get("options", {}).get("--enable-expert-parallel")  # the layout's expert parallelism, as written
     found.append(PageSetting(EP_SETTING, option_value("--enable-expert-parallel", ep["value"]) if ep else False,
                              PageSource(release, page, ep["line"] if ep else command["line"])))
+    weights, _ = command_weights(command, checkpoints)
+    found.append(PageSetting(WEIGHTS_SETTING, weights, PageSource(release, page, command["line"])))
+    dcp = command.get("options", {}).get("--decode-context-parallel-size")
+    found.append(PageSetting(DCP_SETTING, leading_int(str(dcp["value"])) or 1 if dcp else 1,
+                             PageSource(release, page, dcp["line"] if dcp else command["line"])))
     return tuple(found)
 
 
 EP_SETTING = "layout:--enable-expert-parallel"
 """Whether the command runs expert parallelism (its flag, or its absence: off): not carried as a setting, read as
 the fact ``page.expert_parallel`` (a request without ``--ep``/``--no-ep`` follows it)."""
+
+
+WEIGHTS_SETTING = "layout:weights"
+"""The weight format the command serves (``optkit.resolve.page_commands.command_weights``): not carried; the fit
+takes the command as evidence only for a plan of the same weights (``optkit.resolve.fit``)."""
+
+
+DCP_SETTING = "layout:--decode-context-parallel-size"
+"""The command's decode context parallel size (1 without the flag): not carried (the request's ``--dcp`` sets it);
+the fit takes the command as evidence only for a plan that splits the KV cache the same way."""
 
 
 CARRIED_SPECULATIVE = ("enforce_eager", "disable_padded_drafter_batch")

@@ -140,7 +140,7 @@ def carry_page_settings(result) -> None:
     if advice is None:
         return
     advice = result.page_advice = advice.for_layout(result.request.tp, result.request.dp, result.layout.nodes,
-                                                    result.request.max_model_len)
+                                                    result.request.max_model_len, result.request.weight_format)
     for setting in advice.settings:
         kind, _, key = setting.key.partition(":")
         label = f"page:{setting.source.page.rsplit('/', 1)[-1]}:{setting.source.line}"

@@ -1,0 +1,72 @@
+"""Whose command it is: which catalog model a tutorial page's ``vllm serve`` command serves, and in which weight
+format, read from the command's model path as the pages write it.
+
+A page about several models (Qwen3.5-27B-Qwen3.6-27B.md) runs commands for each; the model path names which
+(``.../Qwen3.6-27B``, ``Eco-Tech/Qwen3.5-397B-A17B-w8a8-mtp``). Page rules give a model only its own commands
+(``optkit.resolve.page_rules``), the fit takes a page's command as evidence only for the weights it serves
+(``optkit.resolve.fit``), and the catalog conformance harness compares each command with the plan of the model
+and weights it names: all three read them here, the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+QUANT_WORDS = (("w8a8-mxfp8", "w8a8-mxfp8"), ("mxfp8", "w8a8-mxfp8"), ("w4a4-mxfp4", "w4a4-mxfp4"),
+               ("mxfp4", "w4a4-mxfp4"), ("w8a8c8", "w8a8c8"), ("w4a8c8", "w4a8c8"), ("w8a8sc", "w8a8sc"),
+               ("w4a8", "w4a8"), ("w4a4", "w4a4"), ("w8a8", "w8a8"), ("int8", "w8a8"))
+"""Words of a model path that name its weight format (longest first), as the tutorials' checkpoints spell them."""
+
+
+def path_tail(path: str | None) -> str:
+    """The last component of a model path or Hub id, lower case (``Eco-Tech/Qwen3.5-27B-w8a8``:
+    ``qwen3.5-27b-w8a8``)."""
+    return str(path or "").rstrip("/").rsplit("/", 1)[-1].lower()
+
+
+def model_names(model: Any) -> list[str]:
+    """The names a model path may end with for ``model``: its id, aliases, Hub id and checkpoints' ids (tails)."""
+    checkpoints = [getattr(c, "id", "") for c in getattr(model, "checkpoints", ())]
+    found = [getattr(model, "id", ""), *getattr(model, "aliases", ()), getattr(model, "hf_id", ""), *checkpoints]
+    return [path_tail(n) for n in found if n]
+
+
+def _match(tail: str, names: Iterable[str]) -> int:
+    """How well a model path's tail names a model: the longest of its names the tail starts with (0: none)."""
+    return max((len(n) for n in names if n and tail.startswith(n)), default=0)
+
+
+def best_owners(command: Mapping, owners: Iterable[Any]) -> list[Any]:
+    """Of the models a page is about (``owners``), those the command's model path names best: the longest name it
+    starts with; every owner when it names none of them (a placeholder path such as ``your_model_path``)."""
+    owners = list(owners)
+    tail = path_tail(command.get("model"))
+    scores = [(_match(tail, model_names(m)), m) for m in owners]
+    top = max((score for score, _ in scores), default=0)
+    return [m for score, m in scores if score == top]
+
+
+def serves(command: Mapping, model: Any, owners: Iterable[Any]) -> bool:
+    """Whether the command serves ``model`` among the models its page is about (``owners``, ``model`` included or
+    not): no other owner's name is a better match for its model path."""
+    owners = [m for m in owners if getattr(m, "id", "") != getattr(model, "id", "")]
+    return not owners or model in best_owners(command, [model, *owners])
+
+
+def command_weights(command: Mapping, checkpoints: Iterable[Mapping] = ()) -> tuple[str, str]:
+    """The weight format the command serves and how it was read: the checkpoint (``{"id", "quantization"}``, from
+    the page's weights table or the profile) its model path names, else a format word in its path, else
+    ``--quantization`` with an unnamed checkpoint read as W8A8, else bf16."""
+    tail = path_tail(command.get("model"))
+    for checkpoint in checkpoints:
+        if checkpoint.get("quantization") and tail and tail == path_tail(checkpoint.get("id")):
+            return checkpoint["quantization"], f"checkpoint {checkpoint['id']}"
+    for word, quantization in QUANT_WORDS:
+        if word in tail:
+            return quantization, f"the model path says {word}"
+    if "--quantization" in command.get("options", {}):
+        return "w8a8", "--quantization ascend with an unnamed checkpoint: read as W8A8"
+    return "bf16", "no quantization named"
+
+
+__all__ = ["QUANT_WORDS", "path_tail", "model_names", "best_owners", "serves", "command_weights"]

@@ -521,3 +521,27 @@ def test_hardware_requirements(text, expected):
     from optkit.versions.tutorial_pages import _requirements
 
     assert [(r["hardware"], r["nodes"], r["devices_per_node"], r["hbm_gib"]) for r in _requirements(text)] == expected
+
+
+def test_a_command_without_a_kv_transfer_config_joins_no_pd_pair():
+    """Words around a command place it in a PD pair only when it carries a --kv-transfer-config: Qwen3.8-27B.md's
+    co-located command (0.30.0rc2 :342) follows a parameter list saying "Decode requests are prioritized"."""
+    text = '''# X
+
+## Deployment
+
+- `--max-num-batched-tokens`: (2) Decode requests are prioritized for scheduling.
+
+```bash
+vllm serve /w --tensor-parallel-size 2 --max-num-seqs 32
+```
+
+**Decode node**:
+
+```bash
+vllm serve /w --tensor-parallel-size 2 --kv-transfer-config '{"kv_connector": "MooncakeConnectorV1"}'
+```
+'''
+    plain, paired = [c for c in page(text)["commands"] if c["launcher"] == "vllm serve"]
+    assert plain["pd_role"] is None and plain["deployment"] != "pd"
+    assert paired["pd_role"] == "decode"  # no kv_role: its words place it

@@ -336,9 +336,15 @@ def _context(block: Block, command: Command, comment: str) -> dict:
 
 
 def _pd_role(block: Block, command: Command, comment: str) -> str | None:
+    """The PD role of a command: its ``kv_role``, else the words around it. A command with options but no
+    ``--kv-transfer-config`` joins no PD pair, whatever its lead text says (Qwen3.8-27B.md's co-located command
+    follows a parameter list that speaks of decode requests); a launcher's bare command (no options yet) is
+    placed by its words alone."""
     kv_role = command.options.get("--kv-transfer-config.kv_role", (None, 0))[0]
     if kv_role in ("kv_producer", "kv_consumer"):
         return "prefill" if kv_role == "kv_producer" else "decode"
+    if command.options and not any(flag.startswith("--kv-transfer-config") for flag in command.options):
+        return None
     for text in (comment, *reversed(block.tabs), *reversed(block.lead[-2:])):
         prefill = re.search(r"\bprefill(er)?\b|\bP node\b|^#\s*p\d", text, re.IGNORECASE)
         decode = re.search(r"\bdecode(r)?\b|\bD node\b|^#\s*d\d", text, re.IGNORECASE)

@@ -78,6 +78,8 @@ class Row:
     request: dict = field(default_factory=dict)
     differences: list = field(default_factory=list)
     unexplained: list = field(default_factory=list)
+    siblings: frozenset = frozenset()
+    """lines of the page's other commands of this command's layout and tab (``sibling_lines``)"""
 
 
 @lru_cache(maxsize=None)
@@ -225,12 +227,18 @@ def _placeholder(value: Any) -> bool:
     return isinstance(value, str) and bool(PLACEHOLDER.search(value))
 
 
-def explained_by(d: cs.Difference) -> str:
-    """What explains a difference: a recipe, a per-command disagreement, a class of differences; '' if nothing."""
+def explained_by(d: cs.Difference, siblings: frozenset = frozenset()) -> str:
+    """What explains a difference: a recipe, a per-command disagreement, a class of differences; '' if nothing.
+    ``siblings``: the lines of the page's other commands of the compared command's layout on its tab, where
+    optkit's value may come from (``sibling_lines``)."""
     if d.recipe_added:
         return f"recipe {d.source}"
     if d.page_added:
         return f"the page's tuned command {d.source}"
+    page, _, line = (d.source or "").removeprefix("page:").rpartition(":")
+    if (d.source or "").startswith("page:") and page == d.tutorial and line.isdigit() and int(line) in siblings:
+        return (f"the page's own command of this layout at :{line} (optkit carries one of the page's commands of a "
+                "layout: its scenario's, else the first on the tab)")
     if cs._entry_for(d) is not None:
         return "disagreements.yaml"
     for n, entry in enumerate(explanations()):
@@ -295,9 +303,28 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
     entry = {"node_rank": 0 if role else command.get("node_rank") or 0, **({"role": role} if role else {})}
     _, differences = cs.compare(release, page.rsplit("/", 1)[-1], _command(command), entry, result, launch)
     differences = [d for d in differences if not (_placeholder(d.tutorial_value) and _placeholder(d.optkit_value))]
-    unexplained = [d for d in differences if not explained_by(d)]
+    siblings = sibling_lines(page_data, command, hardware)
+    unexplained = [d for d in differences if not explained_by(d, siblings)]
     outcome = "reproduced" if not differences else "unexplained" if unexplained else "explained"
-    return row(outcome, request=request, differences=differences, unexplained=unexplained)
+    return row(outcome, request=request, differences=differences, unexplained=unexplained, siblings=siblings)
+
+
+def sibling_lines(page_data: dict, command: dict, hardware: str | None) -> frozenset:
+    """Every line (its own, its options', its env's) of the page's other commands of ``command``'s layout (TP, DP,
+    nodes) and PD role on the same tab: where a page runs one layout twice with different values (an introductory
+    deployment and a tuned scenario), optkit carries one of them and the other's row differs from the page itself."""
+    from optkit.resolve.page_values import command_layout
+
+    layout = (command_layout(command), command.get("pd_role"))
+    lines: set[int] = set()
+    for other in page_data.get("commands", ()):
+        if other is command or (command_layout(other), other.get("pd_role")) != layout:
+            continue
+        if hardware not in tabs_of(page_data, other):
+            continue
+        lines.add(other["line"])
+        lines.update(e.get("line", 0) for part in ("options", "env") for e in other.get(part, {}).values())
+    return frozenset(lines)
 
 
 # --------------------------------------------------------------------------- all of it

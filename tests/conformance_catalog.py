@@ -138,12 +138,25 @@ def tabs_of(page_data: dict, command: dict) -> tuple[str | None, ...]:
     return command_tabs(page_data, command) or (None,)
 
 
-def goal_of(command: dict) -> str | None:
+def goal_of(command: dict, page_data: dict | None = None) -> str | None:
+    """The goal the command's scenario names; a follower node's command (node rank > 0) that names none takes its
+    leader's: the page's node-0 command of the same layout and tab under the same heading (GLM5.md's A3 two-node
+    deployment places "High-Throughput" on node 0's command only)."""
     scenario = (command.get("scenario") or "").lower()
+    if not scenario and page_data and (command.get("node_rank") or 0) > 0:
+        from optkit.resolve.page_values import command_layout
+
+        heading = re.sub(r" #\d+$", "", command.get("where") or "")
+        leader = next((c for c in page_data.get("commands", ()) if (c.get("node_rank") or 0) == 0
+                       and c.get("scenario") and re.sub(r" #\d+$", "", c.get("where") or "") == heading
+                       and command_layout(c) == command_layout(command) and c.get("hardware") == command.get("hardware")
+                       and c.get("pd_role") == command.get("pd_role")), None)
+        scenario = (leader or {}).get("scenario", "").lower()
     return next((goal for word, goal in SCENARIO_GOALS if word in scenario), None)
 
 
-def request_for(release: str, page: str, command: dict, profile, target: str, quantization: str) -> dict:
+def request_for(release: str, page: str, command: dict, profile, target: str, quantization: str,
+                page_data: dict | None = None) -> dict:
     """The optkit request a command implies (module docstring)."""
     from optkit.resolve.request import Request
 
@@ -189,7 +202,7 @@ def request_for(release: str, page: str, command: dict, profile, target: str, qu
         request["nodes"] = command["nodes"]
     if _int(opts.get("--decode-context-parallel-size"), 1) > 1:  # the layout splits each sequence's KV cache
         request["dcp"] = _int(opts["--decode-context-parallel-size"], 1)
-    goal = goal_of(command)
+    goal = goal_of(command, page_data)
     if goal:
         request["goal"] = goal
     if "long context" in (command.get("scenario") or "").lower() and _int(opts.get("--max-model-len"), 0):
@@ -289,7 +302,7 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
         return row("not comparable", f"no optkit target for the {hardware} tab")
     quantization, _ = quantization_for(command, page_data, profile)
     try:
-        request = request_for(release, page, command, profile, target, quantization)
+        request = request_for(release, page, command, profile, target, quantization, page_data)
     except NotComparable as exc:
         return row("not comparable", str(exc))
     if role:  # one role of a PD deployment: a --pd plan of this command's instance shape, its role's launch

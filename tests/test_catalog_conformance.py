@@ -53,6 +53,8 @@ HELD = [
     ("0.30.0rc2", "DeepSeek-V4-Flash.md", 164),  # A2: the page keeps static kernels off (:185)
     ("0.30.0rc2", "MiniMax-M3.md", 163),  # A3: enable_flashcomm1 is optkit's VLLM_ASCEND_ENABLE_FLASHCOMM1 (one knob)
     ("0.30.0rc2", "GLM5.md", 251),  # A3 single node
+    ("0.30.0rc2", "GLM5.md", 364),  # A3 two nodes, node 0: the high-throughput row's command
+    ("0.30.0rc2", "GLM5.md", 409),  # node 1, whose scenario is its leader's (int8 KV, DSA-CP, MLAPO from its page)
     ("0.30.0rc2", "Qwen3.5-397B-A17B.md", 451),  # a PD prefill role, against the --pd plan's prefill launch
     # PD roles with their own commands' settings (HCCL buffer, context length, memory share, batched tokens per role)
     ("0.30.0rc2", "Qwen3.5-27B-Qwen3.6-27B.md", 638),  # prefill

@@ -59,21 +59,31 @@ class _Target:
     (dict(pd="1:2", tp=8), 2, [("prefill", 0, 0, tuple(range(8))), ("decode", 0, 0, tuple(range(8, 16))),
                                ("decode", 1, 1, tuple(range(8)))]),
     (dict(pd="1:1", tp=2, dp=4), 1, [("prefill", 0, 0, tuple(range(8))), ("decode", 0, 0, tuple(range(8, 16)))]),
-], ids=["1p1d-tp2", "2p1d-tp4", "1p2d-tp8-two-nodes", "1p1d-local-dp4"])
+    # an instance larger than a node: its DP ranks across whole nodes of its own (Qwen3-235B-A22B.md's TP 4 × DP 8)
+    (dict(pd="1:2", tp=4, dp=8), 6, [("prefill", 0, 0, tuple(range(16))), ("decode", 0, 2, tuple(range(16))),
+                                     ("decode", 1, 4, tuple(range(16)))]),
+], ids=["1p1d-tp2", "2p1d-tp4", "1p2d-tp8-two-nodes", "1p1d-local-dp4", "1p2d-tp4-dp8-across-nodes"])
 def test_instances_are_packed_onto_nodes_prefill_first(fields, nodes, placed):
     layout = pd_layout(Request(**{**DONE, **fields}), _Target)
     assert layout.nodes == nodes
     assert [(i.role, i.index, i.node, i.devices) for i in layout.instances] == placed
+    span = layout.instance_nodes
+    assert [i.nodes for i in layout.instances] == [tuple(range(i.node, i.node + span)) for i in layout.instances]
 
 
 @pytest.mark.parametrize("fields, message", [
-    (dict(tp=16, dp=2), "--pd 1:1 with --tp 16 × --dp 2: one instance needs 32 devices, but a 910c node has 16, and a "
-     "PD instance runs on one node (instances spanning nodes are not planned); lower --tp or --dp so that TP × DP ≤ 16"),
+    (dict(tp=32), "--pd 1:1 with --tp 32 × --dp 1: one instance needs 32 devices, more than a 910c node's 16, and it "
+     "cannot span 2 nodes: its TP group would span nodes (an instance spans nodes with its DP ranks across them, TP 32 "
+     "within each node); lower --tp or --dp so that TP × DP ≤ 16, or give a DP that splits evenly over whole nodes"),
+    (dict(tp=8, dp=3), "--pd 1:1 with --tp 8 × --dp 3: one instance needs 24 devices, more than a 910c node's 16, and "
+     "it cannot span 2 nodes: DP 3 does not split evenly over 2 nodes, so a TP group would span nodes although TP 8 "
+     "fits one (an instance spans nodes with its DP ranks across them, TP 8 within each node); lower --tp or --dp so "
+     "that TP × DP ≤ 16, or give a DP that splits evenly over whole nodes"),
     (dict(nodes=2), "--nodes 2 with --pd 1:1: --nodes places the ranks of one server; a PD plan's nodes follow from its "
-     "instances (each on one node, packed in order): drop --nodes"),
+     "instances (packed onto nodes in order; an instance larger than a node takes whole nodes of its own): drop --nodes"),
     (dict(vllm_ascend_version="0.18.0"), f"--pd on vllm-ascend 0.18.0: {NO_PD['0.18.0']}; optkit writes PD bundles for "
      f"{', '.join(PD_RELEASES)}: plan for one of them (--vllm-ascend-version)"),
-], ids=["instance-larger-than-a-node", "nodes-given", "release-without-pd"])
+], ids=["tp-larger-than-a-node", "dp-not-over-whole-nodes", "nodes-given", "release-without-pd"])
 def test_impossible_shapes_are_refused_naming_the_flag(fields, message):
     with pytest.raises(RequestError) as exc:
         plan(Request(**{**DONE, **fields}), WORKSPACE)
@@ -526,3 +536,77 @@ def test_proxy_on_two_nodes_takes_each_nodes_address(tmp_path):
     argv = records[-1]["argv"]
     assert argv[argv.index("--decoder-hosts") + 1:argv.index("--decoder-ports")] == ["10.0.0.1", "10.0.0.2"]
     assert argv[argv.index("--decoder-ports") + 1:] == ["13701", "13702"]
+
+
+# --------------------------------------------------------------------------- an instance larger than a node
+
+
+ACROSS = dict(model="qwen3-235b-a22b", target="910c", tp=4, dp=8, quantization="w8a8", vllm_ascend_version="0.30.0rc2",
+              concurrency=[64])
+"""Qwen3-235B-A22B.md's PD decoder shape (0.30.0rc2, :520: TP 4 × DP 8 over two A3 nodes), both roles."""
+
+
+@pytest.fixture(scope="module")
+def across(tmp_path_factory) -> Path:
+    return write(tmp_path_factory.mktemp("across") / "b", k8s=False, **ACROSS)
+
+
+def test_an_instance_across_nodes_runs_each_nodes_dp_ranks(across, tmp_path):
+    """Each node of an instance runs one vllm serve with its local DP ranks: the first serves the instance's API, the
+    others join it headless from their first DP rank, as a multi-node server's nodes do."""
+    launch = read_lock(across)["launch"]["roles"]["decode"]
+    assert launch["nodes"]["count"] == 2 and launch["nodes"]["dp_local"] == 4
+    assert launch["instances"][0]["nodes"] == [2, 3]
+    argv = launch["argv"]
+    assert argv[argv.index("--data-parallel-size-local") + 1] == "4"
+    assert argv[argv.index("--data-parallel-address") + 1] == "$LEADER_IP"
+    code, leader, stderr = _run(across / "decode" / "serve.sh", tmp_path, ["--instance", "0", "--node-rank", "0"],
+                                PINNED)
+    assert code == 0, stderr
+    assert "--headless" not in leader[0]["argv"] and "--data-parallel-start-rank" not in leader[0]["argv"]
+    assert leader[0]["argv"][leader[0]["argv"].index("--data-parallel-address") + 1] == "10.1.0.7"  # itself
+    (tmp_path / "worker").mkdir()  # its own recorder
+    code, worker, stderr = _run(across / "decode" / "serve.sh", tmp_path / "worker",
+                                ["--instance", "0", "--node-rank", "1", "--leader-address", "10.1.0.8"], PINNED)
+    assert code == 0, stderr
+    args = worker[0]["argv"]
+    assert args[args.index("--data-parallel-address") + 1] == "10.1.0.8"
+    assert args[-3:] == ["--headless", "--data-parallel-start-rank", "4"]
+
+
+def test_an_instance_across_nodes_needs_its_node_rank_and_leader(across, tmp_path):
+    code, records, stderr = _run(across / "prefill" / "serve.sh", tmp_path, ["--instance", "0"], PINNED)
+    assert (code, records) == (2, []) and "an instance runs on 2 nodes: give this one --node-rank 0-1" in stderr
+    code, records, stderr = _run(across / "prefill" / "serve.sh", tmp_path, ["--node-rank", "1"], PINNED)
+    assert (code, records) == (2, []) and "node 1 joins its instance's first node: give --leader-address" in stderr
+
+
+def test_an_instance_across_nodes_has_no_k8s_manifests(tmp_path):
+    from optkit.bundle import BundleWriteError
+
+    with pytest.raises(BundleWriteError) as caught:
+        write(tmp_path / "b", k8s=True, **ACROSS)
+    assert "each instance spans 2 nodes, and the PD manifests run one pod per instance" in str(caught.value)
+
+
+def test_bundle_check_probes_every_node_of_every_instance(across):
+    """One probe per node of each instance, each instance's nodes one DP group of their own."""
+    lock = read_lock(across)
+    requests = probe_requests(lock)
+    assert [(r["group"], r["node"]) for r in requests] == [("prefill-0", 0), ("prefill-0", 1), ("decode-0", 0),
+                                                           ("decode-0", 1)]
+    assert requests[1]["argv"][-3:] == ["--headless", "--data-parallel-start-rank", "4"]
+    assert check_launch(across, lock).status == "pass"
+
+
+@pytest.mark.vllm
+def test_an_instance_across_nodes_passes_the_paired_vllm(across):
+    lock = read_lock(across)
+    paired_python(lock["versions"]["vllm"])
+    report = check_bundle(across)
+    assert [c.name for c in report.checks if c.status == "fail"] == [], report.problems
+    note = next(c.note for c in report.checks if c.name == "vllm")
+    assert "the argv of all 4 nodes of its 2 instances (prefill instance 0 node 0 (leader), prefill instance 0 node 1 " \
+           "(worker), decode instance 0 node 0 (leader), decode instance 0 node 1 (worker))" in note
+    engine = next(c.note for c in report.checks if c.name == "engine")
+    assert "decode instance 0 node 1 (worker): DP rank 4 of 8, headless" in engine

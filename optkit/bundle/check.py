@@ -215,7 +215,9 @@ def check_vllm(lock: dict, result: dict | list[dict] | None = None, *, python: s
     sizes = next((r["capture_sizes"] for r in results if r.get("capture_sizes")), None)  # a PD prefiller has none
     note = f"vLLM {results[0]['vllm_version']}" + (f"; capture sizes {sizes['given']} → {sizes['effective']}" if sizes else "")
     if lock["launch"].get("roles"):
-        note += f"; the argv of all {len(results)} instances ({', '.join(names)}), --kv-transfer-config included"
+        count = sum(len(role["instances"]) for role in lock["launch"]["roles"].values())
+        what = f"{count} instances" if count == len(results) else f"{len(results)} nodes of its {count} instances"
+        note += f"; the argv of all {what} ({', '.join(names)}), --kv-transfer-config included"
     elif len(results) > 1:
         note += f"; the argv of all {len(results)} nodes (leader and {len(results) - 1} headless)"
     return _result("vllm", problems, note)

@@ -75,8 +75,10 @@ class RoleLaunch(Launch):
         return {**super().parameters, "PORT": str(self.port(self.instances[0]))}
 
     @property
-    def nodes(self) -> None:
-        return None  # each instance runs on one node
+    def nodes(self) -> dict[str, Any] | None:
+        """The lock's ``launch.roles.<role>.nodes`` where an instance spans nodes (its DP ranks across them, as one
+        multi-node server's: ``Launch.nodes``); None where each instance runs on one node."""
+        return super().nodes if self.plan.pd.instance_nodes > 1 else None
 
     def port(self, instance: Instance) -> int:
         return self.release.api_port + instance.rank
@@ -96,7 +98,8 @@ class RoleLaunch(Launch):
         """The lock's ``launch.roles.<role>.instances``."""
         return [{"index": i.index, "rank": i.rank, "node": i.node, "devices": ",".join(map(str, i.devices)),
                  "port": self.port(i), "kv_port": self.kv_port(i),
-                 "kv_transfer_config": compact_json(self.kv_transfer_config(i))} for i in self.instances]
+                 "kv_transfer_config": compact_json(self.kv_transfer_config(i)),
+                 **({"nodes": list(i.nodes)} if len(i.nodes) > 1 else {})} for i in self.instances]
 
 
 def role_launches(plan: Plan, workspace: Workspace) -> dict[str, RoleLaunch]:
@@ -109,7 +112,7 @@ def role_lock(launch: RoleLaunch, base: dict) -> dict[str, Any]:
     out = copy.deepcopy(base)
     out.update(role=launch.role, env=launch.env, argv=launch.argv, argv_sources=launch.sources,
                parameters=launch.parameters, effective_speculative_config=launch.speculative,
-               instances=launch.instances_data(), node_env=dict(NODE_ENV))
+               instances=launch.instances_data(), node_env=dict(NODE_ENV), **({"nodes": launch.nodes} if launch.nodes else {}))
     return out
 
 

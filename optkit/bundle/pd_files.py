@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from optkit import __version__
-from optkit.bundle import scripts
+from optkit.bundle import BundleWriteError, scripts
 from optkit.bundle.k8s import K8sOptions, LAUNCH_MOUNT, _name, _pod_data
 from optkit.bundle.lock import lock_data
 from optkit.bundle.pd import lock_view, proxy_data, role_launches, role_preflight_data, role_readme_data, role_serve_data
@@ -48,6 +48,13 @@ def pd_bundle_texts(plan: Plan, workspace: Workspace, options: K8sOptions | None
 def k8s_texts(roles, lock: dict, texts: dict[str, str]) -> dict[str, str]:
     """k8s/: a StatefulSet and headless Service per role, the proxy, the ConfigMap of their scripts."""
     decode = roles["decode"]
+    pd = decode.plan.pd
+    if pd.instance_nodes > 1:
+        raise BundleWriteError(
+            f"--k8s with --pd {decode.plan.request.pd} at TP {decode.plan.request.tp} × DP {decode.plan.request.dp}: "
+            f"each instance spans {pd.instance_nodes} nodes, and the PD manifests run one pod per instance (a "
+            "StatefulSet per role); write the bundle without --k8s and start each instance's nodes with its "
+            "serve.sh --instance I --node-rank R, or lower --tp × --dp to one node's devices")
     name = _name(decode)
     launched = [f"{role}/{f}" for role in ROLES for f in ("serve.sh", "env.sh")] + ["proxy.sh"]
     files = [(path.replace("/", "-"), path) for path in launched]

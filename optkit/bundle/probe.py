@@ -99,17 +99,26 @@ def probe_requests(lock: dict) -> list[dict]:
     """One probe request per node: the leader's, then each worker's (one for a single-node plan); on a
     PD plan one per instance, prefill first (``probe_names`` says whose each is)."""
     roles = lock["launch"].get("roles")
-    if roles:
-        return [probe_request(_view(lock, role), instance=i) for role in _ordered(roles) for i in roles[role]["instances"]]
+    if roles:  # each instance's nodes are one DP group of their own (the probe's handshake groups them)
+        return [{**probe_request(_view(lock, role), node, instance=i), **({"group": f"{role}-{i['index']}"}
+                                                                          if roles[role].get("nodes") else {})}
+                for role in _ordered(roles) for i in roles[role]["instances"] for node in range(_count(roles[role]))]
     nodes = lock["launch"].get("nodes")
     return [probe_request(lock, node) for node in range(nodes["count"] if nodes else 1)]
+
+
+def _count(launch: dict) -> int:
+    """The nodes one server (or one PD instance) of ``launch`` runs on."""
+    return (launch.get("nodes") or {}).get("count", 1)
 
 
 def probe_names(lock: dict) -> list[str]:
     """Whose argv each of ``probe_requests`` is: 'node 1 (worker)', 'prefill instance 0', or '' (one server)."""
     roles = lock["launch"].get("roles")
     if roles:
-        return [f"{role} instance {i['index']}" for role in _ordered(roles) for i in roles[role]["instances"]]
+        return [f"{role} instance {i['index']}" + (f" node {n} ({'leader' if n == 0 else 'worker'})"
+                                                   if _count(roles[role]) > 1 else "")
+                for role in _ordered(roles) for i in roles[role]["instances"] for n in range(_count(roles[role]))]
     nodes = lock["launch"].get("nodes")
     count = nodes["count"] if nodes else 1
     return [""] if count == 1 else [f"node {n} ({'leader' if n == 0 else 'worker'})" for n in range(count)]

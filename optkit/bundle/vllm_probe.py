@@ -74,7 +74,13 @@ def session(requests: typing.TextIO, out: typing.TextIO) -> int:
 def answer(request: dict) -> dict:
     if "batch" in request:  # several argvs, one import
         results = [probe(item) for item in request["batch"]]
-        _engine_probe().handshake(request["batch"], results)
+        groups: dict = {}  # the nodes of one DP group: a server's, or one PD instance's (its "group")
+        for item, result in zip(request["batch"], results):
+            items, found = groups.setdefault(item.get("group", ""), ([], []))
+            items.append(item)
+            found.append(result)
+        for items, found in groups.values():
+            _engine_probe().handshake(items, found)
         return {"results": results}
     return probe(request)
 

@@ -118,7 +118,7 @@ def check_request(request: RequestRecord, target) -> NodeLayout:
         raise RequestError(f"--shared-prefix-len {request.shared_prefix_len} (request field shared_prefix_len): the "
                            f"shared prefix is part of each prompt, so it must be shorter than the shortest input "
                            f"({shortest} tokens); give at most {shortest - 1}, or longer inputs")
-    pd_layout(request, target)  # a PD plan's instances each fit one node, so the layout is of one
+    pd_layout(request, target)  # a PD plan's layout is one instance's: on one node, or its DP ranks across nodes
     layout = node_layout(request, target)
     if request.variant and request.variant not in {v.id for v in target.variants}:
         known = ", ".join(v.id for v in target.variants) or "none"

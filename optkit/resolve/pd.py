@@ -5,13 +5,17 @@ TP × DP (its own DP group, as vllm-ascend's PD tutorials run one ``vllm serve``
 the instances are joined by the release's Mooncake connector (``optkit.bundle.pd``). How P:D maps
 onto nodes and NPUs:
 
-- every instance runs on one node, on TP × DP devices of its own; an instance larger than a node
-  is refused (vllm-ascend's multi-node PD tutorial spreads one decode DP group over two nodes with
-  its external-DP launcher, one ``vllm serve`` per DP rank: a different shape, not planned here);
-- the instances are packed onto nodes in order, prefill first, each on the next free devices
-  (the single-node tutorial runs 1P1D on one server: the prefiller on device 0, the decoder on
-  device 1, pd_disaggregation_mooncake_single_node.md); a node holds ``devices // (TP × DP)``
-  instances, and the node count follows (``--nodes`` counts the nodes of one server and is refused).
+- an instance that fits a node runs on one node, on TP × DP devices of its own; the instances are packed
+  onto nodes in order, prefill first, each on the next free devices (the single-node tutorial runs 1P1D on
+  one server: the prefiller on device 0, the decoder on device 1, pd_disaggregation_mooncake_single_node.md);
+  a node holds ``devices // (TP × DP)`` instances, and the node count follows (``--nodes`` counts the nodes
+  of one server and is refused);
+- an instance larger than a node spans whole nodes with its DP ranks across them, TP within each node (the
+  ``dp-across-nodes`` layout of ``optkit.resolve.layout``): vllm-ascend's PD tutorials run decoders of TP 1 ×
+  DP 32 over two A3 nodes (Kimi-K2.5.md, DeepSeek-V3.1.md), TP 4 × DP 8 (Qwen3-235B-A22B.md, GLM5.md); each
+  node of such an instance runs one ``vllm serve`` with its local DP ranks, the first node's serving the API
+  and the others headless, as a multi-node server's do (``optkit.bundle.launch``). Such instances take their
+  own nodes, one after another. A TP group spanning nodes is refused, as for one server.
 
 Several instances with DP > 1 on one node do not share DP ports: with every DP engine local, vLLM
 0.23.0 hands its engines off over an IPC path, not the DP RPC port (vllm/v1/engine/utils.py,
@@ -24,6 +28,7 @@ from __future__ import annotations
 from math import ceil
 
 from optkit.errors import RequestError
+from optkit.resolve.layout import layout_of, layout_problem
 from optkit.value import valueclass
 
 ROLES = ("prefill", "decode")
@@ -36,8 +41,9 @@ class Instance:
     role: str  # prefill or decode
     index: int  # its number within its role (serve.sh --instance)
     rank: int  # its number over the whole plan, prefill first
-    node: int  # the node it runs on
-    devices: tuple[int, ...]  # device ids on that node (ASCEND_RT_VISIBLE_DEVICES)
+    node: int  # the node it runs on (its first, which serves the API, when it spans several)
+    devices: tuple[int, ...]  # device ids on that node (ASCEND_RT_VISIBLE_DEVICES; on each of its nodes)
+    nodes: tuple[int, ...] = ()  # every node it runs on, its leader first (one node: (node,))
 
 
 @valueclass(frozen=True)
@@ -49,6 +55,7 @@ class PDLayout:
     instance_devices: int  # TP × DP
     nodes: int
     instances: tuple[Instance, ...]
+    instance_nodes: int = 1  # the nodes one instance spans (1: it fits one node)
 
     def of(self, role: str) -> list[Instance]:
         return [i for i in self.instances if i.role == role]
@@ -56,7 +63,9 @@ class PDLayout:
     @property
     def summary(self) -> str:
         where = "one node" if self.nodes == 1 else f"{self.nodes} nodes"
-        return f"{self.prefill}P{self.decode}D: {self.prefill + self.decode} instances of {self.instance_devices} devices on {where}"
+        spans = f" ({self.instance_nodes} nodes each)" if self.instance_nodes > 1 else ""
+        return (f"{self.prefill}P{self.decode}D: {self.prefill + self.decode} instances of {self.instance_devices} "
+                f"devices{spans} on {where}")
 
 
 def pd_layout(request, target) -> PDLayout | None:
@@ -69,18 +78,31 @@ def pd_layout(request, target) -> PDLayout | None:
     per_node, width = target.devices_per_node, request.tp * request.dp
     if request.nodes is not None:
         raise RequestError(f"--nodes {request.nodes} with --pd {request.pd}: --nodes places the ranks of one server; a PD "
-                           "plan's nodes follow from its instances (each on one node, packed in order): drop --nodes")
+                           "plan's nodes follow from its instances (packed onto nodes in order; an instance larger than a "
+                           "node takes whole nodes of its own): drop --nodes")
     if width > per_node:
-        raise RequestError(
-            f"--pd {request.pd} with --tp {request.tp} × --dp {request.dp}: one instance needs {width} devices, but a "
-            f"{target.id} node has {per_node}, and a PD instance runs on one node (instances spanning nodes are not "
-            f"planned); lower --tp or --dp so that TP × DP ≤ {per_node}")
+        span = ceil(width / per_node)
+        problem = layout_problem(request.tp, request.dp, span, per_node)
+        if problem or layout_of(request.tp, request.dp, span).kind != "dp-across-nodes":
+            raise RequestError(
+                f"--pd {request.pd} with --tp {request.tp} × --dp {request.dp}: one instance needs {width} devices, "
+                f"more than a {target.id} node's {per_node}, and it cannot span {span} nodes: "
+                f"{problem or 'its TP group would span nodes'} (an instance spans nodes with its DP ranks across "
+                f"them, TP {request.tp} within each node); lower --tp or --dp so that TP × DP ≤ {per_node}, or give a "
+                f"DP that splits evenly over whole nodes")
+        instances = []
+        for rank in range(prefill + decode):
+            role, index = ("prefill", rank) if rank < prefill else ("decode", rank - prefill)
+            nodes = tuple(range(rank * span, (rank + 1) * span))
+            instances.append(Instance(role, index, rank, nodes[0], tuple(range(per_node)), nodes))
+        return PDLayout(prefill, decode, width, (prefill + decode) * span, tuple(instances), span)
     slots = per_node // width
     instances = []
     for rank in range(prefill + decode):
         role, index = ("prefill", rank) if rank < prefill else ("decode", rank - prefill)
         first = (rank % slots) * width
-        instances.append(Instance(role, index, rank, rank // slots, tuple(range(first, first + width))))
+        instances.append(Instance(role, index, rank, rank // slots, tuple(range(first, first + width)),
+                                  (rank // slots,)))
     return PDLayout(prefill, decode, width, ceil((prefill + decode) / slots), tuple(instances))
 
 

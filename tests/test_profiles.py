@@ -233,6 +233,26 @@ def test_catalog_profile_is_its_config_derivation(models, catalog_id):
                  gdn_layers=0, head_dim=256, kv_lora_rank=512, mtp_layers=1, is_vl=True, num_experts=288),
         ),
         (
+            "internvl3.5-38b",  # the language model under llm_config (vLLM's _CONFIG_ATTRS_MAPPING)
+            dict(id="internvl3_5-38b", hf_model_type="internvl_chat", text_model_type="qwen3", num_layers=64,
+                 hidden_size=5120, num_kv_heads=8, is_vl=True, is_moe=False, max_position_embeddings=40960),
+        ),
+        (
+            "qwen3-omni-30b-a3b-thinking",  # the thinker's text_config; its vision_config makes it multimodal
+            dict(id="qwen3-omni-30b-a3b-thinking", hf_model_type="qwen3_omni_moe", num_layers=48, hidden_size=2048,
+                 num_experts=128, experts_per_token=8, shared_experts=False, is_vl=True, mtp_layers=0),
+        ),
+        (
+            "gemma-4-26b-a4b-it",  # top-k spelled top_k_experts
+            dict(id="gemma-4-26b-a4b-it", num_experts=128, experts_per_token=8, intermediate_size=2112,
+                 moe_intermediate_size=704, sliding_window=1024, sliding_window_layers=25, full_attention_layers=5),
+        ),
+        (
+            "dots3-note",  # sliding_window_size; no MTP key: vLLM's dots3_note config class defaults it to 1
+            dict(id="dots3-note-prev", hf_model_type="dots3_note", sliding_window=513, sliding_window_layers=33,
+                 full_attention_layers=13, mtp_layers=1, kv_lora_rank=512, num_experts=256, shared_experts=True),
+        ),
+        (
             "llama_dense",
             dict(
                 id="tinyllama-1.1b-chat-v1.0", hf_id="TinyLlama/TinyLlama-1.1B-Chat-v1.0", hf_model_type="llama",
@@ -243,12 +263,15 @@ def test_catalog_profile_is_its_config_derivation(models, catalog_id):
             ),
         ),
     ],
-    ids=["qwen3.5-moe-vl", "qwen3-next-mtp-unknown", "glm5-next-kda-mla", "llama-dense"],
+    ids=["qwen3.5-moe-vl", "qwen3-next-mtp-unknown", "glm5-next-kda-mla", "internvl-llm-config",
+         "qwen3-omni-thinker", "gemma4-moe-top-k-experts", "dots3-note-window-and-mtp-default", "llama-dense"],
 )
 def test_profile_from_fixture(fixture, expected):
     model_id = {"qwen3_5_moe": "Qwen/Qwen3.5-35B-A3B", "llama_dense": None,  # TinyLlama names itself
                 "qwen3-next-80b-a3b-instruct": "Qwen/Qwen3-Next-80B-A3B-Instruct",
-                "glm-5.3-flash": "zai-org/GLM-5.3-Flash"}[fixture]
+                "glm-5.3-flash": "zai-org/GLM-5.3-Flash", "internvl3.5-38b": "OpenGVLab/InternVL3_5-38B",
+                "qwen3-omni-30b-a3b-thinking": "Qwen/Qwen3-Omni-30B-A3B-Thinking",
+                "gemma-4-26b-a4b-it": "google/gemma-4-26B-A4B-it", "dots3-note": "dots-studio/dots3-note-prev"}[fixture]
     profile = profile_from_hf_config(HF / fixture, model_id)  # the directory works as well as the file
     assert {k: getattr(profile, k) for k in expected} == expected
     assert profile.family == "custom"
@@ -881,7 +904,9 @@ TUTORIAL_PROFILES = {
     "Qwen3.8-27B.md": ["qwen3.8-27b"], "Qwen3.8-2.4T-A95B.md": ["qwen3.8-2.4t-a95b"],
     "Qwen3.8-Flash-Next.md": ["qwen3.8-flash-next"],
     "Qwen3.5-27B-Qwen3.6-27B.md": ["qwen3.5-27b", "qwen3.6-27b"],
-    "Gemma4.md": ["gemma-4-31b-it"], "Minitron-8B-Base.md": ["minitron-8b-base"],
+    "Gemma4.md": ["gemma-4-26b-a4b-it", "gemma-4-31b-it"], "Minitron-8B-Base.md": ["minitron-8b-base"],
+    "InternVL3.5.md": ["internvl3_5-241b-a28b", "internvl3_5-38b"],
+    "Qwen3-Omni-30B-A3B-Thinking.md": ["qwen3-omni-30b-a3b-thinking"],
     "LLaVA-OneVision-Qwen2-0.5B-OV.md": ["llava-onevision-qwen2-0.5b-ov-hf"],
     "DeepSeek-V4-Flash-Vision.md": ["deepseek-v4-flash-vision-exp"], "GLM5.3-Flash.md": ["glm-5.3-flash"],
 }
@@ -896,7 +921,9 @@ def test_tutorial_page_has_its_profiles(models, page):
 ONLY_QUANTIZED_ROWS = {"qwen3.8-flash-next": "Qwen3.8-Flash-Next.md:29 lists the W8A8 weights only",
                        "deepseek-v4-flash-vision-exp": "DeepSeek-V4-Flash-Vision.md:34 lists W8A8; :35, the "
                        "original FP8 weights with FP4 experts, is a format optkit does not name",
-                       "glm-5.3-flash": "GLM5.3-Flash.md:39 and :43 list MXFP8 and W8A8 weights only"}
+                       "glm-5.3-flash": "GLM5.3-Flash.md:39 and :43 list MXFP8 and W8A8 weights only",
+                       "internvl3_5-38b": "InternVL3.5.md:23 lists the W8A8 weights only",
+                       "internvl3_5-241b-a28b": "InternVL3.5.md:24 lists the W8A8 weights only"}
 
 
 @pytest.mark.parametrize("model_id", sorted(m for pages in TUTORIAL_PROFILES.values() for m in pages))

@@ -177,7 +177,7 @@ def _fit_pages(src: _Sources) -> str | None:
 def _fit_rows(src: _Sources) -> list[str]:
     import yaml
 
-    from optkit.resolve.fit import FitInputs, fewest_nodes, measure
+    from optkit.resolve.fit import DEFAULT_UTILIZATION, FitInputs, fewest_nodes, measure
     from optkit.resolve.plan import load_workspace
 
     workspace = load_workspace(src.root)
@@ -188,7 +188,8 @@ def _fit_rows(src: _Sources) -> list[str]:
         load = data["pages"][case["page"]]["a3" if case["target"] == "910c" else "a2"]
         model, target = workspace.models[case["model"]], workspace.targets[case["target"]]
         inputs = FitInputs(1, 1, True, case["quantization"], 1, load["max_model_len"], load["max_model_len"],
-                           hccl_buffsize_mb=load["hccl_buffsize_mb"], spec_tokens=load["spec_tokens"])
+                           hccl_buffsize_mb=load["hccl_buffsize_mb"], spec_tokens=load["spec_tokens"],
+                           utilization=load.get("utilization", DEFAULT_UTILIZATION))
         nodes, tp, dp = fewest_nodes(model, target, inputs)
         from optkit.value import replace
 

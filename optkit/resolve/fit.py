@@ -3,8 +3,8 @@
 Per device, as vLLM sizes it (vLLM 0.30.0 ``vllm/v1/worker/gpu_worker.py``: the KV cache gets
 ``total × gpu_memory_utilization`` minus the weights and the peak of a profile run):
 
-- budget: ``hbm_gib_per_device × gpu-memory-utilization`` (vLLM's default 0.9, the value of every A2/A3 command
-  of the Qwen3.5-397B-A17B page but the PD decode node's);
+- budget: ``hbm_gib_per_device × gpu-memory-utilization`` (the plan's, else vLLM's default 0.92, which the pages'
+  "The default value is 0.9" misstates; the Qwen3.5-397B-A17B page's A2/A3 commands set 0.9);
 - weights: ``optkit.resolve.weights`` (TP splits attention and dense FFN, expert parallelism splits the routed
   experts over TP × DP, DP replicates the rest);
 - reserve: the HCCL buffers, ``2 × HCCL_BUFFSIZE`` MB for each communicator a rank is in (CANN's HCCL_BUFFSIZE
@@ -34,8 +34,11 @@ from optkit.resolve.weights import GDN_CONV_KERNEL, GDN_HEAD_DIM, weight_bytes_p
 from optkit.value import field, valueclass
 
 GIB = 2 ** 30
-DEFAULT_UTILIZATION = 0.9
-"""vLLM's default ``--gpu-memory-utilization`` (vLLM 0.30.0 ``vllm/config/cache.py``)."""
+DEFAULT_UTILIZATION = 0.92
+"""vLLM's default ``--gpu-memory-utilization``: ``gpu_memory_utilization: float = Field(default=0.92, …)`` in
+vLLM 0.23.0 ``vllm/config/cache.py:67`` and 0.30.0 ``:103`` (read in the installed vLLM). The tutorials' parameter
+notes say "The default value is 0.9" (Qwen3.5-27B-Qwen3.6-27B.md:310 in vllm-ascend 0.30.0rc2); vLLM's own value
+is the one a server without the flag runs."""
 DEFAULT_HCCL_BUFFSIZE_MB = 200
 """CANN's default ``HCCL_BUFFSIZE`` (MB per direction and communicator)."""
 ACTIVATION_RESERVE_GIB = 6.0
@@ -275,7 +278,7 @@ def plan_fit_inputs(plan) -> FitInputs:
     """What ``plan`` runs, as a fit reads it: its layout and weights, ``--max-num-seqs`` (else the highest
     concurrency per DP engine) sequences of its longest request, the KV cache split over its decode context parallel
     ranks (``--decode-context-parallel-size``), its ``--kv-cache-dtype``, and vLLM's defaults for what it leaves unset
-    (``--max-model-len``: the model's context; ``--gpu-memory-utilization`` 0.9; HCCL_BUFFSIZE 200)."""
+    (``--max-model-len``: the model's context; ``--gpu-memory-utilization`` 0.92; HCCL_BUFFSIZE 200)."""
     r, facts = plan.request, plan.facts
     seqs = serve_value(plan, "--max-num-seqs")
     tokens = facts["workload.total_len_max"]

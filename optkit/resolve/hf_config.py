@@ -1,7 +1,8 @@
 """A model profile derived from a user's own Hugging Face ``config.json``.
 
 ``profile_from_hf_config`` reads the language-model fields (under ``text_config`` for multimodal
-configs, else the top level) and validates a ``ModelProfile`` of family ``custom``, returned as a
+configs, ``llm_config`` or ``thinker_config.text_config`` where the file nests it there: ``LM_PATHS``, else the
+top level) and validates a ``ModelProfile`` of family ``custom``, returned as a
 record. Every missing, mistyped or impossible key becomes one located problem that names the key
 as the file spells it (``text_config.num_hidden_layers``), all reported together.
 
@@ -24,6 +25,7 @@ from optkit.catalog.frozen import freeze
 from optkit.catalog.jsonio import load_json_text
 from optkit.catalog.textfile import read_text
 from optkit.errors import Location, Problem, ValidationFailed
+from optkit.resolve.hf_layers import LayerKinds, shown as _shown
 from optkit.resolve.profile_records import ModelProfileRecord
 from optkit.resolve.profiles import RECORDS, ModelProfile
 
@@ -36,6 +38,7 @@ VLLM_MTP_LAYER_KEYS: dict[str, str] = {
         "num_nextn_predict_layers"),
     "minimax_m3_vl": "num_mtp_modules",
     "glm5_next": "num_nextn_predict_layers",
+    "dots3_note": "num_nextn_predict_layers",
     **dict.fromkeys(("qwen4_exp", "qwen4_exp_text"), "mtp_num_hidden_layers"),
 }
 """Top-level ``model_type`` → the config key vLLM takes the MTP layer count from
@@ -51,16 +54,30 @@ kimi_k2 and kimi_k25 (Kimi-K2.x) have no MTP drafter in either. vLLM 0.30.0 also
 model's ``num_mtp_modules``), the text-only Qwen3.5 model types qwen3_5_text / qwen3_5_moe_text
 ("checkpoints that ship only the text config", vllm/config/speculative.py:904-919; Qwen3.8-2.4T-A95B's config is
 one), the Qwen4-Exp types of Qwen3.8-Flash-Next (speculative.py:832-840, text_config.mtp_num_hidden_layers) and
-glm5_next (GLM-5.3-Flash: -> glm5_next_mtp, from ``num_nextn_predict_layers``, speculative.py:1046-1050)."""
-
-LAYER_TYPES_KDA = ("glm5_next",)
-"""Top-level ``model_type`` whose Kimi Delta Attention layers vLLM reads from ``layer_types`` (not from
-``linear_attn_config``'s 1-based lists, as for Kimi-Linear)."""
+glm5_next (GLM-5.3-Flash: -> glm5_next_mtp, from ``num_nextn_predict_layers``, speculative.py:1046-1050) and
+dots3_note (-> dots3_note_mtp, speculative.py:651-662; its default: ``MTP_DEFAULTS``)."""
 
 FLATTENED_MULTIMODAL = {"deepseek_v41": "vLLM 0.30.0 transformers_utils/configs/deepseek_v41.py:10-16"}
 """Top-level ``model_type`` whose vLLM config class flattens ``text_config`` and ``vision_config`` onto
 one object: vLLM's hf_config is then its hf_text_config and carries no vision_config, so vllm-ascend's
 is_vl_model() (0.30.0rc2 vllm_ascend/utils.py:1066-1094) is False although the file has a vision tower."""
+
+LM_PATHS = (("text_config",), ("llm_config",), ("thinker_config", "text_config"))
+"""Where a multimodal config.json keeps its language model, first found wins: ``text_config``; ``llm_config``
+(InternVL's ``internvl_chat``: vLLM 0.30.0 reads it as the text config, vllm/transformers_utils/config.py:174-176
+``_CONFIG_ATTRS_MAPPING``); the thinker's ``text_config`` (Qwen3-Omni's ``qwen3_omni_moe``: vLLM serves its thinker,
+vllm/model_executor/models/registry.py:583-586, whose language model is ``thinker_config.text_config``,
+transformers_utils/config.py:637-641)."""
+
+VISION_PATHS = (("vision_config",), ("thinker_config", "vision_config"))
+"""Where a config.json keeps a vision tower: vllm-ascend 0.30.0rc2's is_vl_model() takes a config whose text
+config is a sub-config as multimodal, and falls back to a top-level ``thinker_config`` or ``vision_config``
+(vllm_ascend/utils.py:1066-1094)."""
+
+MTP_DEFAULTS = {"dots3_note": 1}
+"""Model types whose vLLM config class sets the MTP layer count the file leaves out: Dots3-Note's
+``num_nextn_predict_layers`` defaults to 1 ("absent from existing Note config.json files", vLLM 0.30.0
+vllm/transformers_utils/configs/dots3_note.py:12-24), drafted as dots3_note_mtp (vllm/config/speculative.py:651-662)."""
 
 NAME_KEYS = ("_name_or_path", "name_or_path")
 """config.json keys that name the checkpoint (written by ``save_pretrained``; absent from most
@@ -78,12 +95,15 @@ _RANGES = {
     "max_position_embeddings": (0, 1 << 30), "moe_topk": (1, 1 << 20), "num_shared_expert": (0, 1 << 20),
     "num_shared_experts": (0, 1 << 20), "dense_intermediate_size": (0, 1 << 24),
     "shared_intermediate_size": (0, 1 << 24), "compress_ratios": (0, 1 << 20), "qk_nope_head_dim": (0, 1 << 16),
-    "index_head_dim": (0, 1 << 16),
+    "index_head_dim": (0, 1 << 16), "top_k_experts": (1, 1 << 20), "sliding_window_size": (0, 1 << 26),
 }
 # Other spellings of a key, read when the usual one is absent: Hunyuan-A13B's per-layer lists
-# (moe_topk, num_shared_expert: a list whose entries are all one integer reads as that integer)
-# and Hy3's num_shared_experts.
-KEY_ALIASES = {"num_experts_per_tok": ("moe_topk",), "n_shared_experts": ("num_shared_expert", "num_shared_experts")}
+# (moe_topk, num_shared_expert: a list whose entries are all one integer reads as that integer), Hy3's
+# num_shared_experts, Gemma 4 MoE's top_k_experts (vLLM 0.30.0 vllm/model_executor/models/gemma4.py:365) and
+# Dots3-Note's sliding_window_size (vLLM 0.30.0 vllm/models/dots3_note/nvidia/model.py:480).
+KEY_ALIASES = {"num_experts_per_tok": ("moe_topk", "top_k_experts"),
+               "n_shared_experts": ("num_shared_expert", "num_shared_experts"),
+               "sliding_window": ("sliding_window_size",)}
 
 
 def profile_from_hf_config(path: Path, model_id: str | None = None, text: str | None = None) -> ModelProfileRecord:
@@ -124,7 +144,7 @@ def _profile_id(name: str) -> str:
     return cleaned or "custom-model"
 
 
-class _ConfigReader:
+class _ConfigReader(LayerKinds):
     """Reads typed values from a config.json, collecting one Problem per bad or missing key.
 
     ``keys`` remembers, per ModelProfile field, the config key (as the file spells it) it was
@@ -133,9 +153,13 @@ class _ConfigReader:
 
     def __init__(self, file: str, text: str, config: dict):
         self.file, self.text, self.top = file, text, config
-        nested = config.get("text_config")
-        self.lm = nested if isinstance(nested, dict) else config
-        self.prefix = "text_config." if self.lm is not config else ""
+        self.lm, self.lm_path = config, ()
+        for path in LM_PATHS:
+            nested = _at(config, path)
+            if isinstance(nested, dict):
+                self.lm, self.lm_path = nested, path
+                break
+        self.prefix = "".join(f"{key}." for key in self.lm_path)
         self.problems: list[Problem] = []
         self.keys: dict[str, str] = {}
         self.notes: list[str] = []
@@ -188,11 +212,12 @@ class _ConfigReader:
     def _is_vl_model(self, model_type: str) -> bool:
         """What vllm-ascend's is_vl_model() answers: the config carries ``vision_config``, unless vLLM
         flattens it away (``FLATTENED_MULTIMODAL``)."""
-        if "vision_config" in self.top and model_type in FLATTENED_MULTIMODAL:
+        vision = any(isinstance(_at(self.top, path), dict) for path in VISION_PATHS)
+        if vision and model_type in FLATTENED_MULTIMODAL:
             self.notes.append(f"is_vl: {FLATTENED_MULTIMODAL[model_type]} flattens vision_config into the "
                               f"language model's config, so vllm-ascend's is_vl_model() is False")
             return False
-        return "vision_config" in self.top
+        return vision
 
     def _head_dim(self, hidden: int, heads: int) -> int:
         """``head_dim``, or its default (``_default_head_dim``) when absent; an MLA config that writes 0 there
@@ -368,61 +393,15 @@ class _ConfigReader:
             self.notes.append(f"mtp: vLLM (0.23.0, 0.30.0) has no MTP drafter for model_type {model_type!r}: no MTP head")
             return 0
         self.keys["mtp_layers"] = self._path(key)
+        if self.value(key)[1] is None and model_type in MTP_DEFAULTS:
+            self.notes.append(f"mtp: {key} is absent; vLLM's {model_type} config class sets it to "
+                              f"{MTP_DEFAULTS[model_type]} (MTP_DEFAULTS)")
+            return MTP_DEFAULTS[model_type]
         if self.value(key)[1] is None:
             self.notes.append(f"mtp: {key} is absent, so config.json does not say whether the checkpoint ships "
                               f"an MTP head (vLLM would build its default of 1 layer): unknown")
             return None
         return self.integer(key, limits="mtp")
-
-    def _layer_split(self, num_layers: int) -> dict[str, int]:
-        """GDN vs full-attention layer counts from ``layer_types`` or ``full_attention_interval``; Kimi
-        Delta Attention vs full-attention layers from Kimi-Linear's ``linear_attn_config``."""
-        if isinstance(self.lm.get("linear_attn_config"), dict):
-            if self.value("model_type", top=True)[1] in LAYER_TYPES_KDA:
-                return self._kda_by_layer_types(num_layers)
-            return self._kda_split(num_layers)
-        layer_types = self.lm.get("layer_types")
-        if isinstance(layer_types, list):
-            self.keys["gdn_layers"] = self.keys["full_attention_layers"] = self._path("layer_types")
-            if num_layers and len(layer_types) != num_layers:
-                message = f"has {len(layer_types)} entries but num_hidden_layers is {num_layers}"
-                self._bad("layer_types", message)
-            return {
-                "gdn_layers": layer_types.count("linear_attention"),
-                "full_attention_layers": layer_types.count("full_attention"),
-            }
-        interval = self.integer("full_attention_interval", default=0)
-        full = num_layers // interval if interval > 0 else num_layers
-        return {"gdn_layers": num_layers - full, "full_attention_layers": full}
-
-    def _kda_by_layer_types(self, num_layers: int) -> dict[str, int]:
-        """GLM-5.3-Flash (glm5_next): a Kimi Delta Attention layer is a ``layer_types`` entry 'linear_attention',
-        every other entry a full-attention layer (vLLM 0.30.0 transformers_utils/configs/glm5_next.py is_kda_layer;
-        its linear_attn_config lists number the layers from 0)."""
-        layer_types = self.lm.get("layer_types")
-        self.keys["kda_layers"] = self.keys["full_attention_layers"] = self._path("layer_types")
-        if not isinstance(layer_types, list) or len(layer_types) != num_layers:
-            self._bad("layer_types", f"must list the kind of each of the {num_layers} layers "
-                                     f"(got {_shown(layer_types)})")
-            return {"gdn_layers": 0, "kda_layers": 0, "full_attention_layers": num_layers}
-        kda = layer_types.count("linear_attention")
-        return {"gdn_layers": 0, "kda_layers": kda, "full_attention_layers": num_layers - kda}
-
-    def _kda_split(self, num_layers: int) -> dict[str, int]:
-        """Kimi-Linear (Kimi-K3): ``linear_attn_config.kda_layers`` and ``full_attn_layers`` list the
-        layers, numbered from 1 (vLLM 0.30.0 transformers_utils/configs/kimi_linear.py is_kda_layer)."""
-        config, counts = self.lm["linear_attn_config"], {}
-        for key, field in (("kda_layers", "kda_layers"), ("full_attn_layers", "full_attention_layers")):
-            path = f"{self._path('linear_attn_config')}.{key}"
-            self.keys[field] = path
-            layers = config.get(key)
-            if not isinstance(layers, list) or not all(
-                    type(n) is int and 1 <= n <= max(num_layers, 1) for n in layers):
-                message = f"must be a list of layer numbers from 1 to {num_layers} (got {_shown(layers)})"
-                self.problems.append(Problem(Location(self.file, self._line(*path.split(".")), path), message))
-                layers = []
-            counts[field] = len(set(layers))
-        return {"gdn_layers": 0, **counts}
 
     def _moe(self) -> dict[str, Any]:
         experts = self.integer("num_experts", "num_local_experts", "n_routed_experts", default=0,
@@ -456,7 +435,7 @@ class _ConfigReader:
 
     def _missing(self, key: str, top: bool = False) -> None:
         prefix = "" if top else self.prefix
-        owner = ("text_config",) if prefix else ()
+        owner = self.lm_path if prefix else ()
         location = Location(self.file, self._line(*owner), prefix + key)
         self.problems.append(Problem(location, "required key is missing"))
 
@@ -476,17 +455,17 @@ class _ConfigReader:
         return line
 
 
+def _at(config: dict, path: tuple[str, ...]) -> Any:
+    """The value at the key path ``path`` of ``config`` (None where a key is missing)."""
+    node: Any = config
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
 def _one_per_layer(value: Any) -> Any:
     """A per-layer list whose entries are all the same integer, as that integer (Hunyuan's
     ``moe_topk: [8, 8, …]``); any other value unchanged (a mixed list stays a list: a problem)."""
     if isinstance(value, list) and value and all(type(v) is int and v == value[0] for v in value):
         return value[0]
     return value
-
-
-def _shown(value: Any) -> str:
-    """A value for a message, shortened (a 5000-digit integer is not repeated in full)."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 30:
-        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."

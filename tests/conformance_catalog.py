@@ -308,6 +308,7 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
     if role:  # one role of a PD deployment: a --pd plan of this command's instance shape, its role's launch
         request["pd"] = "1:1"
         request.pop("nodes", None)
+        request.update(partner_shape(command, role, (request["tp"], request["dp"])))
     try:
         result = plan(Request(**request), workspace)
         launch = RoleLaunch(result, workspace, role) if role else Launch(result, workspace)
@@ -320,6 +321,25 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
     unexplained = [d for d in differences if not explained_by(d, siblings)]
     outcome = "reproduced" if not differences else "unexplained" if unexplained else "explained"
     return row(outcome, request=request, differences=differences, unexplained=unexplained, siblings=siblings)
+
+
+def partner_shape(command: dict, role: str, own: tuple[int, int]) -> dict:
+    """The request fields of a PD role command whose connector names a partner role of another shape: its
+    ``kv_connector_extra_config`` gives both roles' TP and DP (the decode's as ``tp``/``dp``, the prefill's as
+    ``prefill_tp``/``prefill_dp``); {} when it names none, or names this command's own role otherwise than the
+    command runs it (the page contradicting itself: its own shape is compared, both roles alike)."""
+    options = command.get("options", {})
+
+    def size(which: str, key: str) -> int | None:
+        entry = options.get(f"--kv-transfer-config.kv_connector_extra_config.{which}.{key}")
+        value = _int(entry.get("value") if entry else None, 0)
+        return value or None
+
+    shapes = {which: (size(which, "tp_size"), size(which, "dp_size")) for which in ("prefill", "decode")}
+    if any(None in shape for shape in shapes.values()) or shapes[role] != own or shapes["prefill"] == shapes["decode"]:
+        return {}
+    (ptp, pdp), (dtp, ddp) = shapes["prefill"], shapes["decode"]
+    return {"tp": dtp, "dp": ddp, "prefill_tp": ptp, "prefill_dp": pdp}
 
 
 def sibling_lines(page_data: dict, command: dict, hardware: str | None) -> frozenset:

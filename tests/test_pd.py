@@ -610,3 +610,75 @@ def test_an_instance_across_nodes_passes_the_paired_vllm(across):
            "(worker), decode instance 0 node 0 (leader), decode instance 0 node 1 (worker))" in note
     engine = next(c.note for c in report.checks if c.name == "engine")
     assert "decode instance 0 node 1 (worker): DP rank 4 of 8, headless" in engine
+
+
+# --------------------------------------------------------------------------- prefill instances of their own shape
+
+
+ASYMMETRIC = {**DONE, **ACROSS, "prefill_tp": 8, "prefill_dp": 2}
+"""Qwen3-235B-A22B.md's PD pair (0.30.0rc2): a TP 8 × DP 2 prefiller on one A3 node (:510), a TP 4 × DP 8 decoder over
+two (:520)."""
+
+
+def test_prefill_instances_of_their_own_shape_are_placed_and_planned_for_it(tmp_path):
+    result = plan(Request(**ASYMMETRIC), WORKSPACE)
+    pd = result.pd
+    assert [(i.role, i.node, i.nodes, len(i.devices)) for i in pd.instances] == [("prefill", 0, (0,), 16),
+                                                                                ("decode", 1, (1, 2), 16)]
+    assert (pd.nodes, pd.shape("prefill"), pd.shape("decode"), pd.asymmetric) == (3, (8, 2), (4, 8), True)
+    prefill = result.roles["prefill"]
+    assert (prefill.request.tp, prefill.request.dp, prefill.facts["parallel.tp"]) == (8, 2, 8)
+    assert prefill.pd is pd and prefill.fit.fits
+    bundle = tmp_path / "b"
+    write_bundle(result, WORKSPACE, bundle, k8s=False)
+    lock = read_lock(bundle)
+    assert lock["launch"]["pd"]["shapes"] == {"prefill": {"tp": 8, "dp": 2}, "decode": {"tp": 4, "dp": 8}}
+    for role, (tp, dp) in (("prefill", (8, 2)), ("decode", (4, 8))):
+        launch = lock["launch"]["roles"][role]
+        argv = launch["argv"]
+        assert (argv[argv.index("--tensor-parallel-size") + 1], argv[argv.index("--data-parallel-size") + 1]) == \
+            (str(tp), str(dp))
+        extra = json.loads(launch["instances"][0]["kv_transfer_config"])["kv_connector_extra_config"]
+        assert extra == {"prefill": {"dp_size": 2, "tp_size": 8}, "decode": {"dp_size": 8, "tp_size": 4}}
+    assert "nodes" not in lock["launch"]["roles"]["prefill"] and lock["launch"]["roles"]["decode"]["nodes"]["count"] == 2
+    assert check_launch(bundle, lock).status == "pass"
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(prefill_tp=4), "--prefill-tp without --pd: it sizes the prefill instances of a prefill/decode-disaggregated "
+     "plan; give --pd P:D, or use --tp / --dp for one server"),
+    (dict(pd="1:1", prefill_tp=32), "--pd 1:1 with --prefill-tp 32 × --prefill-dp 1: one prefill instance needs 32 "
+     "devices, more than a 910c node's 16, and it cannot span 2 nodes: its TP group would span nodes (an instance spans "
+     "nodes with its DP ranks across them, TP 32 within each node); lower --tp or --dp so that TP × DP ≤ 16, or give "
+     "a DP that splits evenly over whole nodes"),
+], ids=["without-pd", "prefill-tp-across-nodes"])
+def test_a_prefill_shape_is_refused_naming_its_flag(fields, message):
+    request = {k: v for k, v in DONE.items() if k != "pd" or "pd" in fields}
+    with pytest.raises(RequestError) as exc:
+        plan(Request(**{**request, **fields}), WORKSPACE)
+    assert str(exc.value) == message
+
+
+def test_shapes_selecting_other_source_patches_are_refused():
+    """One tree serves both roles: where the prefill shape's plan selects a recipe with source patches that the
+    decode shape's does not, the plan is refused, naming it (the prefill plan stands in with one more patch recipe)."""
+    from optkit.resolve.role_plans import shaped_prefill_plan
+
+    result = plan(Request(**ASYMMETRIC), WORKSPACE)
+    extra = next(r.id for r in sorted(WORKSPACE.catalog, key=lambda r: r.id) if r.patches and r.id not in result.selected)
+    with pytest.raises(RequestError) as exc:
+        shaped_prefill_plan(result, lambda r: _Selecting(plan(r, WORKSPACE), extra),
+                            lambda rid: bool(WORKSPACE.catalog[rid].patches))
+    assert str(exc.value) == (f"--prefill-tp 8 × --prefill-dp 2: the prefill shape selects source patches the other "
+                              f"does not ({extra}), and one vllm-ascend tree serves both roles; give both roles one "
+                              "shape, or a prefill shape whose plan selects the same recipes")
+
+
+class _Selecting:
+    """A plan whose selection holds one more recipe."""
+
+    def __init__(self, result, extra: str):
+        self._plan, self.selected = result, [*result.selected, extra]
+
+    def __getattr__(self, name):
+        return getattr(self._plan, name)

@@ -67,8 +67,8 @@ class RoleLaunch(Launch):
 
     @property
     def devices(self) -> int:
-        """The devices of one instance."""
-        return self.plan.pd.instance_devices
+        """The devices of one instance of this role."""
+        return self.plan.pd.width(self.role)
 
     @property
     def parameters(self) -> dict[str, str]:
@@ -78,7 +78,7 @@ class RoleLaunch(Launch):
     def nodes(self) -> dict[str, Any] | None:
         """The lock's ``launch.roles.<role>.nodes`` where an instance spans nodes (its DP ranks across them, as one
         multi-node server's: ``Launch.nodes``); None where each instance runs on one node."""
-        return super().nodes if self.plan.pd.instance_nodes > 1 else None
+        return super().nodes if self.plan.pd.span(self.role) > 1 else None
 
     def port(self, instance: Instance) -> int:
         return self.release.api_port + instance.rank
@@ -88,11 +88,11 @@ class RoleLaunch(Launch):
 
     def kv_transfer_config(self, instance: Instance) -> dict[str, Any]:
         """The instance's --kv-transfer-config, as the tutorial writes it (kv_port a string there too)."""
-        request = self.plan.request
-        both = {"dp_size": request.dp, "tp_size": request.tp}
+        pd = self.plan.pd
+        shapes = {role: dict(zip(("tp_size", "dp_size"), pd.shape(role))) for role in ROLES}
         return {"kv_connector": self.release.connector, "kv_role": self.release.kv_roles[self.role],
                 "kv_port": str(self.kv_port(instance)),
-                "kv_connector_extra_config": {"prefill": dict(both), "decode": dict(both)}}
+                "kv_connector_extra_config": {role: dict(sorted(shapes[role].items())) for role in ("prefill", "decode")}}
 
     def instances_data(self) -> list[dict[str, Any]]:
         """The lock's ``launch.roles.<role>.instances``."""
@@ -120,7 +120,9 @@ def pd_lock(launches: dict[str, RoleLaunch]) -> dict[str, Any]:
     """The lock's ``launch.pd``: the shape, the connector, the proxy, and where each value comes from."""
     any_launch = next(iter(launches.values()))
     release, pd = any_launch.release, any_launch.plan.pd
+    shapes = {"shapes": {role: dict(zip(("tp", "dp"), pd.shape(role))) for role in ROLES}} if pd.asymmetric else {}
     return {"prefill": pd.prefill, "decode": pd.decode, "instance_devices": pd.instance_devices, "nodes": pd.nodes,
+            **shapes,
             "connector": release.connector, "proxy": {"script": release.proxy_script, "port": release.proxy_port},
             "sources": dict(sorted(release.sources.items()))}
 

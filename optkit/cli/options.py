@@ -52,7 +52,12 @@ _OPTIONS = [
     (("--nodes",), "nodes", dict(type=int, help="Nodes the TP x DP ranks run on (default: the fewest "
                                                 "that hold them; more spreads the DP ranks).")),
     (("--pd",), "pd", dict(metavar="P:D", help="Prefill/decode disaggregation: P prefill and D decode instances "
-                                                "of TP x DP each, e.g. 1:1 (one bundle, a role per instance).")),
+                                                "of TP x DP each (the prefill ones --prefill-tp x --prefill-dp where "
+                                                "given), e.g. 1:1 (one bundle, a role per instance).")),
+    (("--prefill-tp",), "prefill_tp", dict(type=int, help="With --pd: the prefill instances' TP when it differs "
+                                                         "from the decode instances' --tp.")),
+    (("--prefill-dp",), "prefill_dp", dict(type=int, help="With --pd: the prefill instances' DP when it differs "
+                                                         "from the decode instances' --dp.")),
     (("--ep/--no-ep",), "ep", dict(default=None, help="Expert parallelism (default: on for MoE models).")),
     (("--context-parallel/--no-context-parallel",), "context_parallel", dict(default=None, help="Context parallelism in use.")),
     (("--dcp",), "dcp", dict(type=int, help="Decode context parallel size: the KV cache of a sequence split over this "

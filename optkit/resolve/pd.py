@@ -52,17 +52,38 @@ class PDLayout:
 
     prefill: int
     decode: int
-    instance_devices: int  # TP × DP
+    instance_devices: int  # TP × DP of a decode instance (of every instance, without --prefill-tp / --prefill-dp)
     nodes: int
     instances: tuple[Instance, ...]
-    instance_nodes: int = 1  # the nodes one instance spans (1: it fits one node)
+    instance_nodes: int = 1  # the nodes one decode instance spans (1: it fits one node)
+    shapes: tuple = ()  # (role, tp, dp, devices, nodes spanned) per role, prefill first
 
     def of(self, role: str) -> list[Instance]:
         return [i for i in self.instances if i.role == role]
 
+    def shape(self, role: str) -> tuple[int, int]:
+        """(TP, DP) of the role's instances."""
+        return next((tp, dp) for name, tp, dp, _, _ in self.shapes if name == role)
+
+    def width(self, role: str) -> int:
+        """The devices of one instance of the role."""
+        return next(devices for name, _, _, devices, _ in self.shapes if name == role)
+
+    def span(self, role: str) -> int:
+        """The nodes one instance of the role spans (1: it fits one node)."""
+        return next(span for name, _, _, _, span in self.shapes if name == role)
+
+    @property
+    def asymmetric(self) -> bool:
+        return len({(tp, dp) for _, tp, dp, _, _ in self.shapes}) > 1
+
     @property
     def summary(self) -> str:
         where = "one node" if self.nodes == 1 else f"{self.nodes} nodes"
+        if self.asymmetric:
+            parts = [f"{count}{role[0].upper()} of TP{tp} DP{dp}" + (f" ({span} nodes each)" if span > 1 else "")
+                     for (role, tp, dp, _, span), count in zip(self.shapes, (self.prefill, self.decode))]
+            return f"{self.prefill}P{self.decode}D: {', '.join(parts)} on {where}"
         spans = f" ({self.instance_nodes} nodes each)" if self.instance_nodes > 1 else ""
         return (f"{self.prefill}P{self.decode}D: {self.prefill + self.decode} instances of {self.instance_devices} "
                 f"devices{spans} on {where}")
@@ -73,37 +94,55 @@ def pd_layout(request, target) -> PDLayout | None:
     the flag and what would fix it."""
     counts = request.pd_instances
     if counts is None:
+        if request.prefill_tp is not None or request.prefill_dp is not None:
+            flag = "--prefill-tp" if request.prefill_tp is not None else "--prefill-dp"
+            raise RequestError(f"{flag} without --pd: it sizes the prefill instances of a prefill/decode-disaggregated "
+                               "plan; give --pd P:D, or use --tp / --dp for one server")
         return None
     prefill, decode = counts
-    per_node, width = target.devices_per_node, request.tp * request.dp
+    per_node = target.devices_per_node
     if request.nodes is not None:
         raise RequestError(f"--nodes {request.nodes} with --pd {request.pd}: --nodes places the ranks of one server; a PD "
                            "plan's nodes follow from its instances (packed onto nodes in order; an instance larger than a "
                            "node takes whole nodes of its own): drop --nodes")
-    if width > per_node:
-        span = ceil(width / per_node)
-        problem = layout_problem(request.tp, request.dp, span, per_node)
-        if problem or layout_of(request.tp, request.dp, span).kind != "dp-across-nodes":
-            raise RequestError(
-                f"--pd {request.pd} with --tp {request.tp} × --dp {request.dp}: one instance needs {width} devices, "
-                f"more than a {target.id} node's {per_node}, and it cannot span {span} nodes: "
-                f"{problem or 'its TP group would span nodes'} (an instance spans nodes with its DP ranks across "
-                f"them, TP {request.tp} within each node); lower --tp or --dp so that TP × DP ≤ {per_node}, or give a "
-                f"DP that splits evenly over whole nodes")
-        instances = []
-        for rank in range(prefill + decode):
-            role, index = ("prefill", rank) if rank < prefill else ("decode", rank - prefill)
-            nodes = tuple(range(rank * span, (rank + 1) * span))
-            instances.append(Instance(role, index, rank, nodes[0], tuple(range(per_node)), nodes))
-        return PDLayout(prefill, decode, width, (prefill + decode) * span, tuple(instances), span)
-    slots = per_node // width
-    instances = []
+    shapes = []
+    for role, (tp, dp) in (("prefill", request.prefill_shape), ("decode", (request.tp, request.dp))):
+        shapes.append((role, tp, dp, tp * dp, _span(request, target, role, tp, dp)))
+    instances, node, used = [], 0, 0
     for rank in range(prefill + decode):
         role, index = ("prefill", rank) if rank < prefill else ("decode", rank - prefill)
-        first = (rank % slots) * width
-        instances.append(Instance(role, index, rank, rank // slots, tuple(range(first, first + width)),
-                                  (rank // slots,)))
-    return PDLayout(prefill, decode, width, ceil((prefill + decode) / slots), tuple(instances))
+        _, _, _, width, span = shapes[0 if role == "prefill" else 1]
+        if span > 1:  # whole nodes of its own
+            node, used = node + (used > 0), 0
+            nodes = tuple(range(node, node + span))
+            instances.append(Instance(role, index, rank, node, tuple(range(per_node)), nodes))
+            node += span
+            continue
+        if used + width > per_node:
+            node, used = node + 1, 0
+        instances.append(Instance(role, index, rank, node, tuple(range(used, used + width)), (node,)))
+        used += width
+    _, _, _, width, span = shapes[1]
+    return PDLayout(prefill, decode, width, node + (used > 0), tuple(instances), span, tuple(shapes))
+
+
+def _span(request, target, role: str, tp: int, dp: int) -> int:
+    """The nodes one instance of ``role`` (TP × DP) spans, or a RequestError: DP ranks across whole nodes only."""
+    per_node, width = target.devices_per_node, tp * dp
+    if width <= per_node:
+        return 1
+    span = ceil(width / per_node)
+    problem = layout_problem(tp, dp, span, per_node)
+    if problem or layout_of(tp, dp, span).kind != "dp-across-nodes":
+        flags = "--prefill-tp {} × --prefill-dp {}" if role == "prefill" and request.asymmetric_pd else "--tp {} × --dp {}"
+        shown = flags.format(tp, dp)
+        raise RequestError(
+            f"--pd {request.pd} with {shown}: one {role + ' ' if request.asymmetric_pd else ''}instance needs "
+            f"{width} devices, more than a {target.id} node's {per_node}, and it cannot span {span} nodes: "
+            f"{problem or 'its TP group would span nodes'} (an instance spans nodes with its DP ranks across "
+            f"them, TP {tp} within each node); lower --tp or --dp so that TP × DP ≤ {per_node}, or give a "
+            f"DP that splits evenly over whole nodes")
+    return span
 
 
 __all__ = ["Instance", "PDLayout", "pd_layout", "ROLES"]

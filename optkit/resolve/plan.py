@@ -30,7 +30,7 @@ from optkit.resolve.resolver import Resolution, Status, resolve, version_ranges
 from optkit.resolve.settings import (ConflictingSettings, Derivation, Setting, carry_page_settings, collect, launch_flags, merge_into,  # noqa: F401 - re-exported
                                      substitute)
 from optkit.resolve.quantization import Weights, find_checkpoint, served_weights
-from optkit.resolve.role_plans import check_role_fit, role_plans
+from optkit.resolve.role_plans import check_role_fit, role_plans, shaped_prefill_plan
 from optkit.value import field, valueclass
 
 _WOULD_CHANGE = frozenset({Status.objective, Status.regresses, Status.needs_opt_in})
@@ -302,6 +302,9 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
     result = _assemble(result, ws, baseline_for)
     if not result.fit.fits:
         raise RequestError(fit_refusal(result.fit, model.id, target.id))
+    if request.asymmetric_pd:  # the prefill instances' own shape: planned for it (role_plans.shaped_prefill_plan)
+        result.roles = {**result.roles, "prefill": shaped_prefill_plan(
+            result, lambda r: plan(r, ws), lambda rid: bool(ws.catalog[rid].patches))}
     check_role_fit(result)
     return result
 

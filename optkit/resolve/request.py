@@ -50,6 +50,12 @@ class Request(RequestBehaviour, BaseModel):
     pd: Annotated[Optional[str], BeforeValidator(pd_shape)] = Field(
         None, description="Prefill/decode disaggregation, 'P:D': P prefill and D decode instances of TP × DP each, "
         "joined by the release's Mooncake connector and proxy (optkit.resolve.pd places them).")
+    prefill_tp: Optional[_bounded(1, MAX_PARALLEL)] = Field(
+        None, description="With --pd: the prefill instances' tensor-parallel size when it differs from the decode "
+        "instances' (--tp); default --tp.")
+    prefill_dp: Optional[_bounded(1, MAX_PARALLEL)] = Field(
+        None, description="With --pd: the prefill instances' data-parallel size when it differs from the decode "
+        "instances' (--dp); default --dp.")
     ep: Optional[bool] = Field(None, description=(
         "Expert parallelism; default: as the model's own tutorial page runs it for the layout (its scenario row or "
         "command: page.expert_parallel), else on for MoE models."))

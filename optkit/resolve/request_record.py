@@ -90,6 +90,17 @@ class RequestBehaviour:
         """(prefill, decode) instances of ``--pd P:D``; None for one server."""
         return None if self.pd is None else tuple(int(n) for n in self.pd.split(":"))
 
+    @property
+    def prefill_shape(self) -> tuple[int, int]:
+        """(TP, DP) of a PD plan's prefill instances: ``--prefill-tp`` / ``--prefill-dp``, else the decode
+        instances' ``--tp`` / ``--dp``."""
+        return self.prefill_tp or self.tp, self.prefill_dp or self.dp
+
+    @property
+    def asymmetric_pd(self) -> bool:
+        """A PD plan whose prefill instances have another shape than its decode instances."""
+        return self.pd is not None and self.prefill_shape != (self.tp, self.dp)
+
 
 class RequestRecord(RequestBehaviour, Record):
     """A validated request (``optkit.resolve.request.Request``)."""

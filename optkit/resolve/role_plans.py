@@ -2,7 +2,12 @@
 plan's instance shape (``Plan.roles``): the same selection of recipes, its settings collected with that role's
 command's page facts (``page.role``, ``page.command_max_num_batched_tokens``, ``page.static_kernel``:
 ``PageAdvice.for_role``), the command's page settings below them, checked as the plan is (context length, fit).
-``optkit.bundle.pd.RoleLaunch`` launches a role's plan; ``optkit explain`` shows its page advice."""
+``optkit.bundle.pd.RoleLaunch`` launches a role's plan; ``optkit explain`` shows its page advice.
+
+Prefill instances of a shape of their own (``--prefill-tp`` / ``--prefill-dp``) are planned for that shape
+(``shaped_prefill_plan``): a plan of the request with the prefill instances' TP and DP, whose facts, derived
+values and fit are that shape's; one tree serves both roles, so the two shapes must select the same source
+patches."""
 
 from __future__ import annotations
 
@@ -52,3 +57,26 @@ def check_role_fit(result: Any) -> None:
             raise RequestError(f"the {role} role, with its page command's settings "
                                f"(:{role_plan.page_advice.layout_line}): "
                                + fit_refusal(role_plan.fit, result.model.id, result.target.id))
+
+
+def shaped_prefill_plan(result: Any, plan_for: Callable[[Any], Any], has_patches: Callable[[str], bool]) -> Any:
+    """The prefill role's plan of an asymmetric PD plan (``result``: the decode shape's): the request planned with
+    the prefill instances' TP and DP (``plan_for``: a request record's plan), that plan's own prefill role plan where
+    the page runs one, placed on ``result``'s instances (``has_patches``: whether a recipe ships source patches). Refused, naming the recipes, when the two shapes select
+    different source patches (one ``optkit apply`` serves both roles)."""
+    from optkit.resolve.request import Request
+
+    given = result.given or result.request
+    tp, dp = result.pd.shape("prefill")
+    fields = {**given.dump(mode="json", by_alias=True), "tp": tp, "dp": dp, "prefill_tp": None, "prefill_dp": None}
+    other = plan_for(Request(**fields))
+    patched = [{rid for rid in plan.selected if has_patches(rid)} for plan in (result, other)]
+    if patched[0] != patched[1]:
+        only = sorted(patched[1] - patched[0]) or sorted(patched[0] - patched[1])
+        which = "prefill" if patched[1] - patched[0] else "decode"
+        raise RequestError(f"--prefill-tp {tp} × --prefill-dp {dp}: the {which} shape selects source patches the other "
+                           f"does not ({', '.join(only)}), and one vllm-ascend tree serves both roles; give both roles "
+                           "one shape, or a prefill shape whose plan selects the same recipes")
+    role = copy.copy(other.roles.get("prefill", other))
+    role.pd = result.pd
+    return role

@@ -203,4 +203,4 @@ def test_a_page_whose_layout_optkit_cannot_hold_names_the_contradiction(workspac
         plan(Request(**GPT_OSS), workspace)
     text = str(caught.value)
     assert "Note: the model's page runs this layout and weights at gpt-oss-120b.md:117" in text
-    assert "likely over-counted" in text
+    assert "likely over-counted" in text and "HCCL buffers and KV cache" in text

@@ -586,7 +586,8 @@ def test_an_instance_across_nodes_has_no_k8s_manifests(tmp_path):
 
     with pytest.raises(BundleWriteError) as caught:
         write(tmp_path / "b", k8s=True, **ACROSS)
-    assert "each instance spans 2 nodes, and the PD manifests run one pod per instance" in str(caught.value)
+    assert "each prefill instance (TP 4 × DP 8) spans 2 nodes, and the PD manifests run one pod per instance" \
+        in str(caught.value)
 
 
 def test_bundle_check_probes_every_node_of_every_instance(across):

@@ -49,12 +49,14 @@ def k8s_texts(roles, lock: dict, texts: dict[str, str]) -> dict[str, str]:
     """k8s/: a StatefulSet and headless Service per role, the proxy, the ConfigMap of their scripts."""
     decode = roles["decode"]
     pd = decode.plan.pd
-    if pd.instance_nodes > 1:
+    spanning = [role for role in ROLES if pd.span(role) > 1]
+    if spanning:
+        tp, dp = pd.shape(spanning[0])
         raise BundleWriteError(
-            f"--k8s with --pd {decode.plan.request.pd} at TP {decode.plan.request.tp} × DP {decode.plan.request.dp}: "
-            f"each instance spans {pd.instance_nodes} nodes, and the PD manifests run one pod per instance (a "
-            "StatefulSet per role); write the bundle without --k8s and start each instance's nodes with its "
-            "serve.sh --instance I --node-rank R, or lower --tp × --dp to one node's devices")
+            f"--k8s with --pd {decode.plan.request.pd}: each {spanning[0]} instance (TP {tp} × DP {dp}) spans "
+            f"{pd.span(spanning[0])} nodes, and the PD manifests run one pod per instance (a StatefulSet per role); "
+            "write the bundle without --k8s and start each instance's nodes with its serve.sh --instance I "
+            "--node-rank R, or give each instance at most one node's devices")
     name = _name(decode)
     launched = [f"{role}/{f}" for role in ROLES for f in ("serve.sh", "env.sh")] + ["proxy.sh"]
     files = [(path.replace("/", "-"), path) for path in launched]

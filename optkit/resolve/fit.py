@@ -370,8 +370,9 @@ def page_evidence(plan, inputs: FitInputs) -> tuple[float, str] | None:
     plan's release, serving the plan's weights (``WEIGHTS_SETTING``) with the plan's decode context parallel size
     (``DCP_SETTING``) and no more tokens per step
     (``--max-num-batched-tokens``, what the profile run's activations grow with) than the plan: vLLM started it,
-    so its budget held the weights, the HCCL buffers and one sequence of its ``--max-model-len``, and whatever
-    is left is the most its activations, graphs and runtime took. That bound replaces optkit's assumed
+    so its budget held the weights, the HCCL buffers and the KV cache of its own load (``--max-num-seqs`` sequences
+    of its ``--max-model-len``, where optkit's figures hold them; else one sequence, what vLLM checks at start-up),
+    and whatever is left is the most its activations, graphs and runtime took. That bound replaces optkit's assumed
     ``ACTIVATION_RESERVE_GIB`` where it is lower. A bound at or below zero means optkit's weights or KV figures
     contradict the page: returned (as a negative bound) for the refusal to say so, never applied."""
     from optkit.resolve.page_values import DCP_SETTING, WEIGHTS_SETTING
@@ -411,8 +412,9 @@ def page_evidence(plan, inputs: FitInputs) -> tuple[float, str] | None:
     where = f"{advice.page.removeprefix('models/')}:{weights.source.line} (vllm-ascend {advice.release})"
     if bound <= 0:
         return bound, (f"the model's page runs this layout and weights at {where}, yet optkit's weights "
-                       f"({held.weights_gib:.1f} GiB) and KV figures leave no room even without an activation "
-                       "reserve: the profile's weights or KV cache are likely over-counted")
+                       f"({held.weights_gib:.1f} GiB), HCCL buffers and KV cache leave no room even without an "
+                       "activation reserve: one of them is likely over-counted for this model (its profile's shapes "
+                       "or weights figure)")
     if bound >= inputs.activation_gib:
         return None
     kv = f"its {seqs} sequences" if loaded else "one sequence"

@@ -92,7 +92,8 @@ class RoleLaunch(Launch):
         shapes = {role: dict(zip(("tp_size", "dp_size"), pd.shape(role))) for role in ROLES}
         return {"kv_connector": self.release.connector, "kv_role": self.release.kv_roles[self.role],
                 "kv_port": str(self.kv_port(instance)),
-                "kv_connector_extra_config": {role: dict(sorted(shapes[role].items())) for role in ("prefill", "decode")}}
+                "kv_connector_extra_config": {role: dict(sorted(shapes[role].items()))
+                                              for role in ("prefill", "decode")}}
 
     def instances_data(self) -> list[dict[str, Any]]:
         """The lock's ``launch.roles.<role>.instances``."""
@@ -112,7 +113,8 @@ def role_lock(launch: RoleLaunch, base: dict) -> dict[str, Any]:
     out = copy.deepcopy(base)
     out.update(role=launch.role, env=launch.env, argv=launch.argv, argv_sources=launch.sources,
                parameters=launch.parameters, effective_speculative_config=launch.speculative,
-               instances=launch.instances_data(), node_env=dict(NODE_ENV), **({"nodes": launch.nodes} if launch.nodes else {}))
+               instances=launch.instances_data(), node_env=dict(NODE_ENV),
+               **({"nodes": launch.nodes} if launch.nodes else {}))
     return out
 
 

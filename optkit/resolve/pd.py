@@ -102,9 +102,9 @@ def pd_layout(request, target) -> PDLayout | None:
     prefill, decode = counts
     per_node = target.devices_per_node
     if request.nodes is not None:
-        raise RequestError(f"--nodes {request.nodes} with --pd {request.pd}: --nodes places the ranks of one server; a PD "
-                           "plan's nodes follow from its instances (packed onto nodes in order; an instance larger than a "
-                           "node takes whole nodes of its own): drop --nodes")
+        raise RequestError(f"--nodes {request.nodes} with --pd {request.pd}: --nodes places the ranks of one server; "
+                           "a PD plan's nodes follow from its instances (packed onto nodes in order; an instance larger "
+                           "than a node takes whole nodes of its own): drop --nodes")
     shapes = []
     for role, (tp, dp) in (("prefill", request.prefill_shape), ("decode", (request.tp, request.dp))):
         shapes.append((role, tp, dp, tp * dp, _span(request, target, role, tp, dp)))
@@ -134,8 +134,8 @@ def _span(request, target, role: str, tp: int, dp: int) -> int:
     span = ceil(width / per_node)
     problem = layout_problem(tp, dp, span, per_node)
     if problem or layout_of(tp, dp, span).kind != "dp-across-nodes":
-        flags = "--prefill-tp {} × --prefill-dp {}" if role == "prefill" and request.asymmetric_pd else "--tp {} × --dp {}"
-        shown = flags.format(tp, dp)
+        own = role == "prefill" and request.asymmetric_pd
+        shown = f"--prefill-tp {tp} × --prefill-dp {dp}" if own else f"--tp {tp} × --dp {dp}"
         raise RequestError(
             f"--pd {request.pd} with {shown}: one {role + ' ' if request.asymmetric_pd else ''}instance needs "
             f"{width} devices, more than a {target.id} node's {per_node}, and it cannot span {span} nodes: "

@@ -62,8 +62,9 @@ def check_role_fit(result: Any) -> None:
 def shaped_prefill_plan(result: Any, plan_for: Callable[[Any], Any], has_patches: Callable[[str], bool]) -> Any:
     """The prefill role's plan of an asymmetric PD plan (``result``: the decode shape's): the request planned with
     the prefill instances' TP and DP (``plan_for``: a request record's plan), that plan's own prefill role plan where
-    the page runs one, placed on ``result``'s instances (``has_patches``: whether a recipe ships source patches). Refused, naming the recipes, when the two shapes select
-    different source patches (one ``optkit apply`` serves both roles)."""
+    the page runs one, placed on ``result``'s instances (``has_patches``: whether a recipe ships source patches).
+    Refused, naming the recipes, when the two shapes select different source patches (one ``optkit apply`` serves
+    both roles)."""
     from optkit.resolve.request import Request
 
     given = result.given or result.request

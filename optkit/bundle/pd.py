@@ -74,12 +74,6 @@ class RoleLaunch(Launch):
     def parameters(self) -> dict[str, str]:
         return {**super().parameters, "PORT": str(self.port(self.instances[0]))}
 
-    @property
-    def nodes(self) -> dict[str, Any] | None:
-        """The lock's ``launch.roles.<role>.nodes`` where an instance spans nodes (its DP ranks across them, as one
-        multi-node server's: ``Launch.nodes``); None where each instance runs on one node."""
-        return super().nodes if self.plan.pd.span(self.role) > 1 else None
-
     def port(self, instance: Instance) -> int:
         return self.release.api_port + instance.rank
 

@@ -378,12 +378,8 @@ def page_evidence(plan, inputs: FitInputs) -> tuple[float, str] | None:
     from optkit.resolve.page_values import DCP_SETTING, WEIGHTS_SETTING
     from optkit.value import replace
 
-    advice = plan.page_advice
-    if advice is None or advice.generalized or not advice.settings or advice.page_release != advice.release:
-        return None
-    if tuple(advice.settings_layout[:2]) != (inputs.tp, inputs.dp):
-        return None
-    if not advice.role and advice.settings_layout != (inputs.tp, inputs.dp, plan.layout.nodes):
+    advice = plan.page_advice  # the plan's: for_layout / for_role picked the command of its exact layout, if any
+    if advice is None or advice.generalized or not advice.layout_exact or advice.page_release != advice.release:
         return None
     said = {s.key: s for s in advice.settings}
     weights, dcp = said.get(WEIGHTS_SETTING), said.get(DCP_SETTING)
@@ -406,9 +402,9 @@ def page_evidence(plan, inputs: FitInputs) -> tuple[float, str] | None:
     # the page's tuned command holds its own load (--max-num-seqs of --max-model-len) where optkit's figures allow
     # it; else what vLLM checks at start-up, one sequence of --max-model-len
     loaded = held.holds_load and seqs > 1
-    bound = held.free_gib if loaded else held.budget_gib - held.weights_gib - hccl_bytes(plan.model, command) / GIB \
-        - kv_bytes(plan.model, command.tp, command.quantization, command.spec_tokens, max_len, command.cp,
-                   command.kv_cache_dtype) / GIB
+    if not loaded:
+        held = measure(plan.model, plan.target, replace(command, seqs=1))
+    bound = held.free_gib
     where = f"{advice.page.removeprefix('models/')}:{weights.source.line} (vllm-ascend {advice.release})"
     if bound <= 0:
         return bound, (f"the model's page runs this layout and weights at {where}, yet optkit's weights "

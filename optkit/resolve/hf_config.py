@@ -25,7 +25,7 @@ from optkit.catalog.frozen import freeze
 from optkit.catalog.jsonio import load_json_text
 from optkit.catalog.textfile import read_text
 from optkit.errors import Location, Problem, ValidationFailed
-from optkit.resolve.hf_layers import LayerKinds, shown as _shown
+from optkit.resolve.hf_layers import LayerShapes, shown as _shown
 from optkit.resolve.profile_records import ModelProfileRecord
 from optkit.resolve.profiles import RECORDS, ModelProfile
 
@@ -144,7 +144,7 @@ def _profile_id(name: str) -> str:
     return cleaned or "custom-model"
 
 
-class _ConfigReader(LayerKinds):
+class _ConfigReader(LayerShapes):
     """Reads typed values from a config.json, collecting one Problem per bad or missing key.
 
     ``keys`` remembers, per ModelProfile field, the config key (as the file spells it) it was
@@ -300,40 +300,6 @@ class _ConfigReader(LayerKinds):
             kv_compression_layers=self._compressed_kv_layers(fields["num_layers"]),
         )
 
-    def _ffn_widths(self, fields: dict[str, Any], optional) -> tuple[int | None, int | None, int | None]:
-        """(dense FFN, one routed expert, the shared experts) widths, None where the model has no such part.
-
-        A MoE config without ``moe_intermediate_size`` writes one expert's width as ``intermediate_size``
-        (Mixtral, gpt-oss, MiniMax-M2/M3) and a dense FFN's, if it has dense layers, as
-        ``dense_intermediate_size`` (MiniMax-M3); the shared experts' width is
-        ``shared_expert_intermediate_size`` (MiniMax-M3: ``shared_intermediate_size``), else
-        ``n_shared_experts`` × the expert width."""
-        dense_width = optional("intermediate_size", "intermediate_size")
-        if not fields.get("is_moe"):
-            return dense_width, None, None
-        moe_width = optional("moe_intermediate_size", "moe_intermediate_size")
-        if moe_width is None and dense_width:
-            self.keys["moe_intermediate_size"] = self.keys["intermediate_size"]
-            moe_width, dense_width = dense_width, optional("dense_intermediate_size", "intermediate_size")
-        if not fields.get("shared_experts"):
-            return dense_width, moe_width, None
-        shared_width = self.integer("shared_expert_intermediate_size", "shared_intermediate_size", default=0) or None
-        if shared_width is None and moe_width:
-            shared_width = self.integer("n_shared_experts", default=0) * moe_width or None
-        return dense_width, moe_width, shared_width
-
-    def _first_dense_layers(self) -> int:
-        """Leading dense-FFN layers of a MoE model: ``first_k_dense_replace``, else the leading dense
-        entries of a per-layer list: ``mlp_layer_types`` ``"dense"`` (GLM-5, Hy4) or ``moe_layer_freq`` 0
-        (MiniMax-M3; DeepSeek's integer ``moe_layer_freq`` is a stride, not read here)."""
-        if self.value("first_k_dense_replace")[1] is None:
-            for key, dense in (("mlp_layer_types", "dense"), ("moe_layer_freq", 0)):
-                kinds = self.lm.get(key)
-                if isinstance(kinds, list):
-                    self.keys["first_dense_layers"] = self._path(key)
-                    return next((i for i, kind in enumerate(kinds) if kind != dense), len(kinds))
-        return self.integer("first_k_dense_replace", default=0, field="first_dense_layers")
-
     def value(self, *keys: str, top: bool = False) -> tuple[str, Any]:
         """The first of ``keys`` present (language-model config first, then top level)."""
         scopes = [self.top] if top else [self.lm, self.top]
@@ -402,23 +368,6 @@ class _ConfigReader(LayerKinds):
                               f"an MTP head (vLLM would build its default of 1 layer): unknown")
             return None
         return self.integer(key, limits="mtp")
-
-    def _moe(self) -> dict[str, Any]:
-        experts = self.integer("num_experts", "num_local_experts", "n_routed_experts", default=0,
-                               field="num_experts", limits="experts")
-        if experts <= 0:
-            return {"is_moe": False, "num_experts": 0, "experts_per_token": 0, "shared_experts": False}
-        shared_width = self.integer("shared_expert_intermediate_size", default=0)
-        # Kimi-Linear (Kimi-K3) spells these num_shared_experts and num_experts_per_token
-        shared = shared_width > 0 or self.integer("n_shared_experts", "num_shared_experts", default=0,
-                                                  limits="n_shared_experts") > 0
-        return {
-            "is_moe": True,
-            "num_experts": experts,
-            "experts_per_token": self.integer("num_experts_per_tok", "num_experts_per_token", field="experts_per_token",
-                                              limits="num_experts_per_tok"),
-            "shared_experts": shared,
-        }
 
     def field_problem(self, err: dict) -> Problem:
         """A ModelProfile validation error, located at the config key the field was read from."""

@@ -1,7 +1,8 @@
-"""The layer kinds of a config.json's language model, as vLLM reads them: Gated DeltaNet vs full attention
-(``layer_types`` or ``full_attention_interval``), Kimi Delta Attention vs full attention (Kimi-Linear's
-``linear_attn_config``, GLM-5.3-Flash's ``layer_types``). A mixin of ``optkit.resolve.hf_config``'s reader,
-read through its ``lm``, ``keys``, ``integer``, ``value``, ``_path``, ``_bad`` and ``_line``."""
+"""What each layer of a config.json's language model is, as vLLM reads it: its attention kind (Gated DeltaNet vs
+full attention from ``layer_types`` or ``full_attention_interval``; Kimi Delta Attention vs full attention from
+Kimi-Linear's ``linear_attn_config`` or GLM-5.3-Flash's ``layer_types``) and its feed-forward (the MoE shape, the
+dense, expert and shared-expert widths, the leading dense layers). A mixin of ``optkit.resolve.hf_config``'s
+reader, read through its ``lm``, ``keys``, ``integer``, ``value``, ``_path``, ``_bad`` and ``_line``."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ LAYER_TYPES_KDA = ("glm5_next",)
 ``linear_attn_config``'s 1-based lists, as for Kimi-Linear)."""
 
 
-class LayerKinds:
-    """The layer-kind counts of ``optkit.resolve.hf_config``'s reader (``_layer_split``)."""
+class LayerShapes:
+    """The layer kinds (``_layer_split``) and feed-forward shapes (``_moe``, ``_ffn_widths``) of
+    ``optkit.resolve.hf_config``'s reader."""
 
     def _layer_split(self, num_layers: int) -> dict[str, int]:
         """GDN vs full-attention layer counts from ``layer_types`` or ``full_attention_interval``; Kimi
@@ -68,6 +70,58 @@ class LayerKinds:
         return {"gdn_layers": 0, **counts}
 
 
+    def _moe(self) -> dict[str, Any]:
+        experts = self.integer("num_experts", "num_local_experts", "n_routed_experts", default=0,
+                               field="num_experts", limits="experts")
+        if experts <= 0:
+            return {"is_moe": False, "num_experts": 0, "experts_per_token": 0, "shared_experts": False}
+        shared_width = self.integer("shared_expert_intermediate_size", default=0)
+        # Kimi-Linear (Kimi-K3) spells these num_shared_experts and num_experts_per_token
+        shared = shared_width > 0 or self.integer("n_shared_experts", "num_shared_experts", default=0,
+                                                  limits="n_shared_experts") > 0
+        return {
+            "is_moe": True,
+            "num_experts": experts,
+            "experts_per_token": self.integer("num_experts_per_tok", "num_experts_per_token", field="experts_per_token",
+                                              limits="num_experts_per_tok"),
+            "shared_experts": shared,
+        }
+
+    def _ffn_widths(self, fields: dict[str, Any], optional) -> tuple[int | None, int | None, int | None]:
+        """(dense FFN, one routed expert, the shared experts) widths, None where the model has no such part.
+
+        A MoE config without ``moe_intermediate_size`` writes one expert's width as ``intermediate_size``
+        (Mixtral, gpt-oss, MiniMax-M2/M3) and a dense FFN's, if it has dense layers, as
+        ``dense_intermediate_size`` (MiniMax-M3); the shared experts' width is
+        ``shared_expert_intermediate_size`` (MiniMax-M3: ``shared_intermediate_size``), else
+        ``n_shared_experts`` × the expert width."""
+        dense_width = optional("intermediate_size", "intermediate_size")
+        if not fields.get("is_moe"):
+            return dense_width, None, None
+        moe_width = optional("moe_intermediate_size", "moe_intermediate_size")
+        if moe_width is None and dense_width:
+            self.keys["moe_intermediate_size"] = self.keys["intermediate_size"]
+            moe_width, dense_width = dense_width, optional("dense_intermediate_size", "intermediate_size")
+        if not fields.get("shared_experts"):
+            return dense_width, moe_width, None
+        shared_width = self.integer("shared_expert_intermediate_size", "shared_intermediate_size", default=0) or None
+        if shared_width is None and moe_width:
+            shared_width = self.integer("n_shared_experts", default=0) * moe_width or None
+        return dense_width, moe_width, shared_width
+
+    def _first_dense_layers(self) -> int:
+        """Leading dense-FFN layers of a MoE model: ``first_k_dense_replace``, else the leading dense
+        entries of a per-layer list: ``mlp_layer_types`` ``"dense"`` (GLM-5, Hy4) or ``moe_layer_freq`` 0
+        (MiniMax-M3; DeepSeek's integer ``moe_layer_freq`` is a stride, not read here)."""
+        if self.value("first_k_dense_replace")[1] is None:
+            for key, dense in (("mlp_layer_types", "dense"), ("moe_layer_freq", 0)):
+                kinds = self.lm.get(key)
+                if isinstance(kinds, list):
+                    self.keys["first_dense_layers"] = self._path(key)
+                    return next((i for i, kind in enumerate(kinds) if kind != dense), len(kinds))
+        return self.integer("first_k_dense_replace", default=0, field="first_dense_layers")
+
+
 def shown(value: Any) -> str:
     """A value for a message, shortened (a 5000-digit integer is not repeated in full)."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 30:
@@ -76,4 +130,4 @@ def shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-__all__ = ["LayerKinds", "LAYER_TYPES_KDA", "shown"]
+__all__ = ["LayerShapes", "LAYER_TYPES_KDA", "shown"]

@@ -52,11 +52,9 @@ class PDLayout:
 
     prefill: int
     decode: int
-    instance_devices: int  # TP × DP of a decode instance (of every instance, without --prefill-tp / --prefill-dp)
     nodes: int
     instances: tuple[Instance, ...]
-    instance_nodes: int = 1  # the nodes one decode instance spans (1: it fits one node)
-    shapes: tuple = ()  # (role, tp, dp, devices, nodes spanned) per role, prefill first
+    shapes: tuple  # (role, tp, dp, devices, nodes spanned) per role, prefill first
 
     def of(self, role: str) -> list[Instance]:
         return [i for i in self.instances if i.role == role]
@@ -72,6 +70,16 @@ class PDLayout:
     def span(self, role: str) -> int:
         """The nodes one instance of the role spans (1: it fits one node)."""
         return next(span for name, _, _, _, span in self.shapes if name == role)
+
+    @property
+    def instance_devices(self) -> int:
+        """TP × DP of a decode instance (of every instance, without --prefill-tp / --prefill-dp)."""
+        return self.width("decode")
+
+    @property
+    def instance_nodes(self) -> int:
+        """The nodes one decode instance spans (1: it fits one node)."""
+        return self.span("decode")
 
     @property
     def asymmetric(self) -> bool:
@@ -122,8 +130,7 @@ def pd_layout(request, target) -> PDLayout | None:
             node, used = node + 1, 0
         instances.append(Instance(role, index, rank, node, tuple(range(used, used + width)), (node,)))
         used += width
-    _, _, _, width, span = shapes[1]
-    return PDLayout(prefill, decode, width, node + (used > 0), tuple(instances), span, tuple(shapes))
+    return PDLayout(prefill, decode, node + (used > 0), tuple(instances), tuple(shapes))
 
 
 def _span(request, target, role: str, tp: int, dp: int) -> int:

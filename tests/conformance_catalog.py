@@ -240,10 +240,11 @@ def _placeholder(value: Any) -> bool:
     return isinstance(value, str) and bool(PLACEHOLDER.search(value))
 
 
-def explained_by(d: cs.Difference, siblings: frozenset = frozenset()) -> str:
+def explained_by(d: cs.Difference, siblings: frozenset = frozenset(), command: dict | None = None) -> str:
     """What explains a difference: a recipe, a per-command disagreement, a class of differences; '' if nothing.
     ``siblings``: the lines of the page's other commands of the compared command's layout on its tab, where
-    optkit's value may come from (``sibling_lines``)."""
+    optkit's value may come from (``sibling_lines``); ``command``: the compared command (a class may hold only
+    for the KV connector it names, ``pd_connector``)."""
     if d.recipe_added:
         return f"recipe {d.source}"
     if d.page_added:
@@ -255,12 +256,12 @@ def explained_by(d: cs.Difference, siblings: frozenset = frozenset()) -> str:
     if cs._entry_for(d) is not None:
         return "disagreements.yaml"
     for n, entry in enumerate(explanations()):
-        if _matches(entry, d):
+        if _matches(entry, d, command or {}):
             return f"catalog.yaml #{n + 1}"
     return ""
 
 
-def _matches(entry: dict, d: cs.Difference) -> bool:
+def _matches(entry: dict, d: cs.Difference, command: dict) -> bool:
     if "key_pattern" in entry:
         if not re.match(entry["key_pattern"], d.key):
             return False
@@ -270,9 +271,12 @@ def _matches(entry: dict, d: cs.Difference) -> bool:
         return False
     if "optkit_value" in entry and not cs._same(entry["optkit_value"], d.optkit_value):
         return False
+    if "tutorial_value_in" in entry and not any(cs._same(v, d.tutorial_value) for v in entry["tutorial_value_in"]):
+        return False
     if "pages" in entry and d.tutorial.rsplit("/", 1)[-1] not in entry["pages"]:
         return False
-    return True
+    connector = command.get("options", {}).get("--kv-transfer-config.kv_connector", {}).get("value")
+    return "pd_connector" not in entry or entry["pd_connector"] == connector
 
 
 def compare_command(release: str, page: str, page_data: dict, command: dict, models, workspace,
@@ -318,7 +322,7 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
     _, differences = cs.compare(release, page.rsplit("/", 1)[-1], _command(command), entry, result, launch)
     differences = [d for d in differences if not (_placeholder(d.tutorial_value) and _placeholder(d.optkit_value))]
     siblings = sibling_lines(page_data, command, hardware)
-    unexplained = [d for d in differences if not explained_by(d, siblings)]
+    unexplained = [d for d in differences if not explained_by(d, siblings, command)]
     outcome = "reproduced" if not differences else "unexplained" if unexplained else "explained"
     return row(outcome, request=request, differences=differences, unexplained=unexplained, siblings=siblings)
 

@@ -50,7 +50,7 @@ BEGIN, END = "<!-- conformance table: begin -->", "<!-- conformance table: end -
 PROFILES_BEGIN, PROFILES_END = "<!-- profiles table: begin -->", "<!-- profiles table: end -->"
 ABSENT = None
 CONFIG_PREFIX = {"--additional-config": "additional_config", "--compilation-config": "compilation_config",
-                 "--speculative-config": "speculative_config"}
+                 "--speculative-config": "speculative_config", "--kv-transfer-config": "kv_transfer_config"}
 
 
 @dataclass(frozen=True)
@@ -221,7 +221,7 @@ def _json_source(plan, launch, key: str) -> str:
     prefix = CONFIG_PREFIX.get(flag)
     if not prefix or not path:
         return ""
-    owner = plan.config_sources.get(f"{prefix}.{path}")
+    owner = launch.plan.config_sources.get(f"{prefix}.{path}")  # a PD role's own plan (its page command's keys)
     if owner:
         return owner
     return "request" if prefix == "speculative_config" and "request" in launch.speculative_sources else ""

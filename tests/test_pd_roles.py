@@ -44,6 +44,22 @@ def test_the_prefiller_runs_eager_without_the_graph_settings():
     assert json.loads(flag_value(prefill, "--additional-config")) == kept
 
 
+@pytest.mark.parametrize("fields, drafted, source", [
+    # GLM5.3-Flash.md's A3 PD prefiller (0.30.0rc2 :398) drafts 5, as its decoder does: the page's number
+    ({"model": "glm-5.3-flash", "target": "910c", "tp": 8, "dp": 2, "quantization": "w8a8", "mtp": True,
+      "num_speculative_tokens": 5}, 5, "page:GLM5.3-Flash.md:398"),
+    # without a page command for the role, the PD tutorials' prefiller drafts 1
+    ({"model": "glm-5.3-flash", "target": "910c", "tp": 4, "dp": 2, "quantization": "w8a8", "mtp": True,
+      "num_speculative_tokens": 5}, 1, "optkit"),
+])
+def test_the_prefillers_tokens_are_its_own_page_commands_where_it_has_one(fields, drafted, source):
+    launches = _launches(vllm_ascend_version="0.30.0rc2", **fields)
+    prefill = launches["prefill"]
+    assert json.loads(flag_value(prefill.argv, "--speculative-config"))["num_speculative_tokens"] == drafted
+    assert prefill.speculative_sources[-1] == source
+    assert json.loads(flag_value(launches["decode"].argv, "--speculative-config"))["num_speculative_tokens"] == 5
+
+
 def test_a_request_for_eager_makes_both_roles_eager_as_the_request_says():
     launches = _launches(enforce_eager=True)
     for role, launch in launches.items():

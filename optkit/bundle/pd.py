@@ -6,7 +6,8 @@ plan's recipes. What differs per role is what the release's tutorial makes diffe
 (``optkit.versions.pd``): the ``--kv-transfer-config`` (the Mooncake connector, ``kv_role``, a
 ``kv_port`` per instance, both roles' TP and DP), the instance's devices and API port, the
 speculative tokens of a prefiller of a model without linear-attention layers (the release's
-``speculative`` source: 1 on P, ≥ 1 on D; equal on both for hybrid models such as Qwen3.5), and the
+``speculative`` source: 1 on P, ≥ 1 on D, unless the model's own page's prefill command drafts more; equal on
+both for hybrid models such as Qwen3.5), and the
 prefiller's eager mode without the plan's graph settings (``optkit.versions.pd_roles``), and, where the
 model's own page runs a command for the role of this instance shape, that command's page settings
 (``Plan.roles``, built by ``optkit.resolve.role_plans``; the role's drafter is then eager only where its command
@@ -31,7 +32,7 @@ from optkit import __version__
 from optkit.bundle.launch import NODE_ENV, Launch, compact_json, serve_argv
 from optkit.resolve.pd import ROLES, Instance
 from optkit.resolve.plan import Plan, Workspace
-from optkit.versions.pd import PDRelease, pd_release
+from optkit.versions.pd import PDRelease, pd_release, reads_shapes
 from optkit.versions.pd_roles import graph_setting, prefill_eager_source
 
 KV_PLACEHOLDER = "$KV_TRANSFER_CONFIG"
@@ -55,12 +56,15 @@ class RoleLaunch(Launch):
         if self.eager and self.speculative:
             # with the page's own command for the role, its draft runs eager only where that command says so (carried)
             self.speculative = {**self.speculative, **({} if own else {"enforce_eager": True})}
-            if not plan.facts["model.gdn_layers"]:
-                self.speculative["num_speculative_tokens"] = 1
-            self.speculative_sources = [*self.speculative_sources, "optkit"]
+            stated = _page_tokens(plan) if own else None
+            if not plan.facts["model.gdn_layers"]:  # hybrid models: equal on both roles (the connector's Mamba state)
+                self.speculative["num_speculative_tokens"] = 1 if stated is None else stated.value
+            self.speculative_sources = [*self.speculative_sources, "optkit" if stated is None else
+                                        f"page:{stated.source.page.rsplit('/', 1)[-1]}:{stated.source.line}"]
         self.argv, self.sources = serve_argv(plan, self.speculative, self.speculative_sources, eager=self.eager)
         self.argv += ["--kv-transfer-config", KV_PLACEHOLDER]
-        self.sources += ["request", "request"]
+        carried = sorted({v for k, v in plan.config_sources.items() if k.startswith("kv_transfer_config.")})
+        self.sources += ["request", ",".join(["request", *carried])]
         # the PD tutorial's env (its OMP threads), unless the model's own page runs this role: then its command's env
         self.env = [{"name": name, "value": value, "recipe": "optkit", "external": True}
                     for name, value in ([] if own else self.release.env)] + self.env
@@ -80,14 +84,23 @@ class RoleLaunch(Launch):
     def kv_port(self, instance: Instance) -> int:
         return self.release.kv_port_base(self.plan.target.devices_per_node) + self.release.kv_port_step * instance.rank
 
+    @property
+    def connector(self) -> str:
+        """The pair's KV connector: the one the model's own page runs its roles with (``Plan.kv_transfer``, one for
+        both roles: ``optkit.resolve.role_plans.pair_connector``), else the release's tutorial's."""
+        return self.plan.kv_transfer.get("kv_connector", self.release.connector)
+
     def kv_transfer_config(self, instance: Instance) -> dict[str, Any]:
-        """The instance's --kv-transfer-config, as the tutorial writes it (kv_port a string there too)."""
+        """The instance's --kv-transfer-config, as the tutorial writes it (kv_port a string there too): both roles'
+        shapes where the connector reads them (``optkit.versions.pd.reads_shapes``), and the page's own keys of the
+        role's command (``Plan.kv_transfer``)."""
         pd = self.plan.pd
-        shapes = {role: dict(zip(("tp_size", "dp_size"), pd.shape(role))) for role in ROLES}
-        return {"kv_connector": self.release.connector, "kv_role": self.release.kv_roles[self.role],
-                "kv_port": str(self.kv_port(instance)),
-                "kv_connector_extra_config": {role: dict(sorted(shapes[role].items()))
-                                              for role in ("prefill", "decode")}}
+        shapes = {role: dict(sorted(zip(("tp_size", "dp_size"), pd.shape(role)))) for role in ("prefill", "decode")}
+        page = copy.deepcopy(self.plan.kv_transfer)
+        extra = {**(shapes if reads_shapes(self.connector) else {}), **page.pop("kv_connector_extra_config", {})}
+        config = {**page, "kv_connector": self.connector, "kv_role": self.release.kv_roles[self.role],
+                  "kv_port": str(self.kv_port(instance))}
+        return dict(sorted({**config, **({"kv_connector_extra_config": extra} if extra else {})}.items()))
 
     def instances_data(self) -> list[dict[str, Any]]:
         """The lock's ``launch.roles.<role>.instances``."""
@@ -95,6 +108,14 @@ class RoleLaunch(Launch):
                  "port": self.port(i), "kv_port": self.kv_port(i),
                  "kv_transfer_config": compact_json(self.kv_transfer_config(i)),
                  **({"nodes": list(i.nodes)} if len(i.nodes) > 1 else {})} for i in self.instances]
+
+
+def _page_tokens(plan: Plan):
+    """The speculative tokens the page's own command for the plan's role drafts (a ``PageSetting``), or None: the
+    release's PD tutorial then has the prefiller of a model without linear-attention layers draft 1."""
+    from optkit.resolve.page_values import SPEC_K_SETTING
+
+    return next((s for s in plan.page_advice.settings if s.key == SPEC_K_SETTING), None)
 
 
 def role_launches(plan: Plan, workspace: Workspace) -> dict[str, RoleLaunch]:
@@ -119,8 +140,15 @@ def pd_lock(launches: dict[str, RoleLaunch]) -> dict[str, Any]:
     shapes = {"shapes": {role: dict(zip(("tp", "dp"), pd.shape(role))) for role in ROLES}} if pd.asymmetric else {}
     return {"prefill": pd.prefill, "decode": pd.decode, "instance_devices": pd.instance_devices, "nodes": pd.nodes,
             **shapes,
-            "connector": release.connector, "proxy": {"script": release.proxy_script, "port": release.proxy_port},
-            "sources": dict(sorted(release.sources.items()))}
+            "connector": any_launch.connector,
+            "proxy": {"script": release.proxy_script, "port": release.proxy_port},
+            "sources": dict(sorted({**release.sources, **_page_connector_source(any_launch)}.items()))}
+
+
+def _page_connector_source(launch: RoleLaunch) -> dict[str, str]:
+    """The lock's ``pd.sources.connector`` where the model's own page names the pair's connector."""
+    source = launch.plan.config_sources.get("kv_transfer_config.kv_connector")
+    return {"connector": f"{source} (the model's own page, for its role commands)"} if source else {}
 
 
 def lock_view(lock: dict, role: str) -> dict:

@@ -92,12 +92,13 @@ def command_values(command: Mapping, release: str, page: str) -> dict[str, PageV
 
 CARRIED_FLAGS = ("--max-model-len", "--max-num-batched-tokens", "--max-num-seqs", "--gpu-memory-utilization",
                  "--block-size", "--hf-overrides", "--kv-cache-dtype", "--mamba-ssm-cache-dtype",
-                 "--attention-config.indexer-kv-dtype")
+                 "--attention-config.indexer-kv-dtype", "--disable-hybrid-kv-cache-manager")
 """Serve flags of the page's tuned command the plan carries as the page writes them: context length and its rope
 scaling, the scheduler's step and slots (where no recipe sizes them: ``sched-capacity-for-load`` does under the
 throughput goal; slots fewer than the request's concurrency are not carried), memory share, block size, cache
-dtypes (the layout flags are the request's; the rest describe the deployment or the client: ports, parsers,
-model paths)."""
+dtypes, the hybrid KV cache manager as the command sets it (DeepSeek-V4's PD roles keep it on with their hybrid
+connector, ``--no-disable-hybrid-kv-cache-manager``; the layout flags are the request's; the rest describe the
+deployment or the client: ports, parsers, model paths)."""
 
 
 _DEPLOYMENT_ENV = re.compile(r"IFNAME|(^|_)IP($|_)|ADDRESS|HOST|PORT|NIC|VISIBLE_DEVICES|^MODEL_|MODELSCOPE|_RANK|"
@@ -111,10 +112,12 @@ _PLACEHOLDER = re.compile(r"\$|<[^<>]*>|\bx{2,}\b|\.xx\.", re.I)
 
 def command_settings(command: Mapping, release: str, page: str, checkpoints: Iterable[Mapping] = ()) -> tuple:
     """The settings of the page's tuned command a plan carries below its recipes (``optkit.resolve.settings``): its
-    env (deployment details and placeholders left out), its ``--additional-config`` keys and ``CARRIED_FLAGS``;
+    env (deployment details and placeholders left out), its ``--additional-config`` keys, ``CARRIED_FLAGS`` and, for
+    a PD role's command, its connector's ``--kv-transfer-config`` keys (kind ``pd:``, ``_pd_key``);
     and, not carried (kind ``layout:``, what the command runs rather than a setting to copy), its expert
     parallelism (``EP_SETTING``), the weights it serves (``WEIGHTS_SETTING``, read with the page's weights table
-    ``checkpoints``) and its decode context parallel size (``DCP_SETTING``)."""
+    ``checkpoints``), its speculative tokens (``SPEC_K_SETTING``) and its decode context parallel size
+    (``DCP_SETTING``)."""
     found: list[PageSetting] = []
     for name, entry in sorted(command.get("env", {}).items()):
         value = str(entry.get("value", ""))
@@ -133,6 +136,8 @@ def command_settings(command: Mapping, release: str, page: str, checkpoints: Ite
             key = f"compilation_config:{option.split('.', 1)[1]}"
         elif option in CARRIED_FLAGS:
             key = f"serve:{option}"
+        elif (pd_key := _pd_key(option)) is not None:
+            key, value = f"pd:{pd_key}", _registered_name(command) if pd_key == "kv_connector" else value
         else:
             continue
         found.append(PageSetting(key, plain(value), PageSource(release, page, entry.get("line", command["line"]))))
@@ -141,10 +146,42 @@ def command_settings(command: Mapping, release: str, page: str, checkpoints: Ite
                              PageSource(release, page, ep["line"] if ep else command["line"])))
     weights, _ = command_weights(command, checkpoints)
     found.append(PageSetting(WEIGHTS_SETTING, weights, PageSource(release, page, command["line"])))
+    k = command.get("options", {}).get("--speculative-config.num_speculative_tokens")
+    if k is not None and isinstance(option_value("", k.get("value")), int):
+        found.append(PageSetting(SPEC_K_SETTING, option_value("", k["value"]),
+                                 PageSource(release, page, k.get("line", command["line"]))))
     dcp = command.get("options", {}).get("--decode-context-parallel-size")
     found.append(PageSetting(DCP_SETTING, leading_int(str(dcp["value"])) or 1 if dcp else 1,
                              PageSource(release, page, dcp["line"] if dcp else command["line"])))
     return tuple(found)
+
+
+def _registered_name(command: Mapping) -> str:
+    """The command's KV connector as its release's registry names it (``optkit.versions.pd.BY_MODULE``: a class the
+    command names with its module path)."""
+    from optkit.versions.pd import BY_MODULE
+
+    options = command["options"]
+    name = options["--kv-transfer-config.kv_connector"]["value"]
+    module = options.get("--kv-transfer-config.kv_connector_module_path", {}).get("value")
+    return BY_MODULE.get((name, module), name) if module else name
+
+
+def _pd_key(option: str) -> str | None:
+    """The ``--kv-transfer-config`` key a PD role's command carries (``optkit.versions.pd.PAGE_CONNECTOR_KEYS`` and
+    its connector's own ``kv_connector_extra_config`` keys: not the roles' shapes, which the plan's layout gives, nor
+    keys no release reads), or None."""
+    from optkit.versions.pd import INERT_EXTRA_KEYS, PAGE_CONNECTOR_KEYS
+
+    key = option.removeprefix("--kv-transfer-config.")
+    if key == option:
+        return None
+    if key in PAGE_CONNECTOR_KEYS:
+        return key
+    extra = key.removeprefix("kv_connector_extra_config.")
+    if extra != key and "." not in extra and extra not in ("prefill", "decode", "connectors", *INERT_EXTRA_KEYS):
+        return key
+    return None
 
 
 EP_SETTING = "layout:--enable-expert-parallel"
@@ -155,6 +192,11 @@ the fact ``page.expert_parallel`` (a request without ``--ep``/``--no-ep`` follow
 WEIGHTS_SETTING = "layout:weights"
 """The weight format the command serves (``optkit.resolve.page_commands.command_weights``): not carried; the fit
 takes the command as evidence only for a plan of the same weights (``optkit.resolve.fit``)."""
+
+
+SPEC_K_SETTING = "layout:num_speculative_tokens"
+"""The tokens the command drafts per step, where it says: not carried (the request's k is the plan's); a PD
+prefiller's own command gives its role's (``optkit.bundle.pd.RoleLaunch``)."""
 
 
 DCP_SETTING = "layout:--decode-context-parallel-size"

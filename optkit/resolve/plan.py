@@ -30,7 +30,7 @@ from optkit.resolve.resolver import Resolution, Status, resolve, version_ranges
 from optkit.resolve.settings import (ConflictingSettings, Derivation, Setting, carry_page_settings, collect, launch_flags, merge_into,  # noqa: F401 - re-exported
                                      substitute)
 from optkit.resolve.quantization import Weights, find_checkpoint, served_weights
-from optkit.resolve.role_plans import check_role_fit, role_plans, shaped_prefill_plan
+from optkit.resolve.role_plans import check_role_fit, pair_connector, role_plans, shaped_prefill_plan
 from optkit.value import field, valueclass
 
 _WOULD_CHANGE = frozenset({Status.objective, Status.regresses, Status.needs_opt_in})
@@ -146,6 +146,11 @@ class Plan:
     page_advice: Any = None
     """What the model's tutorial page advises for the request's scenario on its hardware tab and release, each
     value with its page line (``optkit.resolve.page_rules.PageAdvice``; its ``page.*`` facts are in ``facts``)."""
+    kv_transfer: dict[str, Any] = field(default_factory=dict)
+    """With ``--pd``: the ``--kv-transfer-config`` keys the model's own page's command for this plan's role sets beside
+    the release's (its connector, ``kv_load_failure_policy``, its connector's extra keys: ``carry_page_settings``), each
+    source in ``config_sources`` (``kv_transfer_config.<key>``); ``optkit.resolve.role_plans.pair_connector`` gives
+    both roles one connector. Empty: the release's tutorial launch (``optkit.versions.pd``)."""
     roles: dict = field(default_factory=dict)
     """With ``--pd`` and a page that runs PD role commands of this instance shape: each role's plan (this one, with
     the page settings of the page's command for that role: ``PageAdvice.for_role``; ``optkit.bundle.pd.RoleLaunch``
@@ -305,6 +310,7 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
     if request.asymmetric_pd:  # the prefill instances' own shape: planned for it (role_plans.shaped_prefill_plan)
         result.roles = {**result.roles, "prefill": shaped_prefill_plan(
             result, lambda r: plan(r, ws), lambda rid: bool(ws.catalog[rid].patches))}
+        pair_connector(result)
     check_role_fit(result)
     return result
 
@@ -365,6 +371,7 @@ def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
     _collect(result, ws)
     result.roles = role_plans(result, lambda role_plan: _collect(role_plan, ws))
     carry_page_settings(result)
+    pair_connector(result)
     check_set(result)
     check_max_model_len(result)
     result.estimates = _estimates(result, baseline_for)

@@ -41,13 +41,37 @@ def role_plans(result: Any, collect: Callable[[Any], None]) -> dict[str, Any]:
         role_plan.facts = Facts({**result.facts.values, **role_facts})
         role_plan.env, role_plan.serve_args, role_plan.derivations = [], [], []
         role_plan.additional_config, role_plan.compilation_config, role_plan.speculative_config = {}, {}, {}
-        role_plan.config_sources, role_plan.page_advice, role_plan.roles = {}, mine, {}
+        role_plan.config_sources, role_plan.page_advice, role_plan.roles, role_plan.kv_transfer = {}, mine, {}, {}
         collect(role_plan)
         carry_page_settings(role_plan)
         check_max_model_len(role_plan)
         role_plan.fit = plan_fit(role_plan)
         roles[role] = role_plan
     return roles
+
+
+def pair_connector(result: Any) -> None:
+    """Give both roles of a PD plan one KV connector, decided once: the one the page's role commands carry
+    (``Plan.kv_transfer``), else the release's. A role the page runs no command for takes its partner's, labelled
+    with that command's line; role commands naming different connectors are refused (the two ends of a transfer
+    must be one connector)."""
+    if result.pd is None:
+        return
+    plans = {role: result.roles.get(role, result) for role in ROLES}
+    named = {role: p.kv_transfer["kv_connector"] for role, p in plans.items() if "kv_connector" in p.kv_transfer}
+    if not named:
+        return
+    if len(set(named.values())) > 1:
+        lines = ", ".join(f"the {role} role's {plans[role].config_sources['kv_transfer_config.kv_connector']} "
+                          f"names {name}" for role, name in named.items())
+        raise RequestError(f"--pd: the page's role commands name different KV connectors ({lines}); the two roles of "
+                           "a transfer run one connector: plan a layout the page runs with one")
+    role, name = next(iter(named.items()))
+    source = plans[role].config_sources["kv_transfer_config.kv_connector"]
+    for plan in {id(p): p for p in (result, *result.roles.values())}.values():  # a role without a plan runs result's
+        if "kv_connector" not in plan.kv_transfer:
+            plan.kv_transfer = {**plan.kv_transfer, "kv_connector": name}
+            plan.config_sources = {**plan.config_sources, "kv_transfer_config.kv_connector": source}
 
 
 def check_role_fit(result: Any) -> None:

@@ -153,15 +153,38 @@ def carry_page_settings(result) -> None:
             taken = {s.key.split()[0] for s in [*result.serve_args, *result.launch_flags]}
             if key == "--max-num-seqs" and _too_few_slots(setting.value, result):
                 continue  # the page's command holds fewer sequences than the request's load: vLLM's default holds it
-            if key not in taken:
-                shown = "" if setting.value is True else f" {shlex.quote(str(setting.value))}"
-                result.serve_args.append(Setting(f"{key}{shown}", None, label))
+            if key not in taken and f"--no-{key[2:]}" not in taken:
+                result.serve_args.append(Setting(_flag(key, setting.value), None, label))
+        elif kind == "pd":
+            if _writes_page_connector(result, advice):
+                part: dict = {}
+                _set_path(part, key, setting.value)
+                merge_into(result.kv_transfer, part, label, result.config_sources, "kv_transfer_config")
         elif kind == "speculative_config" and not result.speculative_config:
             continue  # the plan does not speculate: the page's drafter settings have nothing to apply to
         elif f"{kind}.{key}" not in result.config_sources and not _has_path(getattr(result, kind), key):
             fragment: dict = {}
             _set_path(fragment, key, setting.value)
             merge_into(getattr(result, kind), fragment, label, result.config_sources, kind)
+
+
+def _flag(key: str, value) -> str:
+    """A serve flag as the page writes it: bare when true, ``--no-…`` when false, else with its value."""
+    if value is True:
+        return key
+    if value is False:
+        return f"--no-{key[2:]}"
+    return f"{key} {shlex.quote(str(value))}"
+
+
+def _writes_page_connector(result, advice) -> bool:
+    """Whether a PD plan carries its page command's ``--kv-transfer-config`` keys (kind ``pd:``,
+    ``page_values._pd_key``): where the command names no connector or one optkit writes as the page does
+    (``optkit.versions.pd.PAGE_CONNECTORS``); a connector optkit does not write takes its settings with it."""
+    from optkit.versions.pd import PAGE_CONNECTORS
+
+    connector = next((s.value for s in advice.settings if s.key == "pd:kv_connector"), None)
+    return result.pd is not None and (connector is None or connector in PAGE_CONNECTORS)
 
 
 def _too_few_slots(value, result) -> bool:

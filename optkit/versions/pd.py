@@ -285,4 +285,52 @@ def pd_release(version: str) -> PDRelease:
     return found
 
 
-__all__ = ["PDRelease", "PD_RELEASES", "NO_PD", "pd_release"]
+PAGE_CONNECTORS = {
+    "MooncakeConnectorV1": True,
+    "MooncakeHybridConnector": True,
+    "MooncakeConnectorV2": False,
+}
+"""The P2P connectors a model's own page may name for its PD roles that optkit writes as the page does, each with
+whether its class reads both roles' shapes from ``kv_connector_extra_config`` (``prefill``/``decode``:
+``get_from_extra_config("prefill", {})``), so optkit writes them only where it does. Where a release registers
+each (``REGISTRY``; ``bundle check`` proves the bundle's on its tree) and what each module reads is proved on the
+0.23.0 and 0.30.0rc2 trees by tests/test_pd.py:
+
+- ``MooncakeConnectorV1``: the PD tutorials' connector (kv_p2p/mooncake_connector.py; reads both shapes);
+- ``MooncakeHybridConnector``: DeepSeek-V4's pages (kv_p2p/mooncake_hybrid_connector.py, 0.23.0 and 0.30.0rc2:
+  the same transfer for models whose KV cache has groups other than full attention; reads both shapes);
+- ``MooncakeConnectorV2``: GLM5.3-Flash's page in 0.30.0rc2 (kv_p2p/mooncake/connector.py, registered from
+  0.30.0rc2 only; the roles exchange their layouts in the handshake and it reads no shape).
+
+Others the pages name are not written: ``MultiConnector`` with ``AscendStoreConnector`` (GLM5.2.md's A2 PD: a KV
+pool whose Mooncake store master optkit does not deploy; the conformance table explains it), and
+``MooncakeLayerwiseConnector`` (Qwen3.5-397B-A17B.md's A3 PD: the multi-node tutorial's "Layerwise" variant, KV
+sent layer by layer while the prefill runs; optkit writes the tutorials' non-layerwise connector and does not
+choose between them without a measurement, tests/conformance/disagreements.yaml). ``MooncakeConnector``
+with a ``kv_connector_module_path`` is read as the registered name of the class it names (``BY_MODULE``)."""
+
+BY_MODULE = {
+    ("MooncakeConnector", "vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector"): "MooncakeConnectorV1",
+}
+"""A page's connector class named with its ``kv_connector_module_path`` → the name the release's registry gives that
+very class (``REGISTRY``: ``register_connector("MooncakeConnectorV1", "<that module>", "MooncakeConnector")``; vLLM
+loads the class from the module path first, factory.py:105-107 in 0.30.0). Qwen3.5-397B-A17B.md's 950 PD roles
+name it so; optkit writes the registered name (the conformance table explains the two spellings)."""
+
+PAGE_CONNECTOR_KEYS = ("kv_connector", "kv_load_failure_policy")
+"""The ``--kv-transfer-config`` keys of a page's role command a plan carries with its connector, beside its
+``kv_connector_extra_config`` keys other than the shapes (``ascend_local_comm_res_path``: the directory of the
+950's UB endpoint files, vllm_ascend/utils.py:584 in 0.23.0, :700 in 0.30.0rc2); vLLM's ``kv_load_failure_policy``
+(``fail`` by default, vllm/config/kv_transfer.py:70 in 0.23.0, :103 in 0.30.0) applies to any connector."""
+
+INERT_EXTRA_KEYS = ("use_ascend_direct",)
+"""``kv_connector_extra_config`` keys no code of the compared releases reads (tests/conformance/catalog.yaml):
+not carried."""
+
+
+def reads_shapes(connector: str) -> bool:
+    """Whether ``connector`` reads both roles' TP and DP from ``kv_connector_extra_config``."""
+    return PAGE_CONNECTORS.get(connector, True)
+
+
+__all__ = ["PDRelease", "PD_RELEASES", "NO_PD", "PAGE_CONNECTORS", "pd_release", "reads_shapes"]

@@ -255,10 +255,43 @@ def explained_by(d: cs.Difference, siblings: frozenset = frozenset(), command: d
                 "layout: its scenario's, else the first on the tab)")
     if cs._entry_for(d) is not None:
         return "disagreements.yaml"
+    if (unread := _unread_by_release(d)):
+        return unread
+    if _yarn_length(d):
+        return ("the page's YaRN override with max_position_embeddings = original × factor added: vLLM 0.30.0 reads a "
+                "YaRN config's length as already scaled (optkit.resolve.fit.scaled_overrides)")
     for n, entry in enumerate(explanations()):
         if _matches(entry, d, command or {}):
             return f"catalog.yaml #{n + 1}"
     return ""
+
+
+def _unread_by_release(d: cs.Difference) -> str:
+    """An ``--additional-config`` key the page sets where its release does not read it (``optkit.versions.knobs
+    .unread_at`` on the release's committed knobs, scanned from its tree): optkit leaves it out
+    (``optkit.resolve.settings._unread``); '' otherwise."""
+    from optkit.versions.knobs import unread_at
+    from optkit.versions.onrelease import release_view
+
+    if not d.key.startswith("--additional-config.") or d.optkit_value is not cs.ABSENT:
+        return ""
+    found = unread_at(release_view(d.release).data.knobs.additional_config, d.key.split(".", 1)[1])
+    return "" if found is None else (f"vllm-ascend {d.release} does not read it there (unknown keys "
+                                     f"{found[1].unknown_keys}): optkit leaves it out")
+
+
+def _yarn_length(d: cs.Difference) -> bool:
+    """Whether optkit's ``--hf-overrides`` is the page's with the YaRN length its release's vLLM needs stated."""
+    import json
+
+    from optkit.resolve.fit import scaled_overrides
+    from optkit.resolve.facts import paired_vllm
+    from optkit.versions.onrelease import release_view
+
+    if d.key != "--hf-overrides" or not isinstance(d.tutorial_value, str) or not isinstance(d.optkit_value, str):
+        return False
+    scaled = scaled_overrides(d.tutorial_value, paired_vllm(release_view(d.release)))
+    return scaled is not None and json.loads(scaled) == json.loads(d.optkit_value.strip("'"))
 
 
 def _matches(entry: dict, d: cs.Difference, command: dict) -> bool:

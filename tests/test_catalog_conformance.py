@@ -124,9 +124,23 @@ def test_a_plan_follows_its_own_pages_command_for_its_layout():
     assert "its command at :837" in result.page_advice.note or result.page_advice.settings
 
 
+CHECKED = [
+    ("0.30.0rc2", "Qwen3-235B-A22B.md", 754),  # high throughput, W8A8
+    ("0.30.0rc2", "Qwen3-235B-A22B.md", 837),  # long context: the YaRN override with its length (vLLM 0.30.0)
+    ("0.30.0rc2", "DeepSeek-V3.2.md", 191),  # two nodes; W8A8 of a model whose original config is fp8
+    ("0.30.0rc2", "Kimi-K2.5.md", 150),  # a reconstructed config.json without max_position_embeddings
+    ("0.30.0rc2", "DeepSeek-V4-Pro.md", 1336),  # PD over 4-node instances, hybrid connector, the int8 indexer cache
+    ("0.30.0rc2", "GLM5.md", 364),  # --kv-cache-dtype int8 (a widened choice); a top-level key 0.30.0rc2 rejects
+    ("0.23.0", "DeepSeek-V3.2.md", 149),
+]
+"""Rows of the issue's models whose bundles ``bundle check`` runs through the paired vLLM, one per trap met."""
+
+
+@pytest.mark.slow
 @pytest.mark.tree
 @pytest.mark.vllm
-def test_the_235b_throughput_row_writes_a_bundle_the_paired_vllm_accepts(tmp_path):
+@pytest.mark.parametrize("release, page, line", CHECKED, ids=[f"{r}-{p}:{n}" for r, p, n in CHECKED])
+def test_the_issues_rows_write_bundles_the_paired_vllm_accepts(tmp_path, release, page, line):
     from vllm_support import paired_python
 
     from optkit.bundle.check import check_bundle
@@ -134,11 +148,14 @@ def test_the_235b_throughput_row_writes_a_bundle_the_paired_vllm_accepts(tmp_pat
     from optkit.resolve.plan import load_workspace, plan
     from optkit.resolve.request import Request
 
-    row = next(r for r in cc.release_rows("0.30.0rc2") if r.page == "models/Qwen3-235B-A22B.md" and r.command["line"] == 754)
+    row = next(r for r in cc.release_rows(release) if r.page == f"models/{page}" and r.command["line"] == line)
     workspace = load_workspace()
-    write_bundle(plan(Request(**row.request), workspace), workspace, tmp_path / "bundle")
-    report = check_bundle(tmp_path / "bundle", vllm_python=paired_python("0.30.0"))
+    result = plan(Request(**row.request), workspace)
+    write_bundle(result, workspace, tmp_path / "bundle")
+    report = check_bundle(tmp_path / "bundle", vllm_python=paired_python(str(result.facts["versions.vllm"])))
     assert report.problems == [], report.problems
+    statuses = {c.name: c.status for c in report.checks}
+    assert statuses["vllm"] == statuses["engine"] == "pass", statuses
 
 
 def test_a_pd_roles_command_is_compared_with_that_roles_launch():
@@ -182,3 +199,26 @@ def test_a_value_from_the_pages_other_command_of_the_layout_is_named_as_such():
     assert 534 in row.siblings and 237 not in row.siblings
     assert "the page's own command of this layout at :534" in cc.explained_by(d, row.siblings)
     assert cc.explained_by(d) == ""  # without the sibling lines nothing explains it
+
+
+def test_a_page_key_its_release_does_not_read_is_left_out_and_said():
+    """GLM5.md's 0.30.0rc2 commands write fuse_muls_add at the top of --additional-config; vllm-ascend reads it only
+    under ascend_compilation_config, and 0.30.0rc2 rejects unknown keys: carried, the page's own command would stop
+    the server. The plan leaves it out, says why under the page advice, and the row explains it the same way."""
+    from optkit.cli.render import _page_advice
+    from optkit.resolve.plan import load_workspace, plan
+    from optkit.resolve.request import Request
+    from optkit.versions.knobs import unread_at
+    from optkit.versions.onrelease import release_view
+
+    row = next(r for r in cc.release_rows("0.30.0rc2") if r.page == "models/GLM5.md" and r.command["line"] == 364)
+    result = plan(Request(**row.request), load_workspace())
+    assert "fuse_muls_add" not in result.additional_config
+    (why,) = [w for w in result.page_unread if "fuse_muls_add" in w]
+    assert why.startswith("--additional-config fuse_muls_add (page:GLM5.md:") and "rejects unknown keys" in why
+    assert any(line == f"  left out: {why}" for line in _page_advice(result))
+    (d,) = [d for d in row.differences if d.key == "--additional-config.fuse_muls_add"]
+    assert "does not read it there (unknown keys rejected)" in cc.explained_by(d, row.siblings, row.command)
+    top = release_view("0.30.0rc2").data.knobs.additional_config
+    assert unread_at(top, "ascend_compilation_config.fuse_muls_add") is None
+    assert unread_at(top, "ascend_compilation_config.enable_npu_graph_ex")[0] == 1  # a page's typo, one level down

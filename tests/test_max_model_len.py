@@ -64,3 +64,46 @@ def test_the_fit_offers_a_shorter_context_when_that_is_what_fits(ws):
     assert not measure(result.model, result.target, inputs).fits
     changes = smallest_changes(result.model, result.target, inputs)
     assert any(c.startswith("--max-model-len 2048 (the workload's longest request is 1536 tokens") for c in changes)
+
+
+def _overrides(result) -> dict:
+    (flag,) = _flags(result, "--hf-overrides")
+    return flag, json.loads(flag.key.split(" ", 1)[1].strip("'"))
+
+
+@pytest.mark.parametrize("release, line, scaled", [("0.30.0rc2", 837, 524288), ("0.23.0", 871, None)])
+def test_a_yarn_override_keeps_its_length_under_the_vllm_that_reads_it_unscaled(ws, release, line, scaled):
+    """Qwen3-235B-A22B.md's long-context command (0.30.0rc2 :837, 0.23.0 :871) overrides YaRN factor 4 of 131072
+    and serves 135000 tokens. vLLM 0.30.0 takes a YaRN config's max_position_embeddings as already scaled (40960
+    here: it would refuse 135000), so optkit adds max_position_embeddings = original × factor, labelled its own;
+    under vLLM 0.23.0, which scales the original length itself, the page's override is carried as written."""
+    import conformance_catalog as cc
+
+    row = next(r for r in cc.release_rows(release) if r.page == "models/Qwen3-235B-A22B.md"
+               and r.command["line"] == line)
+    result = plan(Request(**row.request), ws)
+    flag, given = _overrides(result)
+    assert given["rope_parameters"]["rope_type"] == "yarn"
+    assert given.get("max_position_embeddings") == scaled
+    assert flag.recipe.endswith(",optkit") == (scaled is not None), flag.recipe
+
+
+def test_the_context_limit_follows_the_vllm_the_release_pairs_with(ws):
+    from optkit.resolve.fit import context_limit, scaled_overrides, yarn_unscaled
+
+    assert yarn_unscaled("0.30.0") and not yarn_unscaled("0.29.0") and not yarn_unscaled("0.23.0")
+    yarn = '{"rope_parameters": {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 32768}}'
+    assert json.loads(scaled_overrides(yarn, "0.30.0"))["max_position_embeddings"] == 131072
+    assert scaled_overrides(yarn, "0.23.0") is None  # vLLM 0.23.0 scales the original length itself
+    assert scaled_overrides('{"max_position_embeddings": 9, "rope_parameters": {"rope_type": "yarn", "factor": 2, '
+                            '"original_max_position_embeddings": 4}}', "0.30.0") is None  # the page's own length
+    assert scaled_overrides('{"rope_parameters": {"rope_type": "linear", "factor": 2}}', "0.30.0") is None
+    result = plan(parse_request({"model": "qwen3.5-35b", "concurrency": [8]}), ws)
+    for vllm, overrides, limit in [("0.30.0", yarn, 262144), ("0.23.0", yarn, 131072),
+                                   ("0.30.0", '{"rope_parameters": {"rope_type": "linear", "factor": 2}}', 524288)]:
+        result.facts = type(result.facts)({**result.facts.values, "versions.vllm": vllm})
+        result.serve_args = [s for s in result.serve_args if not s.key.startswith("--hf-overrides")]
+        from optkit.resolve.settings import Setting
+
+        result.serve_args.append(Setting(f"--hf-overrides '{overrides}'", None, "test"))
+        assert context_limit(result)[0] == limit, (vllm, overrides)

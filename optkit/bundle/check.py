@@ -214,6 +214,8 @@ def check_vllm(lock: dict, result: dict | list[dict] | None = None, *, python: s
                 for n, r in enumerate(results) for p in r["problems"] if p["check"] != "engine"]
     sizes = next((r["capture_sizes"] for r in results if r.get("capture_sizes")), None)  # a PD prefiller has none
     note = f"vLLM {results[0]['vllm_version']}" + (f"; capture sizes {sizes['given']} → {sizes['effective']}" if sizes else "")
+    widened = results[0].get("widened")
+    note += f"; with vllm-ascend's widening of {', '.join(widened)}" if widened else ""
     if lock["launch"].get("roles"):
         count = sum(len(role["instances"]) for role in lock["launch"]["roles"].values())
         what = f"{count} instances" if count == len(results) else f"{len(results)} nodes of its {count} instances"
@@ -294,29 +296,28 @@ def _pending_note(lock: dict, recipe: str) -> str:
 
 def check_config_keys(lock: dict, knobs, patch_problems: list[str]) -> Check:
     """Every --additional-config key (nested ones too) is one the tree knows (``knobs``: its
-    ``tree_knobs``); an unknown one is ignored by a lenient release and stops a strict one
-    (0.27.1rc1 on) at start-up."""
+    ``tree_knobs``; ``optkit.versions.knobs.unread_at``); an unknown one is ignored by a lenient release and
+    stops a strict one (0.27.1rc1 on) at start-up."""
+    from optkit.versions.knobs import unread_at
+
     launch, version = lock["launch"], lock["versions"]["vllm_ascend"]
     top = knobs.additional_config
     problems = list(patch_problems)
     for path in _leaf_paths(launch["additional_config"]):
-        section, parts = top, path.split(".")
-        for depth, key in enumerate(parts):
-            known = section.keys.get(key)
-            if known is None:
-                owner = launch["sources"].get(f"additional_config.{path}") or launch["sources"].get(
-                    f"additional_config.{'.'.join(parts[:depth + 1])}", "optkit")
-                shown = key if depth == 0 else ".".join(parts[:depth + 1])
-                effect = "; vllm-ascend rejects unknown keys there: the server would stop at start-up" \
-                    if section.unknown_keys == "rejected" else ""
-                knows = f" (it knows {', '.join(sorted(section.keys))})" if depth else ""
-                named = repr(shown) if depth == 0 else shown
-                problems.append(f"{_who(owner)}: --additional-config key {named} is not read by "
-                                f"vllm-ascend {version}{knows}{_hint(key, section.keys)}{effect}{_pending_note(lock, owner)}")
-                break
-            if isinstance(known, str):
-                break  # a plain key holds its whole value
-            section = known
+        unread = unread_at(top, path)
+        if unread is None:
+            continue
+        (depth, section), parts = unread, path.split(".")
+        key = parts[depth]
+        owner = launch["sources"].get(f"additional_config.{path}") or launch["sources"].get(
+            f"additional_config.{'.'.join(parts[:depth + 1])}", "optkit")
+        shown = key if depth == 0 else ".".join(parts[:depth + 1])
+        effect = "; vllm-ascend rejects unknown keys there: the server would stop at start-up" \
+            if section.unknown_keys == "rejected" else ""
+        knows = f" (it knows {', '.join(sorted(section.keys))})" if depth else ""
+        named = repr(shown) if depth == 0 else shown
+        problems.append(f"{_who(owner)}: --additional-config key {named} is not read by "
+                        f"vllm-ascend {version}{knows}{_hint(key, section.keys)}{effect}{_pending_note(lock, owner)}")
     return _result("config-keys", problems, f"{len(top.keys)} top-level keys in the tree"
                    + (", unknown keys rejected" if top.unknown_keys == "rejected" else ""))
 

@@ -61,7 +61,8 @@ def resolve(vllm, args, labels: list[str], argv: list[str], model_config: str | 
         not_run.append(f"the speculative config (its draft model {draft} is not here to read; the configuration is "
                        "built without --speculative-config, whose keys the vllm check parsed)")
         args.speculative_config = None
-    with _model_dir(model_config) as model_dir, _inspected_here(vllm, finder), _ascend_config_looked_up(args, finder):
+    with _model_dir(model_config, args, not_run) as model_dir, _inspected_here(vllm, finder), \
+            _ascend_config_looked_up(args, finder):
         args.model = model_dir
         try:
             config = _engine_config(vllm, args, headless, not_run)
@@ -205,11 +206,35 @@ def _first_line(exc: Exception) -> str:
 
 
 @contextlib.contextmanager
-def _model_dir(config: str):
-    """A directory holding only ``config`` as ``config.json`` (vLLM reads a model directory; no weights)."""
+def _model_dir(config: str, args, not_run: list[str]):
+    """A directory holding only ``config`` as ``config.json`` (vLLM reads a model directory; no weights), as the
+    served checkpoint's would be where ``config`` cannot say (each adjustment added to ``not_run``):
+
+    - a ModelSlim checkpoint (``--quantization ascend``) of a model whose ``config`` carries another method's
+      ``quantization_config`` (the original weights', e.g. DeepSeek's fp8): that block is left out, since vLLM would
+      compare it with ``ascend`` and the served checkpoint's own config.json is not here;
+    - a ``config`` that states no ``max_position_embeddings`` (a reconstruction that could not find it): vLLM would
+      take its config class's default as the model's context, so ``--max-model-len`` is not checked against it."""
+    import json
+
+    path = os.path.join(config, "config.json") if os.path.isdir(config) else config
+    with open(path, encoding="utf-8") as handle:
+        data = json.load(handle)
+    method = (data.get("quantization_config") or {}).get("quant_method") if isinstance(data, dict) else None
+    if getattr(args, "quantization", None) == ASCEND_QUANTIZATION and method and method != ASCEND_QUANTIZATION:
+        data = {k: v for k, v in data.items() if k != "quantization_config"}
+        not_run.append(f"the config.json's quantization_config ({method}: the original weights'; the ModelSlim "
+                       "checkpoint --quantization ascend serves has its own config.json, not here: pass it with "
+                       "--model-config to check it)")
+    stated = [c for c in (data, data.get("text_config"), data.get("llm_config")) if isinstance(c, dict)
+              and "max_position_embeddings" in c]
+    if not stated and getattr(args, "max_model_len", None):
+        not_run.append(f"--max-model-len {args.max_model_len} against the model's context (this config.json states "
+                       "no max_position_embeddings: pass the checkpoint's with --model-config to check it)")
+        args.max_model_len = None
     with tempfile.TemporaryDirectory(prefix="optkit-engine-") as tmp:
-        shutil.copyfile(os.path.join(config, "config.json") if os.path.isdir(config) else config,
-                        os.path.join(tmp, "config.json"))
+        with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as handle:
+            json.dump(data, handle)
         yield tmp
 
 
@@ -243,13 +268,25 @@ def _inspected_here(vllm, finder: "_AbsentFinder"):
         lazy._load_modelinfo_from_cache, lazy._save_modelinfo_to_cache = cache
 
 
+class _StandIn(type):
+    """The type of an absent module's classes: any class attribute asked for (an enum member such as
+    compressed_tensors' ``QuantizationStrategy.BLOCK``, read at a model module's import) is another stand-in class."""
+
+    def __getattr__(cls, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = _StandIn(name, (), {"__init__": lambda self, *a, **k: None})
+        setattr(cls, name, value)
+        return value
+
+
 class _Absent(types.ModuleType):
     """An absent module: any name it is asked for is an empty class (importable, callable, subclassable)."""
 
     def __getattr__(self, name: str):
         if name.startswith("__"):
             raise AttributeError(name)
-        value = type(name, (), {"__init__": lambda self, *a, **k: None})
+        value = _StandIn(name, (), {"__init__": lambda self, *a, **k: None})
         setattr(self, name, value)
         return value
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from optkit.errors import OptkitError
+from optkit.versions.parser_patches import widenings
 
 PROBE_TIMEOUT = 600
 PROBE_ENV = {"VLLM_LOGGING_LEVEL": "ERROR", "PYTHONWARNINGS": "ignore"}
@@ -92,6 +93,8 @@ def probe_request(lock: dict, node: int = 0, instance: dict | None = None) -> di
         if node:
             argv, labels = argv + nodes["worker_args"], labels + ["optkit"] * len(nodes["worker_args"])
     request = {"argv": [params.get(token, token) for token in argv], "labels": labels, "vllm": lock["versions"]["vllm"]}
+    widened = widenings(lock["versions"]["vllm_ascend"], request["argv"])  # of the options the argv sets
+    request.update({"widen": widened} if widened else {})
     return {**request, "node": node} if nodes else request
 
 

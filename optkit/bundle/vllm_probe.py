@@ -25,9 +25,13 @@ the recipe that added it. What is checked, in vLLM's own code:
    builds from the arguments (``engine_probe.resolve``: ``create_engine_config`` on the CPU platform),
    and across a batch's nodes the DP handshake's headless rule (``engine_probe.handshake``).
 
+Before parsing, the release's widenings of vLLM's validation (``widen``: what its platform patches add to a config
+field's ``Literal``, ``optkit.versions.parser_patches``) are applied as the patch does, and the answer names them
+(``widened``).
+
 Result: ``{"status": "ok"|"failed"|"skipped", "vllm_version", "problems": [{"check", "message",
 "blame": [label, ...]}], "capture_sizes": {"given", "effective"}, "engine": {"ran", "not_run", "parallel",
-"stubbed"} or null}``.
+"stubbed"} or null, "widened": [...] (when any)}``.
 """
 
 from __future__ import annotations
@@ -116,6 +120,8 @@ def probe(request: dict) -> dict:
         return {"status": "skipped", "reason": f"vLLM {vllm.version} is installed, the bundle is for {wanted}"}
     problems: list[dict] = []
     argv, labels = list(request["argv"]), list(request["labels"])
+    widened = [_widen(w) for w in request.get("widen", ())]
+    vllm.choices = list(request.get("widen", ()))  # for this request's parsers
     args = _parse(vllm, argv, labels, problems)
     sizes = engine = None
     if args is not None:
@@ -125,7 +131,29 @@ def probe(request: dict) -> dict:
             engine = _engine_probe().resolve(vllm, args, labels, argv, request["model_config"])
             problems += engine.pop("problems")
     return {"status": "failed" if problems else "ok", "vllm_version": vllm.version,
-            "problems": problems, "capture_sizes": sizes, "engine": engine}
+            "problems": problems, "capture_sizes": sizes, "engine": engine,
+            **({"widened": widened} if widened else {})}
+
+
+def _widen(widening: dict) -> str:
+    """Apply one of the release's parser widenings (``optkit.versions.parser_patches``) as its platform patch does:
+    the values added to the ``Literal`` of the class's field (its dataclass field type and annotation), pydantic's
+    schema rebuilt; idempotent. Returns what was widened and where the release does it."""
+    import importlib
+
+    import pydantic.dataclasses
+
+    cls = getattr(importlib.import_module(widening["module"]), widening["class"])
+    field = cls.__dataclass_fields__[widening["field"]]
+    present = typing.get_args(field.type)
+    missing = [value for value in widening["added"] if value not in present]
+    if missing:
+        wider = typing.Literal[tuple([*present, *missing])]  # type: ignore[valid-type]
+        field.type = cls.__annotations__[widening["field"]] = wider
+        pydantic.dataclasses.rebuild_dataclass(cls, force=True, raise_errors=True)
+    choices = widening.get("choices_source")
+    also = f"; its {widening['option']} choices too, {choices}" if choices else ""
+    return f"{widening['class']}.{widening['field']} + {', '.join(widening['added'])} ({widening['source']}{also})"
 
 
 class _Vllm:
@@ -151,12 +179,35 @@ class _Vllm:
             from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
 
         self.version = vllm.__version__
-        self.make_parser = lambda: make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+        self.choices: list[dict] = []  # the request's widenings: its parsers' choices follow them (_with_choices)
+        self.make_parser = lambda: _with_choices(make_arg_parser(FlexibleArgumentParser(prog="vllm serve")),
+                                                 self.choices)
         self.validate = validate_parsed_serve_args
         self.engine_args = AsyncEngineArgs
         self.CompilationConfig = CompilationConfig
         self.SpeculativeConfig = SpeculativeConfig
         self.CUDAGraphMode = CUDAGraphMode
+
+
+def _with_choices(parser, widenings: list[dict]):
+    """``parser`` with its options' choices as the release's server has them. vLLM builds the parser before the
+    platform patches widen a field, so an option's choices are the upstream ``Literal``'s: a release that appends the
+    widened values to them (``choices_source``: ``pre_register_and_update``) has them, one that does not has not
+    (here the field is widened before the parser is built, so those values are taken out again)."""
+    import importlib
+
+    for widening in widenings:
+        action = parser._option_string_actions.get(widening.get("option", ""))
+        if action is None or not action.choices:
+            continue
+        if not widening.get("choices_source"):
+            action.choices = [value for value in action.choices if value not in widening["added"]]
+            continue
+        cls = getattr(importlib.import_module(widening["module"]), widening["class"])
+        for value in typing.get_args(cls.__dataclass_fields__[widening["field"]].type):
+            if value not in action.choices:
+                action.choices.append(value)
+    return parser
 
 
 def _import_vllm() -> _Vllm:

@@ -112,8 +112,9 @@ def _page_advice(plan: Plan) -> list[Block]:
     """What the model's tutorial page advises for the scenario, each value with its page line
     (``optkit.resolve.page_rules``): the source of the ``page.*`` facts the rules below read."""
     lines = list(plan.page_advice.lines()) if plan.page_advice is not None else []
+    lines += [f"  left out: {why}" for why in plan.page_unread]
     for role_plan in plan.roles.values():  # --pd: each role's own command on the page
-        lines += role_plan.page_advice.lines()
+        lines += role_plan.page_advice.lines() + [f"  left out: {why}" for why in role_plan.page_unread]
     return lines
 
 

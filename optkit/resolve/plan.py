@@ -146,6 +146,10 @@ class Plan:
     page_advice: Any = None
     """What the model's tutorial page advises for the request's scenario on its hardware tab and release, each
     value with its page line (``optkit.resolve.page_rules.PageAdvice``; its ``page.*`` facts are in ``facts``)."""
+    page_unread: list[str] = field(default_factory=list)
+    """The page settings not carried because the plan's release does not read them where the page writes them
+    (``optkit.resolve.settings._unread``), each with its page line and why; ``optkit plan`` shows them under the
+    page advice."""
     kv_transfer: dict[str, Any] = field(default_factory=dict)
     """With ``--pd``: the ``--kv-transfer-config`` keys the model's own page's command for this plan's role sets beside
     the release's (its connector, ``kv_load_failure_policy``, its connector's extra keys: ``carry_page_settings``), each

@@ -42,6 +42,7 @@ def role_plans(result: Any, collect: Callable[[Any], None]) -> dict[str, Any]:
         role_plan.env, role_plan.serve_args, role_plan.derivations = [], [], []
         role_plan.additional_config, role_plan.compilation_config, role_plan.speculative_config = {}, {}, {}
         role_plan.config_sources, role_plan.page_advice, role_plan.roles, role_plan.kv_transfer = {}, mine, {}, {}
+        role_plan.page_unread = []
         collect(role_plan)
         carry_page_settings(role_plan)
         check_max_model_len(role_plan)

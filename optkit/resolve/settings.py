@@ -10,6 +10,7 @@ from typing import Any
 
 from optkit.errors import OptkitError, RequestError
 from optkit.resolve.facts import Facts
+from optkit.resolve.fit import scaled_overrides
 from optkit.resolve.request_record import RequestRecord
 from optkit.resolve.quantization import QUANTIZATION_METHOD
 from optkit.value import replace, valueclass
@@ -154,7 +155,10 @@ def carry_page_settings(result) -> None:
             if key == "--max-num-seqs" and _too_few_slots(setting.value, result):
                 continue  # the page's command holds fewer sequences than the request's load: vLLM's default holds it
             if key not in taken and f"--no-{key[2:]}" not in taken:
-                result.serve_args.append(Setting(_flag(key, setting.value), None, label))
+                value, owner = setting.value, label
+                if key == "--hf-overrides" and (scaled := scaled_overrides(str(value), result.facts["versions.vllm"])):
+                    value, owner = scaled, f"{label},optkit"  # its YaRN length, as the page's vLLM read it
+                result.serve_args.append(Setting(_flag(key, value), None, owner))
         elif kind == "pd":
             if _writes_page_connector(result, advice):
                 part: dict = {}
@@ -162,6 +166,8 @@ def carry_page_settings(result) -> None:
                 merge_into(result.kv_transfer, part, label, result.config_sources, "kv_transfer_config")
         elif kind == "speculative_config" and not result.speculative_config:
             continue  # the plan does not speculate: the page's drafter settings have nothing to apply to
+        elif kind == "additional_config" and (unread := _unread(result, key)):
+            result.page_unread.append(f"--additional-config {key} ({label}): {unread}")
         elif f"{kind}.{key}" not in result.config_sources and not _has_path(getattr(result, kind), key):
             fragment: dict = {}
             _set_path(fragment, key, setting.value)
@@ -169,7 +175,12 @@ def carry_page_settings(result) -> None:
 
 
 def _flag(key: str, value) -> str:
-    """A serve flag as the page writes it: bare when true, ``--no-…`` when false, else with its value."""
+    """A serve flag as the page writes it: bare when true, ``--no-…`` when false, else with its value. A dotted flag's
+    field keeps its underscores (``--attention-config.indexer_kv_dtype``): vLLM passes the part after the dot to the
+    config class as written (vllm/utils/argparse_utils.py:422-436 in vLLM 0.30.0), where the tutorial data spells
+    every flag with dashes."""
+    head, dot, field = key.partition(".")
+    key = head + dot + field.replace("-", "_")
     if value is True:
         return key
     if value is False:
@@ -185,6 +196,22 @@ def _writes_page_connector(result, advice) -> bool:
 
     connector = next((s.value for s in advice.settings if s.key == "pd:kv_connector"), None)
     return result.pd is not None and (connector is None or connector in PAGE_CONNECTORS)
+
+
+def _unread(result, dotted: str) -> str:
+    """Why the plan's release does not take the page's ``additional_config`` key ``dotted`` ('' it reads it): a key
+    the release does not read there stops a strict release at start-up and changes nothing on a lenient one, so a
+    page that still writes it (a key moved or renamed since) is not followed there."""
+    from optkit.versions.knobs import unread_at
+
+    found = unread_at(result.release.data.knobs.additional_config, dotted)
+    if found is None:
+        return ""
+    depth, section = found
+    where = "at the top" if depth == 0 else f"under {'.'.join(dotted.split('.')[:depth])}"
+    effect = ("and rejects unknown keys there: the page's command would stop at start-up"
+              if section.unknown_keys == "rejected" else "and ignores unknown keys there: it would change nothing")
+    return f"{result.release.label} does not read it {where}, {effect}; not carried"
 
 
 def _too_few_slots(value, result) -> bool:

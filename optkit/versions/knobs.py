@@ -52,6 +52,22 @@ class Section:
         return current
 
 
+def unread_at(top, dotted: str):
+    """Where a release does not read the ``additional_config`` key ``dotted`` (``top``: its ``Section``, or the
+    frozen record of one): (depth of the first unknown part, the section it is unknown in), or None when the release
+    reads the key (a plain key holds its whole value, so what lies below it is read with it). Both a plan (carrying a
+    page's keys) and ``bundle check`` decide with it."""
+    section, parts = top, dotted.split(".")
+    for depth, key in enumerate(parts):
+        known = section.keys.get(key)
+        if known is None:
+            return depth, section
+        if isinstance(known, str):
+            return None
+        section = known
+    return None
+
+
 @dataclass
 class Registry:
     """Every knob of one tree."""

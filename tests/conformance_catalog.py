@@ -14,8 +14,10 @@ command of every LLM page, derives the request from the page and the command alo
   page lays the command out; a command the page writes for several tabs ('Atlas 800 A3 / Atlas 800 A2') is
   compared on each, one row per tab, and one under a scenario whose rows name one tab on that tab;
 - the layout and load: TP, DP, MTP and k, prefix caching, async scheduling, FlashComm1, eager mode and dtype
-  as the command sets them, the concurrency its ``--max-num-seqs`` × DP sizes, the goal its scenario names; a
-  long-context scenario's ``--max-model-len`` is the request's (the context the scenario serves is its load).
+  as the command sets them, the concurrency its ``--max-num-seqs`` × DP sizes, the goal its scenario names (a
+  command the page places under none: the scenario row its numbers agree with, ``scenario_of``, as a plan reads
+  it); a long-context scenario's ``--max-model-len`` is the request's (the context the scenario serves is its
+  load).
 
 optkit's launch for that request and the command are flattened and normalized exactly as the per-page
 harness does (``conformance_support.compare``: vLLM defaults, equivalent values, one knob for an
@@ -156,7 +158,7 @@ def goal_of(command: dict, page_data: dict | None = None) -> str | None:
 
 
 def request_for(release: str, page: str, command: dict, profile, target: str, quantization: str,
-                page_data: dict | None = None) -> dict:
+                page_data: dict | None = None, hardware: str | None = None) -> dict:
     """The optkit request a command implies (module docstring)."""
     from optkit.resolve.request import Request
 
@@ -202,12 +204,27 @@ def request_for(release: str, page: str, command: dict, profile, target: str, qu
         request["nodes"] = command["nodes"]
     if _int(opts.get("--decode-context-parallel-size"), 1) > 1:  # the layout splits each sequence's KV cache
         request["dcp"] = _int(opts["--decode-context-parallel-size"], 1)
-    goal = goal_of(command, page_data)
+    scenario = scenario_of(command, page_data, hardware)
+    goal = next((goal for word, goal in SCENARIO_GOALS if word in scenario), None)
     if goal:
         request["goal"] = goal
-    if "long context" in (command.get("scenario") or "").lower() and _int(opts.get("--max-model-len"), 0):
+    if "long context" in scenario and _int(opts.get("--max-model-len"), 0):
         request["max_model_len"] = _int(opts["--max-model-len"], 0)  # the context the scenario is about: the load
     return request
+
+
+def scenario_of(command: dict, page_data: dict | None, hardware: str | None) -> str:
+    """The scenario a command implements (lower case; '' none): the one the page places it under, its leader's
+    (``goal_of``), else the scenario row of its tab whose numbers it agrees with, as a plan reads the page
+    (``optkit.resolve.page_tables.agreeing_scenario``: the one reading both sides share)."""
+    from optkit.resolve.page_tables import agreeing_scenario
+
+    scenario = (command.get("scenario") or "").lower()
+    if not scenario and goal_of(command, page_data):
+        return next(word for word, goal in SCENARIO_GOALS if goal == goal_of(command, page_data))
+    if not scenario and page_data and hardware and command.get("line"):
+        scenario = agreeing_scenario(page_data, command["line"], hardware).lower()
+    return scenario
 
 
 def _int(value: Any, default: int) -> int:
@@ -339,7 +356,7 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
         return row("not comparable", f"no optkit target for the {hardware} tab")
     quantization, _ = quantization_for(command, page_data, profile)
     try:
-        request = request_for(release, page, command, profile, target, quantization, page_data)
+        request = request_for(release, page, command, profile, target, quantization, page_data, hardware)
     except NotComparable as exc:
         return row("not comparable", str(exc))
     if role:  # one role of a PD deployment: a --pd plan of this command's instance shape, its role's launch

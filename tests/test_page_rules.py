@@ -597,3 +597,22 @@ def test_whose_command_it_is_is_read_from_its_model_path():
     assert command_weights({"model": "x/GLM-5.2-w4a8c8"})[0] == "w4a8c8"
     assert command_weights({"model": "<MODEL_PATH>", "options": {"--quantization": {"value": "ascend"}}})[0] == "w8a8"
     assert command_weights({"model": "unsloth/gpt-oss-120b-BF16", "options": {}}) == ("bf16", "no quantization named")
+
+
+def test_a_request_for_the_context_a_long_context_command_serves_follows_that_command(workspace):
+    """Qwen3.5-397B-A17B.md (0.23.0) has a throughput row only on its A2 tab; on its 950 tab it runs one TP 8 command,
+    :220, which its numbers place under the long-context row (133000 tokens, 8192 batched). A throughput plan of that
+    layout asking for that context is that command's load: its settings and its batched tokens are carried; without
+    the context the command stays the long-context scenario's and the generalized row's 4096 holds."""
+    fields = {"model": "qwen3.5-397b-a17b", "target": "950", "vllm_ascend_version": "0.23.0", "tp": 8,
+              "quantization": "w4a4-mxfp4", "mtp": True, "num_speculative_tokens": 3, "concurrency": [128],
+              "goal": "throughput"}
+    served = plan(parse_request({**fields, "max_model_len": 133000}), workspace)
+    assert served.page_advice.layout_line == 220 and "serves the request's --max-model-len 133000" in \
+        served.page_advice.note
+    assert served.facts["page.command_max_num_batched_tokens"] == 8192
+    assert any(s.key == "--max-num-batched-tokens 8192" for s in served.serve_args)
+    assert any(s.key == "--gpu-memory-utilization 0.95" and s.recipe.startswith("page:") for s in served.serve_args)
+    other = plan(parse_request(fields), workspace)
+    assert other.page_advice.layout_line == 0 and other.facts["page.command_max_num_batched_tokens"] == 0
+    assert any(s.key == "--max-num-batched-tokens 4096" for s in other.serve_args)

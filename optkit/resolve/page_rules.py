@@ -69,6 +69,7 @@ class PageAdvice:
     by_layout: tuple = ()  # ((tp, dp, nodes), line, settings, scenario): the tab's other commands, for their layout
     layout_line: int = 0  # the line of the command of the plan's layout whose settings these are (for_layout)
     layout_scenario: str = ""  # the scenario that command implements, as the page places it or its numbers agree
+    # (the plan's own, for a long-context command serving the request's context: its load is the plan's)
     same_scenario: bool = False  # by_layout holds for the plan only where a command's scenario is the plan's (or none)
     settings_layout: tuple = ()  # (TP, DP, nodes) of the command whose settings these are (() none)
     roles: tuple = ()  # (role, (tp, dp), line, settings): the tab's PD role commands (the own page, the plan's release)
@@ -95,16 +96,24 @@ class PageAdvice:
         wanted = f"{max_model_len}" if max_model_len else None
         ranked = sorted(self.by_layout, key=lambda entry: (other_weights(entry[2]), not any(
             s.key == "serve:--max-model-len" and str(s.value) == wanted for s in entry[2])))
+        def serves_context(settings, scenario) -> bool:  # a long-context command of the request's own context
+            return bool(wanted) and scenario_words(scenario).startswith("long context") and any(
+                s.key == "serve:--max-model-len" and str(s.value) == wanted for s in settings)
+
         for layout, line, settings, scenario in ranked:
             # where the page states nothing for the scenario on this tab, a command the page places under another
-            # scenario (or whose numbers are another scenario row's) is that scenario's advice, not this one's
-            if layout == (tp, dp, nodes) and (not self.same_scenario or not scenario
+            # scenario (or whose numbers are another scenario row's) is that scenario's advice, not this one's;
+            # but a request for the context a long-context command serves is that command's load
+            served = serves_context(settings, scenario)
+            if layout == (tp, dp, nodes) and (not self.same_scenario or not scenario or served
                                               or scenario_words(scenario).startswith(self.scenario)):
                 note = "; ".join(n for n in (self.note, f"the settings are its command at :{line}, of this "
-                                             f"layout (TP {tp}, DP {dp}, {nodes} node{'s' if nodes > 1 else ''})") if n)
+                                             f"layout (TP {tp}, DP {dp}, {nodes} node{'s' if nodes > 1 else ''})",
+                                             f"it serves the request's --max-model-len {wanted}" if served else "")
+                                 if n)
                 return replace(self, settings=settings, note=note, by_layout=(), layout_line=line,
-                               layout_scenario=scenario_words(scenario), layout_exact=True,
-                               settings_layout=(tp, dp, nodes))
+                               layout_scenario=self.scenario if served else scenario_words(scenario),
+                               layout_exact=True, settings_layout=(tp, dp, nodes))
         if not self.values:  # the page's advice was only its commands of other layouts: none for this plan
             return PageAdvice(self.scenario, self.hardware, self.release, model_pages=self.model_pages,
                               page=self.page if self.roles else "", page_release=self.page_release, roles=self.roles)

@@ -325,6 +325,8 @@ def _matches(entry: dict, d: cs.Difference, command: dict) -> bool:
         return False
     if "pages" in entry and d.tutorial.rsplit("/", 1)[-1] not in entry["pages"]:
         return False
+    if "command_option" in entry and entry["command_option"] not in command.get("options", {}):
+        return False
     connector = command.get("options", {}).get("--kv-transfer-config.kv_connector", {}).get("value")
     return "pd_connector" not in entry or entry["pd_connector"] == connector
 

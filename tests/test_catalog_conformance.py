@@ -84,6 +84,11 @@ HELD = [
     # a command under no scenario whose numbers are the long-context row's: planned for its context, it is carried
     ("0.23.0", "Qwen3.5-397B-A17B.md", 220),  # 950, TP 8: 133000 tokens, 8192 batched, 0.95 of memory
     ("0.23.0", "Qwen3-235B-A22B.md", 224),
+    # the page command's model-specific serving flags (Mamba cache mode, long-prefill threshold, engram offload)
+    ("0.23.0", "Kimi-K3.md", 527),
+    ("0.30.0rc2", "MiniMax-M3.md", 196),
+    ("0.30.0rc2", "DeepSeek-V4.1-Flash.md", 207),
+    ("0.30.0rc2", "GLM5.2.md", 977),  # an eager PD prefiller's graph keys, with its KV pool connector not written
 ]
 
 
@@ -134,6 +139,7 @@ CHECKED = [
     ("0.30.0rc2", "Kimi-K2.5.md", 150),  # a reconstructed config.json without max_position_embeddings
     ("0.30.0rc2", "DeepSeek-V4-Pro.md", 1336),  # PD over 4-node instances, hybrid connector, the int8 indexer cache
     ("0.30.0rc2", "GLM5.md", 364),  # --kv-cache-dtype int8 (a widened choice); a top-level key 0.30.0rc2 rejects
+    ("0.30.0rc2", "DeepSeek-V4.1-Flash.md", 207),  # --engram-config: parsed; its model check is vllm-ascend's
     ("0.23.0", "DeepSeek-V3.2.md", 149),
 ]
 """Rows of the issue's models whose bundles ``bundle check`` runs through the paired vLLM, one per trap met."""

@@ -56,6 +56,11 @@ def resolve(vllm, args, labels: list[str], argv: list[str], model_config: str | 
                        "here; preflight.sh checks the host for it; the configuration is built without "
                        "--speculative-config, whose keys the vllm check parsed)")
         args.speculative_config = None
+    if getattr(args, "engram_config", None) is not None:
+        not_run.append("the Engram config's model check (vLLM's requires CUDA and the checkpoint's n-gram layer ids; "
+                       "vllm-ascend replaces it at start-up, patch/platform/patch_engram_config.py in 0.30.0rc2; the "
+                       "configuration is built without --engram-config, whose keys the vllm check parsed)")
+        args.engram_config = None
     draft = speculative.get("model")
     if draft and not os.path.isdir(draft):  # a Hub id: its config.json is not on this machine, nor fetched
         not_run.append(f"the speculative config (its draft model {draft} is not here to read; the configuration is "

@@ -191,8 +191,9 @@ def request_for(release: str, page: str, command: dict, profile, target: str, qu
         if method not in ("mtp", "eagle3", "suffix"):
             raise NotComparable(f"speculative method {speculative.get('method')!r} (optkit plans mtp, eagle3, suffix)")
         request["spec_method"] = method
-        if method == "eagle3":
-            request["draft_model"] = str(speculative.get("model") or "")
+        if method == "eagle3":  # a page's placeholder path ($EAGLE3_WEIGHT_PATH) stands in as <EAGLE3_WEIGHT_PATH>:
+            draft = str(speculative.get("model") or "")  # a placeholder still, which optkit takes as written
+            request["draft_model"] = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", r"<\1>", draft)
         if speculative.get("num_speculative_tokens"):
             request["num_speculative_tokens"] = _int(speculative["num_speculative_tokens"], 1)
     if "--dtype" in opts and opts["--dtype"] in ("bfloat16", "float16", "float32"):

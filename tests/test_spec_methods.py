@@ -98,6 +98,9 @@ def test_without_the_new_options_nothing_new_is_launched(workspace):
                  "mtp: true (--mtp) and spec_method eagle3 ask for two speculative methods; give one",
                  id="two-methods"),
     pytest.param(["-k", "3"], 1, "--num-speculative-tokens needs --mtp or --spec-method", id="k-without-method"),
+    pytest.param(["--spec-method", "eagle3", "--draft-model", "${EAGLE3_WEIGHT_PATH}"], 2,
+                 "Invalid value for '--draft-model': '${EAGLE3_WEIGHT_PATH}' holds a shell expression, which serve.sh "
+                 "would pass to vLLM unexpanded", id="draft-shell-expression"),
     pytest.param(["--spec-method", "ngram"], 2, "Invalid value for '--spec-method': 'ngram' is not one of 'mtp', "
                  "'eagle3', 'suffix'", id="unknown-method"),
 ])

@@ -262,7 +262,7 @@ def explained_by(d: cs.Difference, siblings: frozenset = frozenset(), command: d
     """What explains a difference: a recipe, a per-command disagreement, a class of differences; '' if nothing.
     ``siblings``: the lines of the page's other commands of the compared command's layout on its tab, where
     optkit's value may come from (``sibling_lines``); ``command``: the compared command (a class may hold only
-    for the KV connector it names, ``pd_connector``)."""
+    for the KV connector it names or an option it sets; a decoder's step is read off it)."""
     if d.recipe_added:
         return f"recipe {d.source}"
     if d.page_added:
@@ -275,6 +275,8 @@ def explained_by(d: cs.Difference, siblings: frozenset = frozenset(), command: d
         return "disagreements.yaml"
     if (unread := _unread_by_release(d)):
         return unread
+    if command and (short := _short_decode_step(d, command)):
+        return short
     if _yarn_length(d):
         return ("the page's YaRN override with max_position_embeddings = original × factor added: vLLM 0.30.0 reads a "
                 "YaRN config's length as already scaled (optkit.resolve.fit.scaled_overrides)")
@@ -296,6 +298,24 @@ def _unread_by_release(d: cs.Difference) -> str:
     found = unread_at(release_view(d.release).data.knobs.additional_config, d.key.split(".", 1)[1])
     return "" if found is None else (f"vllm-ascend {d.release} does not read it there (unknown keys "
                                      f"{found[1].unknown_keys}): optkit leaves it out")
+
+
+def _short_decode_step(d: cs.Difference, command: dict) -> str:
+    """A PD decoder whose page caps --max-num-batched-tokens below its full decode step, max-num-seqs × (1 + k),
+    where optkit's sched-capacity-for-load keeps the full step ('' otherwise)."""
+    options = {k: v.get("value") for k, v in command.get("options", {}).items()}
+    if d.key != "--max-num-batched-tokens" or command.get("pd_role") != "decode" or d.source != "sched-capacity-for-load":
+        return ""
+    step = _int(options.get("--max-num-seqs"), 0) * (1 + _int(options.get("--speculative-config.num_speculative_tokens"), 0))
+    page, mine = _int(d.tutorial_value, 0), _int(d.optkit_value, 0)
+    if not (0 < page < step <= mine):
+        return ""
+    per = step // _int(options.get("--max-num-seqs"), 1)
+    return (f"the page caps its decoder's step at {page} tokens, below its {step} (max-num-seqs × (1 + k)): vLLM's "
+            "scheduler spends that budget on its running requests' 1 + k tokens each (vllm/v1/core/sched/scheduler.py"
+            ":581, :612-665 in vLLM 0.30.0; :360, :410 in 0.23.0), so at most "
+            f"{page // per} of its sequences decode per step; optkit keeps the full step (sched-capacity-for-load's "
+            "floor). The page gives no reason; neither is measured")
 
 
 def _yarn_length(d: cs.Difference) -> bool:

@@ -89,6 +89,9 @@ HELD = [
     ("0.30.0rc2", "MiniMax-M3.md", 196),
     ("0.30.0rc2", "DeepSeek-V4.1-Flash.md", 207),
     ("0.30.0rc2", "GLM5.2.md", 977),  # an eager PD prefiller's graph keys, with its KV pool connector not written
+    # a PD decoder whose page caps its step below its sequences' tokens: optkit keeps the full step, said so
+    ("0.30.0rc2", "Qwen3.5-397B-A17B.md", 695),
+    ("0.23.0", "Kimi-K2.6.md", 634),
 ]
 
 
@@ -231,3 +234,13 @@ def test_a_page_key_its_release_does_not_read_is_left_out_and_said():
     top = release_view("0.30.0rc2").data.knobs.additional_config
     assert unread_at(top, "ascend_compilation_config.fuse_muls_add") is None
     assert unread_at(top, "ascend_compilation_config.enable_npu_graph_ex")[0] == 1  # a page's typo, one level down
+
+
+def test_a_decoders_step_the_page_caps_below_its_sequences_is_explained_with_its_numbers():
+    row = next(r for r in cc.release_rows("0.30.0rc2") if r.page == "models/Qwen3.5-397B-A17B.md"
+               and r.command["line"] == 695)
+    (d,) = [d for d in row.differences if d.key == "--max-num-batched-tokens"]
+    assert (d.tutorial_value, d.optkit_value) == ("240", "256")
+    why = cc.explained_by(d, row.siblings, row.command)
+    assert "caps its decoder's step at 240 tokens, below its 256" in why and "at most 60 of its sequences" in why
+    assert cc.explained_by(d, row.siblings, {**row.command, "pd_role": "prefill"}) == ""  # a decoder's only

@@ -304,9 +304,11 @@ def _short_decode_step(d: cs.Difference, command: dict) -> str:
     """A PD decoder whose page caps --max-num-batched-tokens below its full decode step, max-num-seqs × (1 + k),
     where optkit's sched-capacity-for-load keeps the full step ('' otherwise)."""
     options = {k: v.get("value") for k, v in command.get("options", {}).items()}
-    if d.key != "--max-num-batched-tokens" or command.get("pd_role") != "decode" or d.source != "sched-capacity-for-load":
+    if d.key != "--max-num-batched-tokens" or command.get("pd_role") != "decode" \
+            or d.source != "sched-capacity-for-load":
         return ""
-    step = _int(options.get("--max-num-seqs"), 0) * (1 + _int(options.get("--speculative-config.num_speculative_tokens"), 0))
+    k = _int(options.get("--speculative-config.num_speculative_tokens"), 0)
+    step = _int(options.get("--max-num-seqs"), 0) * (1 + k)
     page, mine = _int(d.tutorial_value, 0), _int(d.optkit_value, 0)
     if not (0 < page < step <= mine):
         return ""

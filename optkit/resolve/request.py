@@ -18,21 +18,13 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from optkit.resolve.profiles import QUANTIZATIONS, Quantization
 from optkit.resolve.request_record import (
     MAX_CONCURRENCY, MAX_PARALLEL, MAX_TOKENS, Bounded, DpSize, RequestBehaviour, RequestRecord, SpecMethod,
-    canonical_length_mix, canonical_set_values, canonical_slo, comma_separated, pd_shape, sorted_levels)
+    canonical_length_mix, canonical_set_values, canonical_slo, comma_separated, literal_path, pd_shape,
+    sorted_levels)
 
 
 def _bounded(low: int, high: int) -> Any:
     """An int from ``low`` to ``high``; a bool is none (YAML reads ``true`` as one), nor is ``"4"``."""
     return Annotated[int, Field(ge=low, le=high), BeforeValidator(Bounded(low, high))]
-
-
-def _literal_path(value: str) -> str:
-    """A draft model named as it is: serve.sh writes it inside --speculative-config's single-quoted JSON, where a
-    shell expression ($VAR, ${VAR}, `cmd`) would reach vLLM unexpanded, as a path that does not exist."""
-    if "$" in value or "`" in value:
-        raise ValueError(f"{value!r} holds a shell expression, which serve.sh would pass to vLLM unexpanded inside "
-                         "--speculative-config: give the draft model's path or Hub id itself")
-    return value
 
 
 class Request(RequestBehaviour, BaseModel):
@@ -109,8 +101,8 @@ class Request(RequestBehaviour, BaseModel):
     spec_method: Optional[SpecMethod] = Field(None, description=(
         "Speculative decoding method: mtp (the checkpoint's MTP head), eagle3 (an EAGLE-3 draft model, draft_model) "
         "or suffix (suffix decoding on the CPU, the arctic-inference package); one at a time (optkit.resolve.quantization)."))
-    draft_model: Optional[Annotated[str, AfterValidator(_literal_path)]] = Field(
-        None, min_length=1, description="With spec_method eagle3: the EAGLE-3 draft model, an HF repo id or path "
+    draft_model: Optional[Annotated[str, Field(min_length=1), AfterValidator(literal_path)]] = Field(
+        None, description="With spec_method eagle3: the EAGLE-3 draft model, an HF repo id or path "
         "(the --speculative-config model), as written: serve.sh passes it inside the JSON, unexpanded.")
     num_speculative_tokens: Optional[_bounded(1, 16)] = Field(
         None, description="k; default 4 with MTP (the article's), 3 with eagle3 and suffix (upstream's pages).")

@@ -186,6 +186,16 @@ def canonical_length_mix(value: str) -> str:
 
 
 @schema_function
+def literal_path(value: str) -> str:
+    """A draft model named as it is: serve.sh writes it inside --speculative-config's single-quoted JSON, where a
+    shell expression ($VAR, ${VAR}, `cmd`) would reach vLLM unexpanded, as a path that does not exist."""
+    if "$" in value or "`" in value:
+        raise ValueError(f"{value!r} holds a shell expression, which serve.sh would pass to vLLM unexpanded inside "
+                         "--speculative-config: give the draft model's path or Hub id itself")
+    return value
+
+
+@schema_function
 def sorted_levels(value: list[int]) -> list[int]:
     """Concurrency levels, deduplicated and sorted."""
     return sorted(set(value))

@@ -40,7 +40,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
@@ -82,6 +82,8 @@ class Row:
     unexplained: list = field(default_factory=list)
     siblings: frozenset = frozenset()
     """lines of the page's other commands of this command's layout and tab (``sibling_lines``)"""
+    spanned: tuple = (1, frozenset())
+    """the nodes optkit's plan spans, and its layout's page lines, where the command's ranks outgrow its nodes"""
 
 
 @lru_cache(maxsize=None)
@@ -258,11 +260,14 @@ def _placeholder(value: Any) -> bool:
     return isinstance(value, str) and bool(PLACEHOLDER.search(value))
 
 
-def explained_by(d: cs.Difference, siblings: frozenset = frozenset(), command: dict | None = None) -> str:
+def explained_by(d: cs.Difference, siblings: frozenset = frozenset(), command: dict | None = None,
+                 spanned: tuple[int, frozenset] = (1, frozenset())) -> str:
     """What explains a difference: a recipe, a per-command disagreement, a class of differences; '' if nothing.
     ``siblings``: the lines of the page's other commands of the compared command's layout on its tab, where
     optkit's value may come from (``sibling_lines``); ``command``: the compared command (a class may hold only
-    for the KV connector it names or an option it sets; a decoder's step is read off it)."""
+    for the KV connector it names or an option it sets; a decoder's step is read off it); ``spanned``: the nodes
+    optkit's plan spans where the command's ranks do not fit the nodes the page writes it for, and the lines of the
+    page's command of that layout (``spanned_lines``)."""
     if d.recipe_added:
         return f"recipe {d.source}"
     if d.page_added:
@@ -271,11 +276,15 @@ def explained_by(d: cs.Difference, siblings: frozenset = frozenset(), command: d
     if (d.source or "").startswith("page:") and page == d.tutorial and line.isdigit() and int(line) in siblings:
         return (f"the page's own command of this layout at :{line} (optkit carries one of the page's commands of a "
                 "layout: its scenario's, else the first on the tab)")
+    if (d.source or "").startswith("page:") and page == d.tutorial and line.isdigit() and int(line) in spanned[1]:
+        return (f"the page writes this command for one node, but its ranks need more devices than a node of the tab "
+                f"has: optkit's plan spans {spanned[0]} nodes and carries the page's own command of that layout at "
+                f":{line}")
     if cs._entry_for(d) is not None:
         return "disagreements.yaml"
     if (unread := _unread_by_release(d)):
         return unread
-    if command and (short := _short_decode_step(d, command)):
+    if command and (short := _short_decode_step(d, command) or _captures_full_step(d, command)):
         return short
     if _yarn_length(d):
         return ("the page's YaRN override with max_position_embeddings = original × factor added: vLLM 0.30.0 reads a "
@@ -318,6 +327,27 @@ def _short_decode_step(d: cs.Difference, command: dict) -> str:
             ":581, :612-665 in vLLM 0.30.0; :360, :410 in 0.23.0), so at most "
             f"{page // per} of its sequences decode per step; optkit keeps the full step (sched-capacity-for-load's "
             "floor). The page gives no reason; neither is measured")
+
+
+def _captures_full_step(d: cs.Difference, command: dict) -> str:
+    """A PD decoder whose page caps its step below max-num-seqs × (1 + k) and captures graphs only up to a size
+    below that step, where optkit keeps the full step (``_short_decode_step``) and its capture ladder reaches it:
+    the capture recipes' effective_when (the page's list stops short of the load's decode step); '' otherwise."""
+    options = {k: v.get("value") for k, v in command.get("options", {}).items()}
+    if d.key != "--compilation-config.cudagraph_capture_sizes" or command.get("pd_role") != "decode" \
+            or not str(d.source).startswith("cudagraph-capture-sizes-"):
+        return ""
+    k = _int(options.get("--speculative-config.num_speculative_tokens"), 0)
+    step = _int(options.get("--max-num-seqs"), 0) * (1 + k)
+    budget = _int(options.get("--max-num-batched-tokens"), 0)
+    page = [n for n in d.tutorial_value or () if isinstance(n, int)] if isinstance(d.tutorial_value, list) else []
+    mine = [n for n in d.optkit_value or () if isinstance(n, int)] if isinstance(d.optkit_value, list) else []
+    if not (page and mine and 0 < budget < step and max(page) < max(mine) <= step):
+        return ""
+    return (f"the page's decoder caps its step at {budget} tokens and captures graphs up to {max(page)} rows; optkit "
+            f"keeps the full step, {step} rows (max-num-seqs × (1 + k)), and captures up to {max(mine)}: where a "
+            "page's list stops short of the load's largest decode step, the capture recipes' sizes apply "
+            "(their effective_when, page.command_capture_sizes_max). Neither list is measured")
 
 
 def _yarn_length(d: cs.Difference) -> bool:
@@ -397,21 +427,27 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
     _, differences = cs.compare(release, page.rsplit("/", 1)[-1], _command(command), entry, result, launch)
     differences = [d for d in differences if not (_placeholder(d.tutorial_value) and _placeholder(d.optkit_value))]
     siblings = sibling_lines(page_data, command, hardware)
-    unexplained = [d for d in differences if not explained_by(d, siblings, command)]
+    spanned = spanned_lines(page_data, command, hardware, result.layout.nodes)
+    unexplained = [d for d in differences if not explained_by(d, siblings, command, spanned)]
     outcome = "reproduced" if not differences else "unexplained" if unexplained else "explained"
-    return row(outcome, request=request, differences=differences, unexplained=unexplained, siblings=siblings)
+    return row(outcome, request=request, differences=differences, unexplained=unexplained, siblings=siblings,
+               spanned=spanned)
 
 
 def partner_shape(command: dict, role: str, own: tuple[int, int]) -> dict:
     """The request fields of a PD role command whose connector names a partner role of another shape: its
     ``kv_connector_extra_config`` gives both roles' TP and DP (the decode's as ``tp``/``dp``, the prefill's as
-    ``prefill_tp``/``prefill_dp``); {} when it names none, or names this command's own role otherwise than the
+    ``prefill_tp``/``prefill_dp``; a MultiConnector's in its P2P connector's entry); {} when it names none, or names this command's own role otherwise than the
     command runs it (the page contradicting itself: its own shape is compared, both roles alike)."""
     options = command.get("options", {})
+    nested = options.get("--kv-transfer-config.kv_connector_extra_config.connectors", {}).get("value")
+    inner = next((c.get("kv_connector_extra_config", {}) for c in nested if isinstance(c, Mapping)
+                  and {"prefill", "decode"} <= set(c.get("kv_connector_extra_config", {}))), {}) \
+        if isinstance(nested, (list, tuple)) else {}  # a MultiConnector's: the shapes sit in its P2P connector's entry
 
     def size(which: str, key: str) -> int | None:
         entry = options.get(f"--kv-transfer-config.kv_connector_extra_config.{which}.{key}")
-        value = _int(entry.get("value") if entry else None, 0)
+        value = _int(entry.get("value") if entry else (inner.get(which) or {}).get(key), 0)
         return value or None
 
     shapes = {which: (size(which, "tp_size"), size(which, "dp_size")) for which in ("prefill", "decode")}
@@ -419,6 +455,17 @@ def partner_shape(command: dict, role: str, own: tuple[int, int]) -> dict:
         return {}
     (ptp, pdp), (dtp, ddp) = shapes["prefill"], shapes["decode"]
     return {"tp": dtp, "dp": ddp, "prefill_tp": ptp, "prefill_dp": pdp}
+
+
+def spanned_lines(page_data: dict, command: dict, hardware: str | None, nodes: int) -> tuple[int, frozenset]:
+    """(nodes, lines) where the page writes ``command`` for fewer nodes than its ranks need on this tab (GLM4.x.md's
+    single-node TP8 DP2, 16 devices, compared on A2's 8 per node): optkit's plan spans ``nodes`` and carries the
+    page's command of that layout, whose lines are these; (nodes, frozenset()) otherwise."""
+    from optkit.resolve.page_values import command_layout
+
+    if nodes <= command_layout(command)[2] or command.get("pd_role"):
+        return nodes, frozenset()
+    return nodes, sibling_lines(page_data, {**command, "nodes": nodes}, hardware) - {command["line"]}
 
 
 def sibling_lines(page_data: dict, command: dict, hardware: str | None) -> frozenset:

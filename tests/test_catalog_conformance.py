@@ -244,3 +244,31 @@ def test_a_decoders_step_the_page_caps_below_its_sequences_is_explained_with_its
     why = cc.explained_by(d, row.siblings, row.command)
     assert "caps its decoder's step at 240 tokens, below its 256" in why and "at most 60 of its sequences" in why
     assert cc.explained_by(d, row.siblings, {**row.command, "pd_role": "prefill"}) == ""  # a decoder's only
+
+
+def test_a_single_node_command_whose_ranks_outgrow_the_tabs_node_follows_the_pages_command_of_the_nodes_it_needs():
+    """GLM4.x.md (0.30.0rc2) writes TP 8 DP 2 for 'one Atlas 800 A3 or one A2' (:141): 16 ranks, and an A2 node has
+    8 devices. On A2 optkit's plan spans two nodes and carries the page's two-node command (:201, 140000 tokens); the
+    row names that command, and only where the ranks outgrow the node (on A3 the command is the plan's own)."""
+    rows = {r.tab: r for r in cc.release_rows("0.30.0rc2") if r.page == "models/GLM4.x.md" and r.command["line"] == 141}
+    assert rows["A3"].spanned == (1, frozenset())
+    nodes, lines = rows["A2"].spanned
+    assert nodes == 2 and 201 in lines and 141 not in lines
+    (d,) = [d for d in rows["A2"].differences if d.key == "--max-model-len"]
+    assert (d.tutorial_value, d.optkit_value, d.source) == ("133000", "140000", "page:GLM4.x.md:201")
+    assert "spans 2 nodes and carries the page's own command of that layout at :201" in cc.explained_by(
+        d, rows["A2"].siblings, rows["A2"].command, rows["A2"].spanned)
+    assert cc.explained_by(d, rows["A2"].siblings, rows["A2"].command) == ""
+
+
+def test_a_decoders_capture_list_below_the_full_step_it_keeps_is_explained_with_its_numbers():
+    """GLM5.2.md's A2 decoder (0.30.0rc2 :986) caps its step at 256 tokens and captures up to 384 rows; optkit keeps
+    the full step (256 sequences × 4 rows) and its capture ladder reaches it: the difference is named with its
+    numbers, and only for a decoder."""
+    row = next(r for r in cc.release_rows("0.30.0rc2") if r.page == "models/GLM5.2.md" and r.command["line"] == 986)
+    assert row.request["prefill_tp"] == 8 and row.request["prefill_dp"] == 4  # read in the MultiConnector's entry
+    (d,) = [d for d in row.differences if d.key == "--compilation-config.cudagraph_capture_sizes"]
+    assert max(d.tutorial_value) == 384 and max(d.optkit_value) == 1024
+    why = cc.explained_by(d, row.siblings, row.command)
+    assert "caps its step at 256 tokens and captures graphs up to 384 rows" in why and "full step, 1024 rows" in why
+    assert cc.explained_by(d, row.siblings, {**row.command, "pd_role": "prefill"}) == ""

@@ -129,7 +129,8 @@ def role_lock(launch: RoleLaunch, base: dict) -> dict[str, Any]:
     out.update(role=launch.role, env=launch.env, argv=launch.argv, argv_sources=launch.sources,
                parameters=launch.parameters, effective_speculative_config=launch.speculative,
                instances=launch.instances_data(), node_env=dict(NODE_ENV),
-               **({"nodes": launch.nodes} if launch.nodes else {}))
+               **({"nodes": launch.nodes} if launch.nodes else {}),
+               **({"recipes_left_out": dict(launch.plan.role_left_out)} if launch.plan.role_left_out else {}))
     return out
 
 

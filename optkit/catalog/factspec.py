@@ -168,6 +168,8 @@ _SPECS = [
     _f("page.fused_mc2", "str", "Whether the model's own page's command the plan carries (its scenario's, or its "
        "command of exactly the plan's layout, on the plan's tab and release) turns fused MC2 on or off "
        "(enable_fused_mc2, or VLLM_ASCEND_ENABLE_FUSED_MC2).", ("on", "off", "unstated")),
+    _f("page.fused_mc2_level", "int", "The fused MC2 level that command sets: 1 dispatch_ffn_combine, 2 "
+       "dispatch_gmm_combine_decode (W8A8 decode nodes; vllm-ascend's envs.py); 0 when it sets none or sets it off."),
     _f("page.static_kernel", "str", "Whether the model's own page's command the plan carries (its scenario's, or its "
        "command of exactly the plan's layout, on the plan's tab and release) sets "
        "ascend_compilation_config.enable_static_kernel.", ("on", "off", "unstated")),

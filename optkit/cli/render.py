@@ -115,6 +115,8 @@ def _page_advice(plan: Plan) -> list[Block]:
     lines += [f"  left out: {why}" for why in plan.page_unread]
     for role_plan in plan.roles.values():  # --pd: each role's own command on the page
         lines += role_plan.page_advice.lines() + [f"  left out: {why}" for why in role_plan.page_unread]
+        lines += [f"  not in the {role_plan.page_advice.role} role: {rid}: {why}"
+                  for rid, why in role_plan.role_left_out.items()]
     return lines
 
 

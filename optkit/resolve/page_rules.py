@@ -188,7 +188,7 @@ class PageAdvice:
                 "page.role": self.role, "page.expert_parallel": self.expert_parallel(),
                 "page.static_kernel": self.command_switch(
                     "additional_config:ascend_compilation_config.enable_static_kernel"),
-                "page.fused_mc2": self.fused_mc2()}
+                "page.fused_mc2": self.fused_mc2(), "page.fused_mc2_level": self.fused_mc2_level()}
 
     def expert_parallel(self) -> str:
         """'on' / 'off' as the model's own page runs expert parallelism for the plan: its command of exactly the
@@ -210,6 +210,19 @@ class PageAdvice:
         ``VLLM_ASCEND_ENABLE_FUSED_MC2`` vllm-ascend reads for it), 'unstated' when it sets neither."""
         said = self.command_switch("additional_config:enable_fused_mc2")
         return said if said != "unstated" else self.command_switch("env:VLLM_ASCEND_ENABLE_FUSED_MC2")
+
+    def fused_mc2_level(self) -> int:
+        """The fused MC2 level the carried command sets (its ``enable_fused_mc2`` key, else the env var): 1
+        dispatch_ffn_combine, 2 dispatch_gmm_combine_decode (vllm-ascend's envs.py); ``true`` is 1; 0 when it sets
+        none, sets it off, or writes no number."""
+        for key in ("additional_config:enable_fused_mc2", "env:VLLM_ASCEND_ENABLE_FUSED_MC2"):
+            found = next((s for s in self.settings if s.key == key), None)
+            if found is not None:
+                value = found.value
+                if isinstance(value, bool):
+                    return int(value)
+                return _leading_int(str(value)) or 0
+        return 0
 
     def command_switch(self, key: str) -> str:
         """'on' / 'off' as the carried command's setting ``key`` says (its scenario's or its layout's command, the

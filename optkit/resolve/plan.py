@@ -159,6 +159,10 @@ class Plan:
     """With ``--pd`` and a page that runs PD role commands of this instance shape: each role's plan (this one, with
     the page settings of the page's command for that role: ``PageAdvice.for_role``; ``optkit.bundle.pd.RoleLaunch``
     launches it). Empty when both roles carry this plan's settings."""
+    role_left_out: dict[str, str] = field(default_factory=dict)
+    """In one role's plan (``roles``): the recipes of the selection that role's own page command turns off, each
+    with the rule its role facts fail (``optkit.resolve.role_plans.left_out_in_role``); its settings are not
+    collected for that role."""
     fit: Any = None
     """Memory per device: weights, reserve and KV cache against the budget (``optkit.resolve.fit.FitReport``); a
     plan that does not fit is refused."""
@@ -359,7 +363,8 @@ def _collect(result: Plan, ws: Workspace) -> None:
         merge_into(result.speculative_config, requested_speculative_config(result.request),
                    "request", result.config_sources, "speculative_config")
     for rid in result.selected:
-        collect(result, ws.catalog[rid], result.facts, result.verdicts[rid])
+        if rid not in result.role_left_out:
+            collect(result, ws.catalog[rid], result.facts, result.verdicts[rid])
 
 
 def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
@@ -373,7 +378,7 @@ def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
     mark_decisions(result.assumptions, result.resolution.decisions, ws.catalog, result.facts)
     result.launch_flags = launch_flags(result.request, result.facts)
     _collect(result, ws)
-    result.roles = role_plans(result, lambda role_plan: _collect(role_plan, ws))
+    result.roles = role_plans(result, lambda role_plan: _collect(role_plan, ws), ws.catalog)
     carry_page_settings(result)
     pair_connector(result)
     check_set(result)

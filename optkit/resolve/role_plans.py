@@ -14,20 +14,21 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable
 
+from optkit.catalog.conditions import compiled
 from optkit.errors import RequestError
 from optkit.resolve.facts import Facts
 from optkit.resolve.fit import check_max_model_len, plan_fit, refusal as fit_refusal
 from optkit.resolve.pd import ROLES
 from optkit.resolve.settings import carry_page_settings
 
-ROLE_FACTS = ("page.static_kernel", "page.role")
+ROLE_FACTS = ("page.static_kernel", "page.role", "page.fused_mc2", "page.fused_mc2_level")
 """The page facts a role's own command gives, beside its ``page.command_*`` ones."""
 
 
-def role_plans(result: Any, collect: Callable[[Any], None]) -> dict[str, Any]:
+def role_plans(result: Any, collect: Callable[[Any], None], catalog: Any) -> dict[str, Any]:
     """Each role's plan (``result`` a ``Plan`` whose selection is collected; ``collect`` gathers a plan's recipe
-    settings from its facts): {} when the plan is no ``--pd`` plan or the page runs no command of its shape, so
-    both roles carry the plan's own settings."""
+    settings from its facts, without the recipes the role leaves out: ``left_out_in_role``): {} when the plan is no
+    ``--pd`` plan or the page runs no command of its shape, so both roles carry the plan's own settings."""
     advice = result.page_advice
     if result.pd is None or advice is None or not advice.roles:
         return {}
@@ -43,12 +44,51 @@ def role_plans(result: Any, collect: Callable[[Any], None]) -> dict[str, Any]:
         role_plan.additional_config, role_plan.compilation_config, role_plan.speculative_config = {}, {}, {}
         role_plan.config_sources, role_plan.page_advice, role_plan.roles, role_plan.kv_transfer = {}, mine, {}, {}
         role_plan.page_unread = []
+        role_plan.role_left_out = left_out_in_role(result, role_plan.facts, catalog)
         collect(role_plan)
         carry_page_settings(role_plan)
         check_max_model_len(role_plan)
         role_plan.fit = plan_fit(role_plan)
         roles[role] = role_plan
     return roles
+
+
+def left_out_in_role(result: Any, role_facts: Facts, catalog: Any) -> dict[str, str]:
+    """The recipes of ``result``'s selection one role leaves out, each with why: a recipe without source patches or
+    kernels (one tree serves both roles) one of whose preconditions or effective_when rules reads a page fact the
+    role's own command gives otherwise than the plan's, and fails on the role's facts (the decoder of GLM5.2.md's A2
+    PD keeps static kernels off: waterfall-static-kernel's ``page.static_kernel != 'off'``); then any such recipe that
+    requires one left out. A recipe the user asked for (``--with``) stays."""
+    changed = {name for name, value in role_facts.values.items() if result.facts.values.get(name) != value}
+    decisions = result.resolution.decisions
+    left: dict[str, str] = {}
+    if not changed:
+        return left
+
+    def movable(rid: str) -> bool:
+        recipe = catalog[rid]
+        return not (recipe.patches or recipe.kernels or decisions[rid].forced)
+
+    for rid in result.selected:
+        recipe = catalog[rid]
+        for rule in (*recipe.preconditions, *recipe.effective_when):
+            condition = compiled(rule.when)
+            if movable(rid) and changed & set(condition.fact_names()) and not condition.evaluate(role_facts.values):
+                left[rid] = f"{_one_line(rule.msg)} ({condition.describe(role_facts.values)})"
+                break
+    grew = True
+    while grew:  # a recipe requiring one the role leaves out goes with it
+        grew = False
+        for rid in result.selected:
+            needs = next((link.recipe for link in catalog[rid].requires if link.recipe in left
+                          and (link.when is None or compiled(link.when).evaluate(role_facts.values))), None)
+            if needs and rid not in left and movable(rid):
+                left[rid], grew = f"it requires {needs}, which this role leaves out", True
+    return left
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def pair_connector(result: Any) -> None:

@@ -142,11 +142,14 @@ def carry_page_settings(result) -> None:
         return
     advice = result.page_advice = advice.for_layout(result.request.tp, result.request.dp, result.layout.nodes,
                                                     result.request.max_model_len, result.request.weight_format)
+    env_of = dict(result.release.data.knobs.additional_config.env)  # one knob: a key and the env var read for it
     for setting in advice.settings:
         kind, _, key = setting.key.partition(":")
         label = f"page:{setting.source.page.rsplit('/', 1)[-1]}:{setting.source.line}"
         if kind == "layout":
             continue  # the command's layout (its expert parallelism): a fact the request's defaults read, not a flag
+        if _set_as_alias(result, kind, key, env_of):
+            continue  # a recipe sets this knob under its other name: the recipe's value wins, once
         if kind == "env":
             if not any(s.key == key for s in result.env):
                 result.env.append(Setting(key, str(setting.value), label))
@@ -172,6 +175,19 @@ def carry_page_settings(result) -> None:
             fragment: dict = {}
             _set_path(fragment, key, setting.value)
             merge_into(getattr(result, kind), fragment, label, result.config_sources, kind)
+
+
+def _set_as_alias(result, kind: str, key: str, env_of: dict[str, str]) -> bool:
+    """Whether the plan already sets the page's setting under the knob's other name: an ``additional_config`` key
+    the release also reads from an env var (its knob registry, ``knobs.additional_config.env``), or that env var,
+    where a recipe sets the other (0.23.0 reads ``enable_fused_mc2`` and ``VLLM_ASCEND_ENABLE_FUSED_MC2`` as one
+    switch: ascend_config.py:173-178)."""
+    if kind == "additional_config" and key in env_of:
+        return any(s.key == env_of[key] for s in result.env)
+    if kind == "env":
+        keys = [k for k, env in env_of.items() if env == key]
+        return any(f"additional_config.{k}" in result.config_sources for k in keys)
+    return False
 
 
 def _flag(key: str, value) -> str:

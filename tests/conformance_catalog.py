@@ -173,6 +173,13 @@ def request_for(release: str, page: str, command: dict, profile, target: str, qu
     if any(_placeholder(v) for v in shaped.values()):
         raise NotComparable("its TP or DP is a script's positional argument ($N): the launch_online_dp.py command "
                             "that passes it is compared instead")
+    if _int(opts.get("--pipeline-parallel-size"), 1) > 1:  # no request field says it: another number of ranks
+        raise NotComparable("it runs pipeline parallelism (--pipeline-parallel-size), which optkit does not plan: "
+                            "its ranks are TP × PP × DP, a plan's TP × DP")
+    if any(_int(opts.get(f"--kv-transfer-config.kv_connector_extra_config.{role}.pp_size"), 1) > 1
+           for role in ("prefill", "decode")):  # a PD role whose partner runs it: the pair is no plan of optkit's
+        raise NotComparable("its PD partner runs pipeline parallelism (the connector's pp_size), which optkit does "
+                            "not plan")
     dp = _int(opts.get("--data-parallel-size"), 1)
     request: dict[str, Any] = {
         "model": profile.id, "target": target, "vllm_ascend_version": release,
@@ -207,6 +214,8 @@ def request_for(release: str, page: str, command: dict, profile, target: str, qu
         request["nodes"] = command["nodes"]
     if _int(opts.get("--decode-context-parallel-size"), 1) > 1:  # the layout splits each sequence's KV cache
         request["dcp"] = _int(opts["--decode-context-parallel-size"], 1)
+    if _int(opts.get("--prefill-context-parallel-size"), 1) > 1:  # TP × PCP ranks per DP group
+        request["pcp"] = _int(opts["--prefill-context-parallel-size"], 1)
     scenario = scenario_of(command, page_data, hardware)
     goal = next((goal for word, goal in SCENARIO_GOALS if word in scenario), None)
     if goal:

@@ -272,3 +272,14 @@ def test_a_decoders_capture_list_below_the_full_step_it_keeps_is_explained_with_
     why = cc.explained_by(d, row.siblings, row.command)
     assert "caps its step at 256 tokens and captures graphs up to 384 rows" in why and "full step, 1024 rows" in why
     assert cc.explained_by(d, row.siblings, {**row.command, "pd_role": "prefill"}) == ""
+
+
+def test_a_command_with_pipeline_parallelism_or_such_a_partner_is_not_comparable():
+    """GLM5.md's PD prefillers run PP 2 × TP 16 over two A3 nodes (0.30.0rc2 :1066); its decoders' connector names
+    that partner (prefill.pp_size 2, the launch_online_dp.py commands at :1314 and :1321): no optkit request has
+    their ranks, so neither is compared."""
+    rows = [r for r in cc.release_rows("0.30.0rc2") if r.page == "models/GLM5.md"
+            and r.command["line"] in (1066, 1128, 1314, 1321)]
+    assert len(rows) == 4 and all(r.outcome == "not comparable" for r in rows)
+    assert {r.reason.split(" (")[0] for r in rows} == {"it runs pipeline parallelism",
+                                                     "its PD partner runs pipeline parallelism"}

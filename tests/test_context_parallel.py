@@ -80,3 +80,65 @@ def test_the_kv_cache_of_an_mla_model_is_not_split_by_tp_but_by_dcp():
     assert kv_bytes_per_token(mla, 1, "bf16", 0) == kv_bytes_per_token(mla, 16, "bf16", 0) == 61 * 576 * 2
     assert kv_bytes_per_token(mla, 16, "bf16", 0, cp=16) == 61 * 576 * 2 / 16
     assert kv_bytes_per_token(mla, 16, "w8a8c8", 1) == 62 * 576  # the MTP layer; an int8 cache
+
+
+# ----------------------------------------------------------------------------------------- prefill context parallel
+
+QWEN235_PCP = {"model": "qwen3-235b-a22b", "target": "910c", "vllm_ascend_version": "0.23.0", "tp": 8, "pcp": 2,
+               "dcp": 2, "quantization": "w8a8", "max_model_len": 135000, "concurrency": [32]}
+"""Qwen3-235B-A22B.md's long-context command in 0.23.0 (:871-890): TP 8, PCP 2, DCP 2 on one A3 node."""
+
+
+def test_pcp_adds_ranks_the_layout_places_and_the_ep_group_spans(workspace):
+    result = plan(Request(**QWEN235_PCP), workspace)
+    assert (result.layout.node_devices, result.layout.summary) == (16, "TP8 PCP2 DP1")
+    assert result.facts["parallel.pcp"] == 2 and result.facts["parallel.ep_size"] == 16
+    assert result.facts["parallel.cards"] == 8 and result.facts["parallel.context_parallel"]
+    flags = [s.key for s in result.launch_flags]
+    assert flags[:2] == ["--tensor-parallel-size 8", "--prefill-context-parallel-size 2"]
+
+
+def test_the_kv_cache_is_split_over_pcp_times_dcp_and_the_experts_over_the_ep_group(workspace):
+    from optkit.resolve.fit import measure, plan_fit_inputs
+    from optkit.value import replace
+
+    result = plan(Request(**QWEN235_PCP), workspace)
+    inputs = plan_fit_inputs(result)
+    assert (inputs.cp, inputs.pcp) == (2, 2)
+    with_pcp, without = measure(result.model, result.target, inputs), measure(result.model, result.target,
+                                                                            replace(inputs, pcp=1))
+    assert with_pcp.kv_gib == pytest.approx(without.kv_gib / 2)
+    assert with_pcp.weights_gib < without.weights_gib  # the routed experts split over 16 EP ranks, not 8
+
+
+@pytest.mark.parametrize("fields, said", [
+    ({"dp": 2}, "refuses PCP with DP above 1 (vllm_ascend/platform.py:351-358 in 0.23.0)"),
+    ({"vllm_ascend_version": "0.30.0rc2"}, "runs PCP only under ModelRunner V2"),
+    ({"target": "950"}, "supports CP on Atlas A2 and A3"),
+    ({"pd": "1:1"}, "leave --pcp out of a --pd plan"),
+], ids=["dp", "model-runner-v2", "a5", "pd"])
+def test_pcp_where_vllm_ascend_refuses_it_or_optkit_does_not_plan_it_is_refused(fields, said, workspace):
+    with pytest.raises(RequestError) as refused:
+        plan(Request(**{**QWEN235_PCP, **fields}), workspace)
+    assert str(refused.value).startswith("--pcp 2 (request field pcp): ") and said in str(refused.value)
+
+
+def test_a_gated_deltanet_model_gets_no_pcp(workspace):
+    with pytest.raises(RequestError, match=r"--pcp 2 \(request field pcp\): qwen3.5-35b-a3b has Gated DeltaNet layers"):
+        plan(Request(model="qwen3.5-35b", tp=2, pcp=2), workspace)
+
+
+def test_a_pcp_group_larger_than_a_node_is_refused_with_the_node_counts_that_work(workspace):
+    with pytest.raises(RequestError) as refused:
+        plan(Request(**{**QWEN235_PCP, "tp": 16, "dcp": 4, "nodes": 1}), workspace)
+    assert str(refused.value).startswith(
+        "--tp 16 × --pcp 2 × --dp 1 on --nodes 1 of 910c (16 devices each): each node would run 32 devices, but a "
+        "node has 16; TP 16 × PCP 2 × DP 1 runs on --nodes 2")
+
+
+def test_pcp_with_eagle3_and_no_dcp_is_planned_as_minimax_m2s_page_runs_it(workspace):
+    """MiniMax-M2.md's long-context adjustment (0.23.0 :224-235): TP 8, PCP 2, DCP 1, eagle3 with k = 1."""
+    result = plan(Request(**{**QWEN235_PCP, "dcp": 1, "spec_method": "eagle3", "draft_model": "org/eagle3",
+                             "num_speculative_tokens": 1}), workspace)
+    assert "--prefill-context-parallel-size 2" in [s.key for s in result.launch_flags]
+    assert result.speculative_config["method"] == "eagle3"

@@ -45,7 +45,8 @@ TARGETS = ("serve", "compilation_config", "additional_config")
 
 
 OPTKIT_FLAGS = frozenset({
-    "--served-model-name", "--port", "--tensor-parallel-size", "--data-parallel-size", "--dtype",
+    "--served-model-name", "--port", "--tensor-parallel-size", "--data-parallel-size",
+    "--prefill-context-parallel-size", "--dtype",
     "--enable-expert-parallel", "--no-async-scheduling", "--enable-prefix-caching", "--no-enable-prefix-caching",
     "--enforce-eager", "--compilation-config", "--speculative-config", "--additional-config",
     "--data-parallel-size-local", "--data-parallel-start-rank", "--data-parallel-address", "--data-parallel-rpc-port",

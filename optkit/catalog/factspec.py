@@ -74,11 +74,13 @@ _SPECS = [
     _f("parallel.tp", "int", "Tensor-parallel size."),
     _f("parallel.dp", "int", "Data-parallel size."),
     _f("parallel.ep", "bool", "Expert parallelism on (--enable-expert-parallel)."),
-    _f("parallel.ep_size", "int", "Expert-parallel group size (tp × dp when EP is on, else 1)."),
+    _f("parallel.ep_size", "int", "Expert-parallel group size (tp × pcp × dp when EP is on, else 1)."),
     _f("parallel.context_parallel", "bool", "Prefill/decode context parallelism in use (--context-parallel, or a "
-       "decode context parallel size above 1).", flag="--context-parallel"),
+       "decode or prefill context parallel size above 1).", flag="--context-parallel"),
     _f("parallel.dcp", "int", "Decode context parallel size: TP ranks the KV cache of a sequence is split over (1: off).",
        flag="--dcp"),
+    _f("parallel.pcp", "int", "Prefill context parallel size: ranks a long prompt's tokens are split over, each DP "
+       "rank running TP × PCP devices (1: off).", flag="--pcp"),
     _f("parallel.flashcomm1", "bool",
        "FlashComm1 (sequence-parallel MoE/dense, additional_config.enable_flashcomm1) on in the deployment.",
        flag="--flashcomm1"),

@@ -62,6 +62,8 @@ _OPTIONS = [
     (("--context-parallel/--no-context-parallel",), "context_parallel", dict(default=None, help="Context parallelism in use.")),
     (("--dcp",), "dcp", dict(type=int, help="Decode context parallel size: the KV cache of a sequence split over this "
                                            "many TP ranks (default 1, off).")),
+    (("--pcp",), "pcp", dict(type=int, help="Prefill context parallel size: TP × PCP devices per DP rank, a long "
+                                           "prompt split over the PCP ranks (default 1, off).")),
     (("--flashcomm1/--no-flashcomm1",), "flashcomm1", dict(default=None, help="FlashComm1 (sequence parallelism), set by the bundle "
                                                                                  "(default: on under the throughput goal where it applies).")),
     (("--concurrency",), "concurrency", dict(callback=_concurrency, help="Concurrency levels, e.g. 1,4,8 (default).")),

@@ -19,7 +19,7 @@ from optkit.resolve.layout import NodeLayout, node_layout
 from optkit.resolve.page_rules import plan_advice
 from optkit.resolve.pd import pd_layout
 from optkit.resolve.request_record import DEFAULT_VLLM_ASCEND, RequestRecord
-from optkit.resolve.context_parallel import check_decode_context_parallel
+from optkit.resolve.context_parallel import check_decode_context_parallel, check_prefill_context_parallel
 from optkit.resolve.sharding import check_sharding
 from optkit.resolve.quantization import kv_cache_quantized
 from optkit.value import valueclass
@@ -174,7 +174,8 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
     page = plan_advice(model, target, ascend, request.objective_goal).for_layout(
         request.tp, request.dp, layout.nodes, request.max_model_len, request.weight_format).facts()
     ep = request.ep if request.ep is not None else default_ep(model, page["page.expert_parallel"])
-    check_sharding(model, request.tp, request.dp, ep)
+    check_prefill_context_parallel(request, model, target, ascend)
+    check_sharding(model, request.tp, request.dp, ep, request.pcp or 1)
     sizes = decode_rows_at_load(request)
     rows = max(sizes)
     values: dict[str, Any] = {**target.facts(request.variant), **model.facts()}
@@ -182,11 +183,12 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
         "parallel.tp": request.tp,
         "parallel.dp": request.dp,
         "parallel.ep": ep,
-        "parallel.ep_size": request.tp * request.dp if ep else 1,
-        "parallel.context_parallel": request.context_parallel or (request.dcp or 1) > 1,
+        "parallel.ep_size": request.tp * (request.pcp or 1) * request.dp if ep else 1,
+        "parallel.context_parallel": request.context_parallel or (request.dcp or 1) > 1 or (request.pcp or 1) > 1,
         "parallel.dcp": request.dcp or 1,
+        "parallel.pcp": request.pcp or 1,
         "parallel.flashcomm1": request.flashcomm1,
-        "parallel.cards": ceil(request.tp * request.dp / target.dies_per_card),
+        "parallel.cards": ceil(request.tp * (request.pcp or 1) * request.dp / target.dies_per_card),
         "parallel.nodes": layout.nodes,
         "parallel.node_devices": layout.node_devices,
         "parallel.layout": layout.kind,

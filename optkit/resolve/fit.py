@@ -61,7 +61,8 @@ class FitInputs:
     utilization: float = DEFAULT_UTILIZATION
     hccl_buffsize_mb: int = DEFAULT_HCCL_BUFFSIZE_MB
     spec_tokens: int = 0  # k with MTP (its layers hold KV; GDN conv states grow by k)
-    cp: int = 1  # context-parallel ranks the KV cache of a sequence is split over
+    cp: int = 1  # decode context parallel ranks the KV cache of a sequence is split over (--dcp)
+    pcp: int = 1  # prefill context parallel ranks: more ranks per DP group, the KV cache split over PCP × DCP
     variant: str | None = None  # the target's SKU (--variant): its HBM per device where it differs (A2 32 GB)
     kv_cache_dtype: str = ""  # the plan's --kv-cache-dtype ('' or 'auto': by the weight format)
     activation_gib: float = ACTIVATION_RESERVE_GIB  # activations, graphs and runtime (page_evidence may bound it)
@@ -163,18 +164,20 @@ def reserve_bytes(m, i: FitInputs) -> float:
 
 
 def hccl_bytes(m, i: FitInputs) -> float:
-    """``2 × HCCL_BUFFSIZE`` for each communicator of size > 1 the rank is in: TP, DP and (MoE) EP."""
-    groups = [i.tp > 1, i.dp > 1, i.ep and m.is_moe and i.tp * i.dp > 1]
+    """``2 × HCCL_BUFFSIZE`` for each communicator of size > 1 the rank is in: TP, DP, PCP and (MoE) EP."""
+    groups = [i.tp > 1, i.dp > 1, i.pcp > 1, i.ep and m.is_moe and i.tp * i.pcp * i.dp > 1]
     return sum(groups) * 2 * i.hccl_buffsize_mb * 2 ** 20
 
 
 def measure(m, target, i: FitInputs) -> FitReport:
     """The memory of ``i`` on one device of ``target``, without the changes (``plan_fit`` adds them)."""
     budget = target.hbm_gib(i.variant) * GIB * i.utilization
-    weights, basis = weight_bytes_per_device(m, i.quantization, i.tp, i.tp * i.dp if i.ep and m.is_moe else i.tp)
+    ep_ranks = i.tp * i.pcp * i.dp if i.ep and m.is_moe else i.tp  # PCP ranks hold the TP shards again, not more
+    weights, basis = weight_bytes_per_device(m, i.quantization, i.tp, ep_ranks)
     reserve = reserve_bytes(m, i)
-    load = i.seqs * kv_bytes(m, i.tp, i.quantization, i.spec_tokens, i.tokens, i.cp, i.kv_cache_dtype)
-    one_long = kv_bytes(m, i.tp, i.quantization, i.spec_tokens, i.max_model_len, i.cp, i.kv_cache_dtype)
+    cp = i.cp * i.pcp  # vLLM's total_cp_world_size: a sequence's KV cache over PCP × DCP ranks
+    load = i.seqs * kv_bytes(m, i.tp, i.quantization, i.spec_tokens, i.tokens, cp, i.kv_cache_dtype)
+    one_long = kv_bytes(m, i.tp, i.quantization, i.spec_tokens, i.max_model_len, cp, i.kv_cache_dtype)
     kv, sized_by = ((load, f"{i.seqs} × {i.tokens} tokens per DP engine") if load >= one_long else
                     (one_long, f"one sequence of --max-model-len {i.max_model_len}, more than {i.seqs} × {i.tokens}"))
     free = budget - weights - reserve - kv
@@ -189,17 +192,17 @@ def _fits(m, target, inputs: FitInputs) -> bool:
     return measure(m, target, inputs).fits
 
 
-def _splits(m, tp: int, dp: int, ep: bool, per_node: int, nodes: int | None = None) -> bool:
-    """Whether TP × DP is a layout optkit plans (``layout``) and the model splits over it (``sharding``)."""
+def _splits(m, tp: int, dp: int, ep: bool, per_node: int, nodes: int | None = None, pcp: int = 1) -> bool:
+    """Whether TP × PCP × DP is a layout optkit plans (``layout``) and the model splits over it (``sharding``)."""
     from optkit.errors import RequestError
     from optkit.resolve.layout import layout_problem
     from optkit.resolve.sharding import check_sharding
 
     try:
-        check_sharding(m, tp, dp, ep)
+        check_sharding(m, tp, dp, ep, pcp)
     except RequestError:
         return False
-    return not layout_problem(tp, dp, nodes or ceil(tp * dp / per_node), per_node)
+    return not layout_problem(tp, dp, nodes or ceil(tp * pcp * dp / per_node), per_node, pcp)
 
 
 def smallest_changes(m, target, i: FitInputs, checkpoints=()) -> list[str]:
@@ -227,12 +230,12 @@ def smallest_changes(m, target, i: FitInputs, checkpoints=()) -> list[str]:
         out.append(f"--max-model-len {shorter} (the workload's longest request is {i.tokens} tokens; the server's "
                    f"--max-model-len is {i.max_model_len})")
     per_node = target.devices_per_node
-    tp = next((t for t in _tp_sizes(m) if t > i.tp and _splits(m, t, i.dp, i.ep, per_node)
+    tp = next((t for t in _tp_sizes(m) if t > i.tp and _splits(m, t, i.dp, i.ep, per_node, pcp=i.pcp)
                and _fits(m, target, replace(i, tp=t))), None)
     if tp:
         out.append(f"--tp {tp}")
-    dp = next((d for d in range(i.dp + 1, 8 * per_node + 1) if _splits(m, i.tp, d, i.ep, per_node)
-               and _fits(m, target, replace(i, dp=d))), None)
+    dp = next((d for d in range(i.dp + 1, 8 * per_node + 1) if i.pcp == 1 and _splits(m, i.tp, d, i.ep, per_node)
+               and _fits(m, target, replace(i, dp=d))), None)  # vllm-ascend runs PCP with DP 1 only
     if dp:
         nodes = ceil(i.tp * dp / per_node)
         out.append(f"--dp {dp}" + (f" --nodes {nodes}" if nodes > 1 else "") + " (more DP ranks spread the experts)")
@@ -256,10 +259,12 @@ def fewest_nodes(m, target, i: FitInputs, max_nodes: int = 8) -> tuple[int, int,
     for nodes in range(1, max_nodes + 1):
         devices = nodes * per_node
         for tp in sizes:
-            if devices % tp:
+            if devices % (tp * i.pcp):
                 continue
-            dp = devices // tp
-            if _splits(m, tp, dp, i.ep, per_node, nodes) and _fits(m, target, replace(i, tp=tp, dp=dp)):
+            dp = devices // (tp * i.pcp)
+            if i.pcp > 1 and dp > 1:
+                continue  # vllm-ascend runs PCP with DP 1 only (optkit.resolve.context_parallel)
+            if _splits(m, tp, dp, i.ep, per_node, nodes, i.pcp) and _fits(m, target, replace(i, tp=tp, dp=dp)):
                 return nodes, tp, dp
     return None
 
@@ -275,10 +280,11 @@ def serve_value(plan, flag: str) -> str | None:
 
 
 def plan_fit_inputs(plan) -> FitInputs:
-    """What ``plan`` runs, as a fit reads it: its layout and weights, ``--max-num-seqs`` (else the highest
-    concurrency per DP engine) sequences of its longest request, the KV cache split over its decode context parallel
-    ranks (``--decode-context-parallel-size``), its ``--kv-cache-dtype``, and vLLM's defaults for what it leaves unset
-    (``--max-model-len``: the model's context; ``--gpu-memory-utilization`` 0.92; HCCL_BUFFSIZE 200)."""
+    """What ``plan`` runs, as a fit reads it: its layout and weights, ``--max-num-seqs`` (else the highest concurrency
+    per DP engine) sequences of its longest request, the KV cache split over its context parallel ranks
+    (``--decode-context-parallel-size`` × ``--prefill-context-parallel-size``), its ``--kv-cache-dtype``, and vLLM's defaults for
+    what it leaves unset (``--max-model-len``: the model's context; ``--gpu-memory-utilization`` 0.92; HCCL_BUFFSIZE
+    200)."""
     r, facts = plan.request, plan.facts
     seqs = serve_value(plan, "--max-num-seqs")
     tokens = facts["workload.total_len_max"]
@@ -289,7 +295,8 @@ def plan_fit_inputs(plan) -> FitInputs:
                      seqs=int(seqs) if seqs else ceil(facts["workload.concurrency_max"] / r.dp), tokens=tokens,
                      max_model_len=int(max_len), utilization=float(utilization or DEFAULT_UTILIZATION),
                      hccl_buffsize_mb=int(hccl or DEFAULT_HCCL_BUFFSIZE_MB), spec_tokens=r.k if r.mtp else 0,
-                     cp=int(serve_value(plan, "--decode-context-parallel-size") or 1), variant=r.variant,
+                     cp=int(serve_value(plan, "--decode-context-parallel-size") or 1), pcp=r.pcp or 1,
+                     variant=r.variant,
                      kv_cache_dtype=(serve_value(plan, "--kv-cache-dtype") or "").strip("'\""))
 
 
@@ -408,23 +415,24 @@ def page_evidence(plan, inputs: FitInputs) -> tuple[float, str] | None:
     most the reserve can be, its basis), else None.
 
     The command of the plan's layout (TP, DP, nodes; a PD role's own command) on the plan's hardware tab, in the
-    plan's release, serving the plan's weights (``WEIGHTS_SETTING``) with the plan's decode context parallel size
-    (``DCP_SETTING``) and no more tokens per step
+    plan's release, serving the plan's weights (``WEIGHTS_SETTING``) with the plan's decode and prefill context
+    parallel sizes (``DCP_SETTING``, ``PCP_SETTING``) and no more tokens per step
     (``--max-num-batched-tokens``, what the profile run's activations grow with) than the plan: vLLM started it,
     so its budget held the weights, the HCCL buffers and the KV cache of its own load (``--max-num-seqs`` sequences
     of its ``--max-model-len``, where optkit's figures hold them; else one sequence, what vLLM checks at start-up),
     and whatever is left is the most its activations, graphs and runtime took. That bound replaces optkit's assumed
     ``ACTIVATION_RESERVE_GIB`` where it is lower. A bound at or below zero means optkit's weights or KV figures
     contradict the page: returned (as a negative bound) for the refusal to say so, never applied."""
-    from optkit.resolve.page_values import DCP_SETTING, WEIGHTS_SETTING
+    from optkit.resolve.page_values import DCP_SETTING, PCP_SETTING, WEIGHTS_SETTING
     from optkit.value import replace
 
     advice = plan.page_advice  # the plan's: for_layout / for_role picked the command of its exact layout, if any
     if advice is None or advice.generalized or not advice.layout_exact or advice.page_release != advice.release:
         return None
     said = {s.key: s for s in advice.settings}
-    weights, dcp = said.get(WEIGHTS_SETTING), said.get(DCP_SETTING)
-    if weights is None or weights.value != inputs.quantization or (dcp.value if dcp else 1) != inputs.cp:
+    weights, dcp, pcp = said.get(WEIGHTS_SETTING), said.get(DCP_SETTING), said.get(PCP_SETTING)
+    if weights is None or weights.value != inputs.quantization or (dcp.value if dcp else 1) != inputs.cp \
+            or (pcp.value if pcp else 1) != inputs.pcp:
         return None
 
     def value(key: str, default):

@@ -1,5 +1,6 @@
-"""How a request's TP × DP ranks sit on nodes: one node, DP ranks spread over nodes, or one TP group
-spanning nodes. Every other stage reads the layout from here (facts, serve.sh, the k8s manifests).
+"""How a request's TP × DP ranks (TP × PCP × DP with prefill context parallelism) sit on nodes: one node, DP
+ranks spread over nodes, or one TP group spanning nodes. Every other stage reads the layout from here (facts,
+serve.sh, the k8s manifests).
 
 The node count is ``--nodes`` when given, else the fewest nodes that hold TP × DP
 (``ceil(TP × DP / devices_per_node)``): TP × DP already says how many devices the plan runs, and the
@@ -45,58 +46,68 @@ class NodeLayout:
     summary: str  # e.g. "TP2 DP16 on 2 nodes (8 DP ranks of TP2 per node)"
 
 
-def layout_problem(tp: int, dp: int, nodes: int, per_node: int) -> str:
-    """Why TP × DP cannot run on ``nodes`` nodes of ``per_node`` devices ('' when it can)."""
-    world = tp * dp
+def _group(tp: int, pcp: int) -> str:
+    """One DP rank's group as the messages name it: ``TP 8``, or ``TP 8 × PCP 2``."""
+    return f"TP {tp}" + (f" × PCP {pcp}" if pcp > 1 else "")
+
+
+def layout_problem(tp: int, dp: int, nodes: int, per_node: int, pcp: int = 1) -> str:
+    """Why TP × PCP × DP cannot run on ``nodes`` nodes of ``per_node`` devices ('' when it can). A DP rank's group
+    is its TP × PCP ranks (prefill context parallelism adds ranks: vLLM's world size is PP × TP × PCP,
+    vllm/config/parallel.py:776-780 in 0.23.0)."""
+    group, world = tp * pcp, tp * pcp * dp
     if world % nodes:
-        return f"the {world} ranks (TP × DP) do not split evenly over {nodes} nodes"
+        return f"the {world} ranks ({'TP × PCP × DP' if pcp > 1 else 'TP × DP'}) do not split evenly over {nodes} nodes"
     if world // nodes > per_node:
         return f"each node would run {world // nodes} devices, but a node has {per_node}"
-    if tp <= per_node and dp % nodes:
-        return f"DP {dp} does not split evenly over {nodes} nodes, so a TP group would span nodes although TP {tp} fits one"
-    if tp > per_node and dp > 1:
-        return (f"TP {tp} does not fit one node, and a TP group spanning nodes is planned with DP 1 only "
+    if group <= per_node and dp % nodes:
+        return (f"DP {dp} does not split evenly over {nodes} nodes, so a {'TP × PCP' if pcp > 1 else 'TP'} group would "
+                f"span nodes although {_group(tp, pcp)} fits one")
+    if group > per_node and dp > 1:
+        return (f"{_group(tp, pcp)} does not fit one node, and a {'TP × PCP' if pcp > 1 else 'TP'} group spanning "
+                "nodes is planned with DP 1 only "
                 "(vLLM would infer each node's DP rank from its node rank; no vllm-ascend release documents it)")
     return ""
 
 
-def layout_of(tp: int, dp: int, nodes: int) -> NodeLayout:
-    """The layout of TP × DP on ``nodes`` nodes (for which ``layout_problem`` is empty)."""
-    node_devices = tp * dp // nodes
+def layout_of(tp: int, dp: int, nodes: int, pcp: int = 1) -> NodeLayout:
+    """The layout of TP × PCP × DP on ``nodes`` nodes (for which ``layout_problem`` is empty)."""
+    name = f"TP{tp}" + (f" PCP{pcp}" if pcp > 1 else "")
+    node_devices = tp * pcp * dp // nodes
     if nodes == 1:
-        return NodeLayout("single-node", 1, node_devices, dp, "", f"TP{tp} DP{dp}")
+        return NodeLayout("single-node", 1, node_devices, dp, "", f"{name} DP{dp}")
     if dp % nodes == 0:
         local = dp // nodes
-        placement = f"{local} DP rank{'s' if local > 1 else ''} of TP{tp} per node"
+        placement = f"{local} DP rank{'s' if local > 1 else ''} of {name} per node"
         kind = "dp-across-nodes"
     else:
         local, kind = 1, "tp-across-nodes"
-        placement = f"the TP group spans the nodes, {node_devices} of its ranks per node"
-    return NodeLayout(kind, nodes, node_devices, local, placement, f"TP{tp} DP{dp} on {nodes} nodes ({placement})")
+        placement = f"the {'TP × PCP' if pcp > 1 else 'TP'} group spans the nodes, {node_devices} of its ranks per node"
+    return NodeLayout(kind, nodes, node_devices, local, placement, f"{name} DP{dp} on {nodes} nodes ({placement})")
 
 
-def allowed_nodes(tp: int, dp: int, per_node: int) -> list[int]:
-    """Every node count TP × DP can run on."""
-    return [n for n in range(1, tp * dp + 1) if not layout_problem(tp, dp, n, per_node)]
+def allowed_nodes(tp: int, dp: int, per_node: int, pcp: int = 1) -> list[int]:
+    """Every node count TP × PCP × DP can run on."""
+    return [n for n in range(1, tp * pcp * dp + 1) if not layout_problem(tp, dp, n, per_node, pcp)]
 
 
 def node_layout(request, target) -> NodeLayout:
     """The layout of ``request`` (an ``optkit.resolve.request.Request``) on ``target``, or a
     RequestError naming the flags and the node counts that would work."""
-    tp, dp, per_node = request.tp, request.dp, target.devices_per_node
-    nodes = request.nodes or ceil(tp * dp / per_node)
-    problem = layout_problem(tp, dp, nodes, per_node)
+    tp, dp, pcp, per_node = request.tp, request.dp, request.pcp or 1, target.devices_per_node
+    nodes = request.nodes or ceil(tp * pcp * dp / per_node)
+    problem = layout_problem(tp, dp, nodes, per_node, pcp)
     if not problem:
-        return layout_of(tp, dp, nodes)
+        return layout_of(tp, dp, nodes, pcp)
     given = f"--nodes {nodes}" if request.nodes else f"{nodes} node{'s' if nodes > 1 else ''} (the fewest that hold them)"
-    allowed = allowed_nodes(tp, dp, per_node)
+    allowed = allowed_nodes(tp, dp, per_node, pcp)
     if allowed:
-        way_out = f"TP {tp} × DP {dp} runs on " + ", ".join(
-            f"--nodes {n} ({layout_of(tp, dp, n).placement or 'one node'})" for n in allowed[:4])
-    else:  # only a TP group spanning nodes with DP > 1 has no node count at all
+        way_out = f"{_group(tp, pcp)} × DP {dp} runs on " + ", ".join(
+            f"--nodes {n} ({layout_of(tp, dp, n, pcp).placement or 'one node'})" for n in allowed[:4])
+    else:  # only a group spanning nodes with DP > 1 has no node count at all
         way_out = f"use --dp 1 with --tp {tp}, or a TP of at most {per_node} with the DP ranks across nodes"
-    raise RequestError(f"--tp {tp} × --dp {dp} on {given} of {target.id} ({per_node} devices each): "
-                       f"{problem}; {way_out}")
+    flags = f"--tp {tp}" + (f" × --pcp {pcp}" if pcp > 1 else "") + f" × --dp {dp}"
+    raise RequestError(f"{flags} on {given} of {target.id} ({per_node} devices each): {problem}; {way_out}")
 
 
 __all__ = ["NodeLayout", "node_layout", "layout_of", "layout_problem", "allowed_nodes"]

@@ -119,8 +119,8 @@ def command_settings(command: Mapping, release: str, page: str, checkpoints: Ite
     a PD role's command, its connector's ``--kv-transfer-config`` keys (kind ``pd:``, ``_pd_key``);
     and, not carried (kind ``layout:``, what the command runs rather than a setting to copy), its expert
     parallelism (``EP_SETTING``), the weights it serves (``WEIGHTS_SETTING``, read with the page's weights table
-    ``checkpoints``), its speculative tokens (``SPEC_K_SETTING``) and its decode context parallel size
-    (``DCP_SETTING``)."""
+    ``checkpoints``), its speculative tokens (``SPEC_K_SETTING``) and its decode and prefill context parallel sizes
+    (``DCP_SETTING``, ``PCP_SETTING``)."""
     found: list[PageSetting] = []
     for name, entry in sorted(command.get("env", {}).items()):
         value = str(entry.get("value", ""))
@@ -156,6 +156,9 @@ def command_settings(command: Mapping, release: str, page: str, checkpoints: Ite
     dcp = command.get("options", {}).get("--decode-context-parallel-size")
     found.append(PageSetting(DCP_SETTING, leading_int(str(dcp["value"])) or 1 if dcp else 1,
                              PageSource(release, page, dcp["line"] if dcp else command["line"])))
+    pcp = command.get("options", {}).get("--prefill-context-parallel-size")
+    if pcp is not None and (leading_int(str(pcp["value"])) or 1) > 1:
+        found.append(PageSetting(PCP_SETTING, leading_int(str(pcp["value"])), PageSource(release, page, pcp["line"])))
     return tuple(found)
 
 
@@ -205,6 +208,9 @@ prefiller's own command gives its role's (``optkit.bundle.pd.RoleLaunch``)."""
 DCP_SETTING = "layout:--decode-context-parallel-size"
 """The command's decode context parallel size (1 without the flag): not carried (the request's ``--dcp`` sets it);
 the fit takes the command as evidence only for a plan that splits the KV cache the same way."""
+PCP_SETTING = "layout:--prefill-context-parallel-size"
+"""The command's prefill context parallel size, where it sets one above 1: not carried (the request's ``--pcp``
+sets it); the fit takes the command as evidence only for a plan of the same PCP."""
 
 
 CARRIED_SPECULATIVE = ("enforce_eager", "disable_padded_drafter_batch")

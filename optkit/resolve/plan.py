@@ -274,7 +274,7 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
         raise RequestError(problem)
     version_ranges(ws.catalog, facts)  # packaging's answers, from the cache, for the verdicts and the resolver
     verdicts = {r.id: verdict(r, release) for r in ws.catalog}
-    layout = layout_of(request.tp, request.dp, facts["parallel.nodes"])
+    layout = layout_of(request.tp, request.dp, facts["parallel.nodes"], facts["parallel.pcp"])
     if request.pd is not None:
         from optkit.versions.pd import pd_release
 

@@ -64,6 +64,10 @@ class Request(RequestBehaviour, BaseModel):
     dcp: Optional[_bounded(1, MAX_PARALLEL)] = Field(
         None, description="Decode context parallel size (vLLM's --decode-context-parallel-size): the KV cache of a "
         "sequence is split over this many of the TP ranks (recipe context-parallel-long-context); default 1, off.")
+    pcp: Optional[_bounded(1, MAX_PARALLEL)] = Field(
+        None, description="Prefill context parallel size (vLLM's --prefill-context-parallel-size): each DP rank runs "
+        "TP × PCP devices, a long prompt's tokens split over the PCP ranks (optkit.resolve.context_parallel); "
+        "default 1, off.")
     flashcomm1: Optional[bool] = Field(None, description=(
         "FlashComm1 (sequence parallelism: additional_config.enable_flashcomm1 or VLLM_ASCEND_ENABLE_FLASHCOMM1), "
         "turned on by the bundle when true; unset: a recipe's 'choices' rule decides (on under the throughput "

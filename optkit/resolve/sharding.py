@@ -57,21 +57,26 @@ def _tp_message(model, tp: int) -> str:
     return f"--tp {tp} (request field tp): {_name(model)} has {has}; {rule}: {', '.join(map(str, sizes))}"
 
 
-def _ep_message(model, tp: int, dp: int) -> str:
-    dps = [d for d in range(1, model.num_experts + 1) if model.num_experts % (tp * d) == 0]
-    way_out = f"with --tp {tp}, --dp {', '.join(map(str, dps))} work" if dps else f"no --dp works with --tp {tp}"
-    return (f"--tp {tp} × --dp {dp} (request fields tp, dp) with expert parallelism: {_name(model)} has "
-            f"{model.num_experts} routed experts, which the {tp * dp} EP ranks (TP × DP) must split evenly; "
+def _ep_message(model, tp: int, dp: int, pcp: int = 1) -> str:
+    group = tp * pcp
+    dps = [d for d in range(1, model.num_experts + 1) if model.num_experts % (group * d) == 0]
+    with_ = f"--tp {tp}" + (f" --pcp {pcp}" if pcp > 1 else "")
+    way_out = f"with {with_}, --dp {', '.join(map(str, dps))} work" if dps else f"no --dp works with {with_}"
+    flags, fields, ranks = ((f"--tp {tp} × --pcp {pcp} × --dp {dp}", "tp, pcp, dp", "TP × PCP × DP") if pcp > 1
+                            else (f"--tp {tp} × --dp {dp}", "tp, dp", "TP × DP"))
+    return (f"{flags} (request fields {fields}) with expert parallelism: {_name(model)} has "
+            f"{model.num_experts} routed experts, which the {group * dp} EP ranks ({ranks}) must split evenly; "
             f"{way_out}, or turn expert parallelism off (--no-ep, ep: false)")
 
 
-def check_sharding(model, tp: int, dp: int, ep: bool) -> None:
-    """Refuse a TP size, or with expert parallelism a TP × DP, that ``model`` cannot be split over
-    (``RequestError`` naming the flags, the model's sizes and the sizes that work)."""
+def check_sharding(model, tp: int, dp: int, ep: bool, pcp: int = 1) -> None:
+    """Refuse a TP size, or with expert parallelism a TP × PCP × DP (vLLM's EP group spans the TP, PCP and DP ranks:
+    vllm/config/parallel.py:536-537 in 0.30.0), that ``model`` cannot be split over (``RequestError`` naming the
+    flags, the model's sizes and the sizes that work)."""
     if not tp_fits(model, tp):
         raise RequestError(_tp_message(model, tp))
-    if ep and model.is_moe and model.num_experts % (tp * dp):
-        raise RequestError(_ep_message(model, tp, dp))
+    if ep and model.is_moe and model.num_experts % (tp * pcp * dp):
+        raise RequestError(_ep_message(model, tp, dp, pcp))
 
 
 __all__ = ["check_sharding", "tp_fits", "tp_sizes"]

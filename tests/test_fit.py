@@ -204,3 +204,29 @@ def test_a_page_whose_layout_optkit_cannot_hold_names_the_contradiction(workspac
     text = str(caught.value)
     assert "Note: the model's page runs this layout and weights at gpt-oss-120b.md:117" in text
     assert "likely over-counted" in text and "HCCL buffers and KV cache" in text
+
+
+def test_an_mla_profile_without_params_b_is_weighed_from_its_other_shapes_as_a_lower_bound(workspace):
+    """Before, DeepSeek-V3.1, GLM-5.3-Flash, Kimi-K3 and Dots3 Note planned with 0 GiB of weights. Everything but the
+    MLA attention is counted now, and said to be a lower bound: below params_b where a profile of the same
+    architecture states it (DeepSeek-V3.2's 671 B), and Kimi-K3's latent MoE at its 3584-wide expert input."""
+    from optkit.resolve.weights import count_without_attention, weight_bytes_per_device
+
+    for mid in ("deepseek-v3.1", "glm-5.3-flash", "kimi-k3", "dots3-note-prev"):
+        model = workspace.models[mid]
+        assert model.kv_lora_rank and not model.params_b
+        held, how = weight_bytes_per_device(model, "bf16", 16, 16)
+        assert held > 0 and how.endswith("a lower bound") and how.startswith("at least ")
+    v32 = workspace.models["deepseek-v3.2"]
+    assert count_without_attention(workspace.models["deepseek-v3.1"]).text <= 1.001 * v32.params_b * 1e9
+    kimi = workspace.models["kimi-k3"]
+    latent = count_without_attention(kimi).experts
+    assert latent == pytest.approx(kimi.num_experts * 3 * 3584 * kimi.moe_intermediate_size * (kimi.num_layers - 1))
+
+
+def test_the_dots3_note_bound_is_below_the_weights_its_page_measured(workspace):
+    """Dots3-Note.md (0.30.0rc2 :227): 36.26 GB of weights per worker at TP 16 with EP, text-only."""
+    from optkit.resolve.weights import weight_bytes_per_device
+
+    held, _ = weight_bytes_per_device(workspace.models["dots3-note-prev"], "bf16", 16, 16)
+    assert 0.85 * 36.26e9 < held < 36.26e9

@@ -189,3 +189,14 @@ def test_the_ladder_serves_the_checkpoint_too(tmp_path):
     assert result.exit_code == 0, result.output
     assert 'MODEL="${MODEL:-Eco-Tech/Qwen3.6-35B-A3B-w8a8}"' in (out / "run-ladder.sh").read_text()
     assert "- Eco-Tech/Qwen3.6-35B-A3B-w8a8\n" in (out / "k8s" / "ladder-job.yaml").read_text()
+
+
+def test_a_placeholder_model_path_serves_the_one_weight_format_the_page_lists():
+    """Kimi-K3.md in 0.23.0 serves <KIMI_K3_MODEL_PATH> without --quantization, its weights table W4A8 alone."""
+    from optkit.resolve.page_commands import command_weights
+
+    command = {"model": "<KIMI_K3_MODEL_PATH>", "options": {}}
+    assert command_weights(command, [{"id": None, "quantization": "w4a8"}])[0] == "w4a8"
+    assert command_weights(command, [{"id": "a", "quantization": "w4a8"}, {"id": "b", "quantization": "bf16"}])[0] \
+        == "bf16"  # two formats: the page does not say which
+    assert command_weights({"model": "org/Model", "options": {}}, [{"id": None, "quantization": "w4a8"}])[0] == "bf16"

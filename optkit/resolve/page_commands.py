@@ -53,10 +53,18 @@ def serves(command: Mapping, model: Any, owners: Iterable[Any]) -> bool:
     return not owners or model in best_owners(command, [model, *owners])
 
 
+def _placeholder_path(model) -> bool:
+    """A model path the page leaves to the reader: a shell variable or an angle-bracketed name."""
+    text = str(model or "").strip("'\"")
+    return text.startswith(("$", "<")) or not text
+
+
 def command_weights(command: Mapping, checkpoints: Iterable[Mapping] = ()) -> tuple[str, str]:
     """The weight format the command serves and how it was read: the checkpoint (``{"id", "quantization"}``, from
-    the page's weights table or the profile) its model path names, else a format word in its path, else
-    ``--quantization`` with an unnamed checkpoint read as W8A8, else bf16."""
+    the page's weights table or the profile) its model path names, else a format word in its path, else, for a
+    placeholder path (``$MODEL_PATH``, ``<KIMI_K3_MODEL_PATH>``), the one format all those checkpoints share
+    (Kimi-K3.md in 0.23.0 serves only its W4A8 weights, without ``--quantization``), else ``--quantization`` with an
+    unnamed checkpoint read as W8A8, else bf16."""
     tail = path_tail(command.get("model"))
     for checkpoint in checkpoints:
         if checkpoint.get("quantization") and tail and tail == path_tail(checkpoint.get("id")):
@@ -64,6 +72,9 @@ def command_weights(command: Mapping, checkpoints: Iterable[Mapping] = ()) -> tu
     for word, quantization in QUANT_WORDS:
         if word in tail:
             return quantization, f"the model path says {word}"
+    formats = sorted({c["quantization"] for c in checkpoints if c.get("quantization")})
+    if _placeholder_path(command.get("model")) and len(formats) == 1:
+        return formats[0], f"the model path is a placeholder and the page's weights are {formats[0]} alone"
     if "--quantization" in command.get("options", {}):
         return "w8a8", "--quantization ascend with an unnamed checkpoint: read as W8A8"
     return "bf16", "no quantization named"

@@ -101,6 +101,9 @@ class ModelProfile(ModelProfileBehaviour, BaseModel):
         0, ge=0, description="Layers whose attention is the sliding window (`layer_types` 'sliding_attention').")
     intermediate_size: Optional[int] = Field(None, gt=0, description="Dense FFN width (`intermediate_size`).")
     moe_intermediate_size: Optional[int] = Field(None, gt=0, description="Width of one routed expert (`moe_intermediate_size`).")
+    moe_latent_size: Optional[int] = Field(
+        None, gt=0, description="A latent MoE's expert input width (`routed_expert_hidden_size`: Kimi-K3's experts "
+        "read a projection of the hidden state, not the hidden state); null when the experts read the hidden state.")
     shared_expert_intermediate_size: Optional[int] = Field(
         None, gt=0, description="Width of the shared expert(s) (`shared_expert_intermediate_size`, or "
         "`n_shared_experts` × `moe_intermediate_size`); null without shared experts.")

@@ -12,12 +12,14 @@ The count follows the module shapes of vLLM 0.30.0 (``vllm/model_executor/models
   ``transformers_utils/configs/qwen3_5_moe.py``, ``linear_key_head_dim``/``linear_value_head_dim``), conv1d
   ``(2·K + V) × 4`` (``linear_conv_kernel_dim``), A_log and dt_bias ``Hv``;
 - FFN: dense ``3 × hidden × intermediate_size`` (gate, up, down); routed experts ``num_experts × 3 × hidden
-  × moe_intermediate_size``; shared expert ``3 × hidden × shared_expert_intermediate_size`` plus its gate;
+  × moe_intermediate_size`` (``moe_latent_size`` in place of hidden for a latent MoE, whose experts read a
+  projection of the stream, plus that projection and its way back, ``2 × hidden × moe_latent_size``); shared expert ``3 × hidden × shared_expert_intermediate_size`` plus its gate;
   router ``hidden × num_experts``;
 - MTP layers: one decoder layer each (full attention and the FFN of the model) plus ``fc`` ``2·hidden × hidden``
   (``qwen3_5_mtp.py``);
 - multi-head latent attention (``deepseek_v2.py``) needs ``q_lora_rank``, ``qk_nope_head_dim`` and
-  ``v_head_dim``, which profiles do not carry: an MLA model is weighed from its ``params_b`` instead, said so.
+  ``v_head_dim``, which profiles do not carry: an MLA model is weighed from its ``params_b`` instead, said so;
+  without ``params_b``, from everything but its attention (``count_without_attention``): a lower bound, said so.
 
 A vision tower is not counted: its size is ``params_b`` minus the text count (catalog profiles only), and
 without ``params_b`` it is left out, said so.
@@ -96,7 +98,10 @@ def _ffn(m, moe: bool) -> tuple[int, int, int]:
     if not moe:
         return 3 * m.hidden_size * (m.intermediate_size or 0), 0, 0
     shared = 3 * m.hidden_size * (m.shared_expert_intermediate_size or 0) + (m.hidden_size if m.shared_experts else 0)
-    experts = m.num_experts * 3 * m.hidden_size * (m.moe_intermediate_size or 0)
+    width = getattr(m, "moe_latent_size", None) or m.hidden_size  # a latent MoE's experts read its projection
+    experts = m.num_experts * 3 * width * (m.moe_intermediate_size or 0)
+    if width != m.hidden_size:  # the down and up projections to and from the latent width, with the dense part
+        shared += 2 * m.hidden_size * width
     return shared, experts, m.hidden_size * m.num_experts
 
 
@@ -104,10 +109,20 @@ def count_parameters(m) -> ParameterCount | None:
     """The parameters of profile ``m``, or None when its attention is MLA (shapes the profile lacks)."""
     if m.kv_lora_rank:
         return None
+    return _count(m, attention=True)
+
+
+def count_without_attention(m) -> ParameterCount:
+    """The parameters of profile ``m`` but its attention layers': all an MLA profile's shapes give (embeddings, dense
+    FFN, shared and routed experts, router, norms, MTP layers' FFN and fc). A lower bound of its count."""
+    return _count(m, attention=False)
+
+
+def _count(m, attention: bool) -> ParameterCount:
     attention_layers = m.full_attention_layers + m.sliding_window_layers
     mtp = m.mtp_layers or 0
-    attn, kv = _attention_layer(m)
-    gdn_linear, gdn_small = _gdn_layer(m) if m.gdn_layers else (0, 0)
+    attn, kv = _attention_layer(m) if attention else (0, 0)
+    gdn_linear, gdn_small = _gdn_layer(m) if m.gdn_layers and attention else (0, 0)
     dense_layers = m.first_dense_layers if m.is_moe else m.num_layers
     moe_layers = m.num_layers - dense_layers if m.is_moe else 0
     dense, _, _ = _ffn(m, False)
@@ -123,7 +138,7 @@ def count_parameters(m) -> ParameterCount | None:
         experts=experts * ffn_layers,
         small_float=router * ffn_layers + m.gdn_layers * gdn_small + norms,
         vision=0)
-    return _with_vision(m, count)
+    return _with_vision(m, count) if attention else count
 
 
 def _with_vision(m, count: ParameterCount) -> ParameterCount:
@@ -149,8 +164,14 @@ def weight_bytes_per_device(m, quantization: str, tp: int, experts_over: int) ->
     experts are split over (TP × DP with expert parallelism, else TP)."""
     count = count_parameters(m)
     if count is None:
-        if not m.params_b:
-            return 0.0, "MLA model without params_b: weights unknown"
+        if not m.params_b:  # what the profile's shapes give, without the MLA attention: a lower bound, said so
+            part = count_without_attention(m)
+            held = (part.dense_ffn + part.attention) / tp * LINEAR_BYTES[quantization] \
+                + part.experts / experts_over * EXPERT_BYTES[quantization] \
+                + (part.embedding / tp + part.small_float) * FLOAT_BYTES
+            return held, (f"at least {part.text / 1e9:.1f} B parameters: the profile's embedding, FFN and expert shapes "
+                          "counted, its MLA attention and any vision tower not (no params_b; the profile lacks MLA's "
+                          "shapes): a lower bound")
         total = m.params_b * 1e9
         experts = 0.0
         if m.is_moe and m.moe_intermediate_size:  # the routed experts' shapes are in the profile: split over EP
@@ -168,4 +189,5 @@ def weight_bytes_per_device(m, quantization: str, tp: int, experts_over: int) ->
     return held, how
 
 
-__all__ = ["ParameterCount", "count_parameters", "weight_bytes_per_device", "LINEAR_BYTES", "EXPERT_BYTES"]
+__all__ = ["ParameterCount", "count_parameters", "count_without_attention", "weight_bytes_per_device", "LINEAR_BYTES",
+           "EXPERT_BYTES"]

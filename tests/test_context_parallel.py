@@ -142,3 +142,14 @@ def test_pcp_with_eagle3_and_no_dcp_is_planned_as_minimax_m2s_page_runs_it(works
                              "num_speculative_tokens": 1}), workspace)
     assert "--prefill-context-parallel-size 2" in [s.key for s in result.launch_flags]
     assert result.speculative_config["method"] == "eagle3"
+
+
+def test_a_plan_without_pcp_does_not_take_a_pcp_command_as_its_layouts(workspace):
+    """Qwen3-235B-A22B.md (0.23.0) runs TP 8 twice on A3: :871 with PCP 2 (16 devices), :224 without. A TP 8 plan
+    with PCP 2 follows :871; one without follows :224, whose --max-model-len (:233) is its own."""
+    with_pcp = plan(Request(**QWEN235_PCP), workspace).page_advice
+    assert (with_pcp.layout_exact, with_pcp.layout_line) == (True, 871)
+    fields = {k: v for k, v in QWEN235_PCP.items() if k not in ("pcp", "max_model_len")}
+    without = plan(Request(**fields), workspace)
+    assert without.page_advice.layout_line == 224
+    assert ("--max-model-len 131072", "page:Qwen3-235B-A22B.md:233") in [(s.key, s.recipe) for s in without.serve_args]

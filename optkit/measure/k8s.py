@@ -30,7 +30,7 @@ def ladder_job_data(plan, data: dict) -> dict[str, Any]:
         "version": __version__, "name": name, "steps": len(data["steps"]),
         "image": "vllm-ascend:v{}".format(data["versions"]["vllm_ascend"]),
         "model": served_checkpoint(plan) or "MODEL", "tree": TREE, "shared": SHARED,
-        "resource": device_resource(K8sOptions().device_plugin, plan.target.device_generation), "devices": plan.request.tp * plan.request.dp,
+        "resource": device_resource(K8sOptions().device_plugin, plan.target.device_generation), "devices": plan.layout.nodes * plan.layout.node_devices,
     }
 
 

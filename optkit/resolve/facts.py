@@ -172,7 +172,7 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
     vllm = parse_version(request.vllm_version, "--vllm-version") if request.vllm_version else paired_vllm(release)
     # the page's command of exactly this layout, where the page runs one (PageAdvice.for_layout)
     page = plan_advice(model, target, ascend, request.objective_goal).for_layout(
-        request.tp, request.dp, layout.nodes, request.max_model_len, request.weight_format).facts()
+        request.tp, request.dp, layout.nodes, request.max_model_len, request.weight_format, request.pcp or 1).facts()
     ep = request.ep if request.ep is not None else default_ep(model, page["page.expert_parallel"])
     check_prefill_context_parallel(request, model, target, ascend)
     check_sharding(model, request.tp, request.dp, ep, request.pcp or 1)

@@ -36,8 +36,8 @@ from optkit.resolve.page_commands import serves
 from optkit.resolve.page_tables import (agreeing_scenario, layout_commands as _layout_commands, on_tab,
                                         row_deployment, row_hardware, row_values, scenario_commands, scenario_row,
                                         scenario_words)
-from optkit.resolve.page_values import (EP_SETTING, PAGE_DIR, WEIGHTS_SETTING, command_layout as _command_layout,
-                                        command_settings,
+from optkit.resolve.page_values import (EP_SETTING, PAGE_DIR, PCP_SETTING, WEIGHTS_SETTING,
+                                        command_layout as _command_layout, command_settings,
                                         command_values as _command_values, leading_int as _leading_int,
                                         plain as _plain)
 from optkit.value import replace, valueclass
@@ -77,18 +77,22 @@ class PageAdvice:
     layout_exact: bool = False  # the settings are a command of exactly the plan's layout (for_layout) or role
 
     def for_layout(self, tp: int, dp: int, nodes: int, max_model_len: int | None = None,
-                   weights: str | None = None) -> "PageAdvice":
+                   weights: str | None = None, pcp: int = 1) -> "PageAdvice":
         """This advice with the settings of the tab's command of exactly this layout (TP, DP, nodes), when the
         scenario's own command has another layout and the page runs one with this: the page's tuned command
         for the layout the plan runs (of several, the one serving the plan's ``weights`` format, then the one
-        serving the request's ``--max-model-len``, if any)."""
+        serving the request's ``--max-model-len``, if any). A command of another prefill context parallel size
+        (``PCP_SETTING``; ``pcp`` the plan's) runs more or fewer ranks: not of this layout."""
         def other_weights(settings) -> bool:
             said = next((s.value for s in settings if s.key == WEIGHTS_SETTING), None)
             return weights is not None and said is not None and said != weights
 
-        serving = any(layout == (tp, dp, nodes) and not other_weights(settings)
+        def other_pcp(settings) -> bool:
+            return next((s.value for s in settings if s.key == PCP_SETTING), 1) != pcp
+
+        serving = any(layout == (tp, dp, nodes) and not other_weights(settings) and not other_pcp(settings)
                       for layout, _, settings, _ in self.by_layout)
-        if self.settings and self.settings_layout == (tp, dp, nodes) and (
+        if self.settings and self.settings_layout == (tp, dp, nodes) and not other_pcp(self.settings) and (
                 not other_weights(self.settings) or not serving):  # the scenario's own command runs this layout
             return replace(self, by_layout=(), layout_exact=True)
         if not self.by_layout:
@@ -105,8 +109,9 @@ class PageAdvice:
             # scenario (or whose numbers are another scenario row's) is that scenario's advice, not this one's;
             # but a request for the context a long-context command serves is that command's load
             served = serves_context(settings, scenario)
-            if layout == (tp, dp, nodes) and (not self.same_scenario or not scenario or served
-                                              or scenario_words(scenario).startswith(self.scenario)):
+            ours = layout == (tp, dp, nodes) and not other_pcp(settings)
+            if ours and (not self.same_scenario or not scenario or served
+                         or scenario_words(scenario).startswith(self.scenario)):
                 note = "; ".join(n for n in (self.note, f"the settings are its command at :{line}, of this "
                                              f"layout (TP {tp}, DP {dp}, {nodes} node{'s' if nodes > 1 else ''})",
                                              f"it serves the request's --max-model-len {wanted}" if served else "")

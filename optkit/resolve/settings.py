@@ -142,7 +142,8 @@ def carry_page_settings(result) -> None:
     if advice is None:
         return
     advice = result.page_advice = advice.for_layout(result.request.tp, result.request.dp, result.layout.nodes,
-                                                    result.request.max_model_len, result.request.weight_format)
+                                                    result.request.max_model_len, result.request.weight_format,
+                                                    result.request.pcp or 1)
     env_of = dict(result.release.data.knobs.additional_config.env)  # one knob: a key and the env var read for it
     for setting in advice.settings:
         kind, _, key = setting.key.partition(":")

@@ -97,7 +97,7 @@ def resolve_point(request: dict[str, Any], params: dict[str, Any], workspace) ->
     launch = {k: v for k, v in files.items() if any(k == f or (f.endswith("/") and k.startswith(f)) for f in LAUNCH_FILES)}
     dies = result.target.dies_per_card or 1
     return Candidate(dict(params), effective, asked, result, files, _digest(launch),
-                     result.request.tp * result.request.dp / dies)
+                     result.layout.nodes * result.layout.node_devices / dies)
 
 
 def _digest(files: dict[str, bytes]) -> str:

@@ -144,6 +144,8 @@ CHECKED = [
     ("0.30.0rc2", "GLM5.md", 364),  # --kv-cache-dtype int8 (a widened choice); a top-level key 0.30.0rc2 rejects
     ("0.30.0rc2", "DeepSeek-V4.1-Flash.md", 207),  # --engram-config: parsed; its model check is vllm-ascend's
     ("0.23.0", "DeepSeek-V3.2.md", 149),
+    ("0.23.0", "Qwen3-235B-A22B.md", 871),  # prefill context parallelism: TP 8 x PCP 2 ranks, DCP 2, YaRN
+    ("0.30.0rc2", "GLM5.2.md", 986),  # a PD pair of two shapes whose decoder leaves static kernels out
 ]
 """Rows of the issue's models whose bundles ``bundle check`` runs through the paired vLLM, one per trap met."""
 

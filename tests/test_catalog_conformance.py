@@ -146,6 +146,9 @@ CHECKED = [
     ("0.23.0", "DeepSeek-V3.2.md", 149),
     ("0.23.0", "Qwen3-235B-A22B.md", 871),  # prefill context parallelism: TP 8 x PCP 2 ranks, DCP 2, YaRN
     ("0.30.0rc2", "GLM5.2.md", 986),  # a PD pair of two shapes whose decoder leaves static kernels out
+    ("0.30.0rc2", "gpt-oss-120b.md", 117),  # the page's own command bounds the fit's activation reserve
+    ("0.30.0rc2", "Qwen3-30B-A3B.md", 530),  # a scenario command under a row naming A3
+    ("0.30.0rc2", "Qwen3-Next.md", 138),  # Gated DeltaNet hybrid with MTP
 ]
 """Rows of the issue's models whose bundles ``bundle check`` runs through the paired vLLM, one per trap met."""
 

@@ -427,6 +427,9 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
         request["pd"] = "1:1"
         request.pop("nodes", None)
         request.update(partner_shape(command, role, (request["tp"], request["dp"])))
+        if "prefill_tp" in request and request.get("dcp"):  # the page sizes DCP per role; a request has one
+            return row("not comparable", "a PD role of a pair of two shapes with its own decode context parallel "
+                       "size: optkit gives both roles one --dcp", request=request)
     try:
         result = plan(Request(**request), workspace)
         launch = RoleLaunch(result, workspace, role) if role else Launch(result, workspace)

@@ -288,3 +288,12 @@ def test_a_command_with_pipeline_parallelism_or_such_a_partner_is_not_comparable
     assert len(rows) == 4 and all(r.outcome == "not comparable" for r in rows)
     assert {r.reason.split(" (")[0] for r in rows} == {"it runs pipeline parallelism",
                                                      "its PD partner runs pipeline parallelism"}
+
+
+def test_a_pd_pair_of_two_shapes_with_a_dcp_per_role_is_not_comparable():
+    """GLM5.2.md's A3 PD (0.30.0rc2): TP 16 prefillers with DCP 16 (:1496), TP 8 decoders with DCP 8 (:1510). A
+    request has one --dcp for both roles, so neither role is compared (before: refused as DCP 16 on TP 8)."""
+    rows = [r for r in cc.release_rows("0.30.0rc2") if r.page == "models/GLM5.2.md"
+            and r.command["line"] in (1496, 1510)]
+    assert len(rows) == 2 and all(r.outcome == "not comparable" and "optkit gives both roles one --dcp" in r.reason
+                                  for r in rows)

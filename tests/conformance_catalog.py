@@ -297,7 +297,7 @@ def explained_by(d: cs.Difference, siblings: frozenset = frozenset(), command: d
         return short
     if _yarn_length(d):
         return ("the page's YaRN override with max_position_embeddings = original × factor added: vLLM 0.30.0 reads a "
-                "YaRN config's length as already scaled (optkit.resolve.fit.scaled_overrides)")
+                "YaRN config's length as already scaled (optkit.resolve.context_length.scaled_overrides)")
     for n, entry in enumerate(explanations()):
         if _matches(entry, d, command or {}):
             return f"catalog.yaml #{n + 1}"
@@ -318,19 +318,27 @@ def _unread_by_release(d: cs.Difference) -> str:
                                      f"{found[1].unknown_keys}): optkit leaves it out")
 
 
+def _decoder_step(command: dict) -> tuple[int, int, int]:
+    """A PD decoder command's (max-num-seqs, full decode step max-num-seqs × (1 + k), --max-num-batched-tokens);
+    zeros where it does not say (or is no decoder)."""
+    if command.get("pd_role") != "decode":
+        return 0, 0, 0
+    options = {k: v.get("value") for k, v in command.get("options", {}).items()}
+    seqs = _int(options.get("--max-num-seqs"), 0)
+    k = _int(options.get("--speculative-config.num_speculative_tokens"), 0)
+    return seqs, seqs * (1 + k), _int(options.get("--max-num-batched-tokens"), 0)
+
+
 def _short_decode_step(d: cs.Difference, command: dict) -> str:
     """A PD decoder whose page caps --max-num-batched-tokens below its full decode step, max-num-seqs × (1 + k),
     where optkit's sched-capacity-for-load keeps the full step ('' otherwise)."""
-    options = {k: v.get("value") for k, v in command.get("options", {}).items()}
-    if d.key != "--max-num-batched-tokens" or command.get("pd_role") != "decode" \
-            or d.source != "sched-capacity-for-load":
+    seqs, step, _ = _decoder_step(command)
+    if d.key != "--max-num-batched-tokens" or d.source != "sched-capacity-for-load":
         return ""
-    k = _int(options.get("--speculative-config.num_speculative_tokens"), 0)
-    step = _int(options.get("--max-num-seqs"), 0) * (1 + k)
     page, mine = _int(d.tutorial_value, 0), _int(d.optkit_value, 0)
     if not (0 < page < step <= mine):
         return ""
-    per = step // _int(options.get("--max-num-seqs"), 1)
+    per = step // seqs
     return (f"the page caps its decoder's step at {page} tokens, below its {step} (max-num-seqs × (1 + k)): vLLM's "
             "scheduler spends that budget on its running requests' 1 + k tokens each (vllm/v1/core/sched/scheduler.py"
             ":581, :612-665 in vLLM 0.30.0; :360, :410 in 0.23.0), so at most "
@@ -342,13 +350,9 @@ def _captures_full_step(d: cs.Difference, command: dict) -> str:
     """A PD decoder whose page caps its step below max-num-seqs × (1 + k) and captures graphs only up to a size
     below that step, where optkit keeps the full step (``_short_decode_step``) and its capture ladder reaches it:
     the capture recipes' effective_when (the page's list stops short of the load's decode step); '' otherwise."""
-    options = {k: v.get("value") for k, v in command.get("options", {}).items()}
-    if d.key != "--compilation-config.cudagraph_capture_sizes" or command.get("pd_role") != "decode" \
-            or not str(d.source).startswith("cudagraph-capture-sizes-"):
+    _, step, budget = _decoder_step(command)
+    if d.key != "--compilation-config.cudagraph_capture_sizes" or not str(d.source).startswith("cudagraph-capture-sizes-"):
         return ""
-    k = _int(options.get("--speculative-config.num_speculative_tokens"), 0)
-    step = _int(options.get("--max-num-seqs"), 0) * (1 + k)
-    budget = _int(options.get("--max-num-batched-tokens"), 0)
     page = [n for n in d.tutorial_value or () if isinstance(n, int)] if isinstance(d.tutorial_value, list) else []
     mine = [n for n in d.optkit_value or () if isinstance(n, int)] if isinstance(d.optkit_value, list) else []
     if not (page and mine and 0 < budget < step and max(page) < max(mine) <= step):
@@ -363,7 +367,7 @@ def _yarn_length(d: cs.Difference) -> bool:
     """Whether optkit's ``--hf-overrides`` is the page's with the YaRN length its release's vLLM needs stated."""
     import json
 
-    from optkit.resolve.fit import scaled_overrides
+    from optkit.resolve.context_length import scaled_overrides
     from optkit.resolve.facts import paired_vllm
     from optkit.versions.onrelease import release_view
 

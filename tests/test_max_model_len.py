@@ -89,7 +89,7 @@ def test_a_yarn_override_keeps_its_length_under_the_vllm_that_reads_it_unscaled(
 
 
 def test_the_context_limit_follows_the_vllm_the_release_pairs_with(ws):
-    from optkit.resolve.fit import context_limit, scaled_overrides, yarn_unscaled
+    from optkit.resolve.context_length import context_limit, scaled_overrides, yarn_unscaled
 
     assert yarn_unscaled("0.30.0") and not yarn_unscaled("0.29.0") and not yarn_unscaled("0.23.0")
     yarn = '{"rope_parameters": {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 32768}}'

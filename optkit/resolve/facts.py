@@ -169,13 +169,14 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
 
         release = release_view(ascend_version(request), Path(request.tree) if request.tree else None)
     ascend = ascend_version(request, release)
+    pcp = request.pcp or 1
     vllm = parse_version(request.vllm_version, "--vllm-version") if request.vllm_version else paired_vllm(release)
     # the page's command of exactly this layout, where the page runs one (PageAdvice.for_layout)
     page = plan_advice(model, target, ascend, request.objective_goal).for_layout(
-        request.tp, request.dp, layout.nodes, request.max_model_len, request.weight_format, request.pcp or 1).facts()
+        request.tp, request.dp, layout.nodes, request.max_model_len, request.weight_format, pcp).facts()
     ep = request.ep if request.ep is not None else default_ep(model, page["page.expert_parallel"])
     check_prefill_context_parallel(request, model, target, ascend)
-    check_sharding(model, request.tp, request.dp, ep, request.pcp or 1)
+    check_sharding(model, request.tp, request.dp, ep, pcp)
     sizes = decode_rows_at_load(request)
     rows = max(sizes)
     values: dict[str, Any] = {**target.facts(request.variant), **model.facts()}
@@ -183,12 +184,12 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
         "parallel.tp": request.tp,
         "parallel.dp": request.dp,
         "parallel.ep": ep,
-        "parallel.ep_size": request.tp * (request.pcp or 1) * request.dp if ep else 1,
-        "parallel.context_parallel": request.context_parallel or (request.dcp or 1) > 1 or (request.pcp or 1) > 1,
+        "parallel.ep_size": request.tp * pcp * request.dp if ep else 1,
+        "parallel.context_parallel": request.context_parallel or (request.dcp or 1) > 1 or pcp > 1,
         "parallel.dcp": request.dcp or 1,
-        "parallel.pcp": request.pcp or 1,
+        "parallel.pcp": pcp,
         "parallel.flashcomm1": request.flashcomm1,
-        "parallel.cards": ceil(request.tp * (request.pcp or 1) * request.dp / target.dies_per_card),
+        "parallel.cards": ceil(request.tp * pcp * request.dp / target.dies_per_card),
         "parallel.nodes": layout.nodes,
         "parallel.node_devices": layout.node_devices,
         "parallel.layout": layout.kind,

@@ -15,7 +15,8 @@ from optkit.errors import InternalError, OptkitError, RequestError
 from optkit.resolve.assumptions import Assumption, mark_decisions, workload_assumptions
 from optkit.resolve.choices import Chosen, choose
 from optkit.resolve.facts import Facts, compute_facts
-from optkit.resolve.fit import check_max_model_len, plan_fit, refusal as fit_refusal
+from optkit.resolve.context_length import check_max_model_len
+from optkit.resolve.fit import plan_fit, refusal as fit_refusal
 from optkit.resolve.overrides import check_set
 from optkit.resolve.tuned import apply as apply_tuned
 from optkit.resolve.layout import NodeLayout, layout_of
@@ -374,7 +375,7 @@ def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
     if result.page_advice is not None:  # the page's command of the plan's layout: for derivations' citations too
         result.page_advice = result.page_advice.for_layout(result.request.tp, result.request.dp, result.layout.nodes,
                                                            result.request.max_model_len, result.request.weight_format,
-                                                           result.request.pcp or 1)
+                                                           result.facts["parallel.pcp"])
     result.assumptions = workload_assumptions(result.request)
     mark_decisions(result.assumptions, result.resolution.decisions, ws.catalog, result.facts)
     result.launch_flags = launch_flags(result.request, result.facts)

@@ -17,7 +17,8 @@ from typing import Any, Callable
 from optkit.catalog.conditions import compiled
 from optkit.errors import RequestError
 from optkit.resolve.facts import Facts
-from optkit.resolve.fit import check_max_model_len, plan_fit, refusal as fit_refusal
+from optkit.resolve.context_length import check_max_model_len
+from optkit.resolve.fit import plan_fit, refusal as fit_refusal
 from optkit.resolve.pd import ROLES
 from optkit.resolve.settings import carry_page_settings
 

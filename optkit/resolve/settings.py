@@ -10,7 +10,7 @@ from typing import Any
 
 from optkit.errors import OptkitError, RequestError
 from optkit.resolve.facts import Facts
-from optkit.resolve.fit import scaled_overrides
+from optkit.resolve.context_length import scaled_overrides
 from optkit.resolve.request_record import RequestRecord
 from optkit.resolve.quantization import QUANTIZATION_METHOD
 from optkit.value import replace, valueclass
@@ -137,13 +137,11 @@ def carry_page_settings(result) -> None:
     """Add the settings of the model's own page's tuned command (``PageAdvice.settings``) that no recipe and no
     request flag set: the page's command is the baseline for its model, tab and release, and optkit's recipes
     stand above it (a recipe's value wins; the difference shows in the conformance table). Each is labelled
-    ``page:<file>:<line>``."""
+    ``page:<file>:<line>``. The advice is already the plan's layout's (``plan._assemble``: ``for_layout``; a role's:
+    ``for_role``)."""
     advice = result.page_advice
     if advice is None:
         return
-    advice = result.page_advice = advice.for_layout(result.request.tp, result.request.dp, result.layout.nodes,
-                                                    result.request.max_model_len, result.request.weight_format,
-                                                    result.request.pcp or 1)
     env_of = dict(result.release.data.knobs.additional_config.env)  # one knob: a key and the env var read for it
     for setting in advice.settings:
         kind, _, key = setting.key.partition(":")

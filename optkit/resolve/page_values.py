@@ -92,15 +92,17 @@ def command_values(command: Mapping, release: str, page: str) -> dict[str, PageV
 
 CARRIED_FLAGS = ("--max-model-len", "--max-num-batched-tokens", "--max-num-seqs", "--gpu-memory-utilization",
                  "--block-size", "--hf-overrides", "--kv-cache-dtype", "--mamba-ssm-cache-dtype",
-                 "--attention-config.indexer-kv-dtype", "--disable-hybrid-kv-cache-manager", "--mamba-cache-mode",
-                 "--long-prefill-token-threshold", "--skip-mm-profiling", "--engram-config")
+                 "--attention-config.indexer_kv_dtype", "--disable-hybrid-kv-cache-manager", "--mamba-cache-mode",
+                 "--long-prefill-token-threshold", "--skip-mm-profiling", "--engram-config", "--enable-ep-weight-filter")
 """Serve flags of the page's tuned command the plan carries as the page writes them: context length and its rope
 scaling, the scheduler's step and slots (where no recipe sizes them: ``sched-capacity-for-load`` does under the
 throughput goal; slots fewer than the request's concurrency are not carried), memory share, block size, cache
 dtypes, the hybrid KV cache manager as the command sets it (DeepSeek-V4's PD roles keep it on with their hybrid
 connector, ``--no-disable-hybrid-kv-cache-manager``), the Mamba cache mode (Kimi-K3's ``align``), the long-prefill
 threshold of the scheduler (MiniMax-M3's 4096), the multimodal memory profile skipped at start-up (Kimi-K3,
-GLM5.3-Flash) and DeepSeek-V4.1's engram offload (``--engram-config``); the layout flags are the request's; the
+GLM5.3-Flash), DeepSeek-V4.1's engram offload (``--engram-config``) and the expert-parallel weight filter that loads
+only a rank's own experts (Hy3-preview.md's "recommended", ``--enable-ep-weight-filter``, vLLM 0.23.0
+arg_utils.py:1067); the layout flags are the request's; the
 rest describe the deployment or the client: ports, parsers, model paths, the modalities served)."""
 
 

@@ -193,8 +193,9 @@ def _set_as_alias(result, kind: str, key: str, env_of: dict[str, str]) -> bool:
 def _flag(key: str, value) -> str:
     """A serve flag as the page writes it: bare when true, ``--no-…`` when false, else with its value. A dotted flag's
     field keeps its underscores (``--attention-config.indexer_kv_dtype``): vLLM passes the part after the dot to the
-    config class as written (vllm/utils/argparse_utils.py:422-436 in vLLM 0.30.0), where the tutorial data spells
-    every flag with dashes."""
+    config class as written (vllm/utils/argparse_utils.py:422-436 in vLLM 0.30.0); the tutorial data keeps a dotted
+    flag's fields as the page writes them (``tutorial_commands.options``), and a field written with dashes is
+    written back with underscores, as the config class names it."""
     head, dot, field = key.partition(".")
     key = head + dot + field.replace("-", "_")
     if value is True:

@@ -318,8 +318,9 @@ def _argv(tokens: list[str]) -> list[str]:
 
 
 def options(words: list[str]) -> list[tuple[str, str | None, int]]:
-    """The flags of a ``vllm serve`` argv: (flag with ``_`` read as ``-``, its value or None, the index of
-    the flag's word); the words before the first flag (``vllm serve MODEL``) are not flags."""
+    """The flags of a ``vllm serve`` argv: (flag with ``_`` read as ``-`` up to its first ``.``, as vLLM's
+    ``FlexibleArgumentParser`` reads it: a dotted flag's keys are a JSON object's and keep theirs, its value or None,
+    the index of the flag's word); the words before the first flag (``vllm serve MODEL``) are not flags."""
     found = []
     i = 0
     while i < len(words):
@@ -334,7 +335,8 @@ def options(words: list[str]) -> list[tuple[str, str | None, int]]:
             value = words[i + 1]
             i += 1
         i += 1
-        found.append((flag.replace("_", "-"), value, at))
+        name, dot, keys = flag.partition(".")
+        found.append((name.replace("_", "-") + dot + keys, value, at))
     return found
 
 

@@ -13,6 +13,8 @@ docs/tutorials.md):
   family, scenario, deployment, node count and rank and PD role its tabs, headings, label and own flags
   say — None where they say nothing;
 - ``tabs``: every distinct tab text of the page (docs/tutorials.md maps each to its hardware family);
+- ``hardware``: the page's statements of its hardware outside its tabs (``tutorial_hardware``), which place
+  the commands no tab or heading places (``optkit.resolve.page_hardware``);
 - ``unread``: the lines that launch a server in a way this reader does not interpret, and why.
 """
 
@@ -23,6 +25,7 @@ import re
 from pathlib import Path
 
 from optkit.versions.tutorial_commands import SEPARATOR, Block, Command, TextLine, block_commands, command_tokens, options, walk
+from optkit.versions.tutorial_hardware import statements
 from optkit.versions.tutorial_tabs import families
 
 KINDS = ("llm", "embedding", "reranker", "asr", "ocr", "reward", "other")
@@ -75,7 +78,8 @@ def read_page(path: str, text: str) -> dict:
     checkpoints = sorted(_checkpoints(tables) + _bullet_checkpoints(lines), key=lambda c: c["line"])
     tabs = sorted({tab for item in items for tab in item.tabs})
     return {"title": title, "kind": _kind(path, title, commands or unread), "checkpoints": checkpoints, "tabs": tabs,
-            "tables": [_table_data(table) for table in tables], "commands": commands, "unread": unread}
+            "tables": [_table_data(table) for table in tables], "commands": commands, "unread": unread,
+            "hardware": statements(lines, _requirements)}
 
 
 def _kind(path: str, title: str, serves: list[dict]) -> str:
@@ -321,18 +325,26 @@ generation``, ``| Low Latency | 2 (A3) |``) are no statement about the command."
 def _context(block: Block, command: Command, comment: str) -> dict:
     """Hardware, scenario, deployment, nodes, rank and PD role, nearest first: the command's comment, the
     block's tabs and the short lines just before it; for hardware also its section's lines stating the
-    hardware or what it requires, the headings and the block's comments; the command's own flags."""
+    hardware or what it requires, the headings and the block's comments; the command's own flags and, where no
+    text names a family, its environment (``_env_family``)."""
     comments = [line.strip() for line in block.lines[:command.line - block.start] if line.strip().startswith("#")]
     titles = [line for line in reversed(block.lead) if len(line) <= _TITLE and not re.match(r"[|>]|[-*] |!!!", line)]
     stated = [line for line in reversed(block.section) if _STATES_HARDWARE.search(line) or _REQUIREMENT.search(line)]
     near = [comment, *reversed(block.tabs), *titles]
     named = next((found for text in [*near, *stated, *reversed(block.headings), *reversed(comments)]
-                  if (found := families(text))), [])
+                  if (found := families(text))), None) or _env_family(command)
     scenario = next((m.group(0) for text in [*near, *reversed(block.headings)] if (m := _SCENARIO.search(text))), None)
     role = _pd_role(block, command, comment)
     deployment, nodes, rank = _layout(block, command, role, comment)
     return {"hardware": named[0] if len(named) == 1 else None, "hardware_families": named, "scenario": scenario,
             "deployment": deployment, "nodes": nodes, "node_rank": rank, "pd_role": role}
+
+
+def _env_family(command: Command) -> list[str]:
+    """The family a command's own environment names: ``ASCEND_A3_ENABLE=1``, the switch the pages' Mooncake PD
+    scripts set on A3 only (DeepSeek-V3.2.md and GLM4.x.md's PD nodes; the tree's e2e configs set it in their
+    A3 PD cases, ``tests/e2e/cases/features/kv_pool/GLM-5.2-W8A8C8-A3-Memcache-PD.yaml``)."""
+    return ["A3"] if str(command.env.get("ASCEND_A3_ENABLE", ("",))[0]) == "1" else []
 
 
 def _pd_role(block: Block, command: Command, comment: str) -> str | None:
@@ -362,7 +374,9 @@ def _layout(block: Block, command: Command, role: str | None, comment: str) -> t
     local = " ".join([comment, *block.tabs, *block.lead[-2:]])
     by_flags = _nodes_by_flags(flags)
     rank_match = _NODE_RANK.search(local)
-    rank = int(rank_match.group(1)) if rank_match else _rank(flags)
+    rank = _rank(flags)
+    if rank is None and rank_match:
+        rank = int(rank_match.group(1))
     follower = "--headless" in flags or bool(_int(flags.get("--data-parallel-start-rank", (None,))[0]))
     follower = follower or "--nnodes" in flags or flags.get("--distributed-executor-backend", ("",))[0] == "ray"
     single_said = re.search(r"single[- ]?node", context, re.IGNORECASE) is not None
@@ -396,9 +410,14 @@ def _nodes_said(context: str) -> int | None:
 
 
 def _rank(flags: dict) -> int | None:
+    """The node rank the DP flags give, before any words (Hy4-preview.md's "Node 1 script" runs the leader):
+    the start rank over the local DP size, and 0 for a node that takes a local size but no start rank and is not
+    headless (vLLM's start rank defaults to 0); None where they say nothing."""
     start, local = (_int(flags.get(f, (None,))[0]) for f in ("--data-parallel-start-rank", "--data-parallel-size-local"))
     if start is not None and local:
         return start // local
+    if local and "--data-parallel-start-rank" not in flags and "--headless" not in flags:
+        return 0
     return None
 
 

@@ -269,8 +269,31 @@ def _placeholder(value: Any) -> bool:
     return isinstance(value, str) and bool(PLACEHOLDER.search(value))
 
 
+def carried_command(page_data: dict, result, siblings: frozenset, entry: dict, release: str) -> tuple[int, dict]:
+    """(line, entries) of the page's other command of this layout whose settings the plan carries (the sibling
+    holding every line its page settings cite: Dots3-Note.md's text-only command for its image and audio forms of
+    one TP 16 layout), its entries flattened as a tutorial side (the release's additional_config/env knobs as one);
+    (0, {}) when the plan carries none of the siblings."""
+    from optkit.versions.releases import load_release
+
+    advice = result.page_advice
+    if advice is None or not advice.settings:
+        return 0, {}
+    said = {s.source.line for s in advice.settings}  # the lines of the settings the plan carries
+
+    def lines_of(c: dict) -> set:
+        return {c["line"]} | {e.get("line", 0) for part in ("options", "env") for e in c.get(part, {}).values()}
+
+    other = next((c for c in page_data.get("commands", ()) if c["line"] in siblings and said <= lines_of(c)), None)
+    if other is None:
+        return 0, {}
+    line = other["line"]
+    env_of = dict(load_release(release).knobs.additional_config.env)
+    return line, cs._one_knob(cs.tutorial_side(_command(other), entry), env_of)
+
+
 def explained_by(d: cs.Difference, siblings: frozenset = frozenset(), command: dict | None = None,
-                 spanned: tuple[int, frozenset] = (1, frozenset())) -> str:
+                 spanned: tuple[int, frozenset] = (1, frozenset()), carried: tuple[int, dict] = (0, {})) -> str:
     """What explains a difference: a recipe, a per-command disagreement, a class of differences; '' if nothing.
     ``siblings``: the lines of the page's other commands of the compared command's layout on its tab, where
     optkit's value may come from (``sibling_lines``); ``command``: the compared command (a class may hold only
@@ -281,6 +304,12 @@ def explained_by(d: cs.Difference, siblings: frozenset = frozenset(), command: d
         return f"recipe {d.source}"
     if d.page_added:
         return f"the page's tuned command {d.source}"
+    if carried[0] and cs._same(carried[1].get(d.key, (d.optkit_value,))[0] if d.source in ("", "unset")
+                               else carried[1].get(d.key, (cs.ABSENT,))[0], d.optkit_value):
+        return (f"the page's own command of this layout at :{carried[0]}, which optkit carries (one of the page's "
+                "commands of a layout: its scenario's, else the first on the tab), has optkit's value here")
+    if command and (redundant := _redundant_max_capture(d, command)):
+        return redundant
     page, _, line = (d.source or "").removeprefix("page:").rpartition(":")
     if (d.source or "").startswith("page:") and page == d.tutorial and line.isdigit() and int(line) in siblings:
         return (f"the page's own command of this layout at :{line} (optkit carries one of the page's commands of a "
@@ -302,6 +331,21 @@ def explained_by(d: cs.Difference, siblings: frozenset = frozenset(), command: d
         if _matches(entry, d, command or {}):
             return f"catalog.yaml #{n + 1}"
     return ""
+
+
+def _redundant_max_capture(d: cs.Difference, command: dict) -> str:
+    """The page's ``max_cudagraph_capture_size`` where it is the largest of its own ``cudagraph_capture_sizes``:
+    vLLM takes the largest size of the list as the maximum and refuses a different one beside it
+    (vllm/config/vllm.py:2370-2393 in vLLM 0.30.0), so the key restates the list; '' otherwise."""
+    if d.key != "--compilation-config.max_cudagraph_capture_size" or d.optkit_value is not cs.ABSENT:
+        return ""
+    sizes = (command.get("options", {}).get("--compilation-config.cudagraph_capture_sizes") or {}).get("value")
+    if isinstance(sizes, str):
+        sizes = [int(n) for n in re.findall(r"\d+", sizes)]
+    if not sizes or not cs._same(str(max(int(n) for n in sizes)), str(d.tutorial_value)):
+        return ""
+    return (f"the largest of the page's own cudagraph_capture_sizes ({max(int(n) for n in sizes)}), which vLLM takes "
+            "as the maximum where sizes are given (vllm/config/vllm.py:2370-2393 in vLLM 0.30.0)")
 
 
 def _unread_by_release(d: cs.Difference) -> str:
@@ -444,7 +488,8 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
     differences = [d for d in differences if not (_placeholder(d.tutorial_value) and _placeholder(d.optkit_value))]
     siblings = sibling_lines(page_data, command, hardware)
     spanned = spanned_lines(page_data, command, hardware, result.layout.nodes)
-    unexplained = [d for d in differences if not explained_by(d, siblings, command, spanned)]
+    carried = carried_command(page_data, result, siblings, entry, release)
+    unexplained = [d for d in differences if not explained_by(d, siblings, command, spanned, carried)]
     outcome = "reproduced" if not differences else "unexplained" if unexplained else "explained"
     return row(outcome, request=request, differences=differences, unexplained=unexplained, siblings=siblings,
                spanned=spanned)

@@ -299,7 +299,15 @@ def _default(entry: dict, vllm: str, quantized: bool) -> Any:
 
 
 def _same(a: Any, b: Any) -> bool:
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    """Equal as compared: a number and its digits are one value (a dotted flag writes ``1`` where the JSON form
+    has 1; vLLM json-loads a dotted flag's value, vllm/utils/argparse_utils.py:424 in vLLM 0.30.0)."""
+    return json.dumps(_number(a), sort_keys=True) == json.dumps(_number(b), sort_keys=True)
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, str) and re.fullmatch(r"-?\d+", value):
+        return int(value)
+    return value
 
 
 # --------------------------------------------------------------------------- running it all

@@ -124,11 +124,16 @@ class PageAdvice:
                               page=self.page if self.roles else "", page_release=self.page_release, roles=self.roles)
         return replace(self, by_layout=())
 
-    def for_role(self, role: str, tp: int, dp: int) -> "PageAdvice":
+    def for_role(self, role: str, tp: int, dp: int, weights: str | None = None) -> "PageAdvice":
         """This advice with the settings of the page's command for PD ``role`` with this instance shape (TP, DP) on
         the plan's tab, when the page runs one (its prefill and decode nodes' commands, each role's own
-        environment, context length and memory share); else this advice, whose settings then hold for both roles."""
+        environment, context length and memory share); else this advice, whose settings then hold for both roles.
+        A role command serving other weights than the plan's ``weights`` is another deployment (GLM5.2.md's 0.23.0
+        1M-context W8A8 decoder beside its W4A8C8 pair): not this plan's role."""
         for said, layout, line, settings in self.roles:
+            served = next((s.value for s in settings if s.key == WEIGHTS_SETTING), None)
+            if weights is not None and served is not None and served != weights:
+                continue
             if said == role and layout == (tp, dp):
                 note = "; ".join(n for n in (self.note, f"the {role} role's settings are its command at :{line} "
                                              f"(TP {tp}, DP {dp})") if n)
@@ -382,7 +387,7 @@ def _read_page(empty: PageAdvice, name: str, source: TutorialSource, generalized
 
 def _role_commands(page: Mapping, tab: str, release: str, name: str) -> tuple:
     """(role, (tp, dp), line, settings) of the page's PD role commands on ``tab`` (its own first, then those written
-    for it and others; a role's first node's command of a shape), one per role and instance shape."""
+    for it and others; a role's first node's command of a shape), one per role, instance shape and weight format."""
     found: dict[tuple, tuple] = {}
     for command in on_tab(page, tab, (c for c in page.get("commands", ()) if c.get("pd_role"))):
         shape = [(command.get(k, {}).get(flag) or {}).get("value") for k in ("options", "launcher_options")
@@ -391,8 +396,12 @@ def _role_commands(page: Mapping, tab: str, release: str, name: str) -> tuple:
             continue  # a per-rank script's positional TP or DP ($7): its launch_online_dp.py command has the shape
         tp, dp, _ = _command_layout(command)
         settings = command_settings(command, release, name, page.get("checkpoints", ()))
-        found.setdefault((command["pd_role"], (tp, dp)), (command["line"], settings))
-    return tuple((role, layout, line, settings) for (role, layout), (line, settings) in found.items())
+        found.setdefault((command["pd_role"], (tp, dp), _weights(settings)), (command["line"], settings))
+    return tuple((role, layout, line, settings) for (role, layout, _), (line, settings) in found.items())
+
+
+def _weights(settings) -> Any:
+    return next((s.value for s in settings if s.key == WEIGHTS_SETTING), None)
 
 
 def _nearest_release(name: str, release: str, source: TutorialSource) -> tuple[str, Mapping | None]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
+from optkit.resolve.page_hardware import placement
 from optkit.resolve.page_values import (PageSource, PageValue, command_layout, command_settings, command_values,
                                         leading_int)
 
@@ -164,17 +165,20 @@ def layout_commands(page: Mapping, tab: str, release: str, name: str, exclude: i
 def command_tabs(page: Mapping, command: Mapping) -> tuple[str, ...]:
     """The hardware tabs a command holds for: its own tab; else every family its context names ('Atlas 800 A3 /
     Atlas 800 A2' → A2, A3); else, for a command the page places under a scenario, the one tab that scenario's
-    rows name (Qwen3-30B-A3B.md's 'Low Latency' command under a table whose row says '2 (A3)'); else none."""
+    rows name (Qwen3-30B-A3B.md's 'Low Latency' command under a table whose row says '2 (A3)'); else the family
+    the page's hardware statements place it on (``page_hardware.placement``); else none."""
     if command.get("hardware"):
         return (command["hardware"],)
     if command.get("hardware_families"):
         return tuple(sorted(command["hardware_families"]))
     scenario = scenario_words(command.get("scenario"))
-    if not scenario:
-        return ()
-    tabs = {row_hardware(page, table, row) for table in page.get("tables", ()) if table.get("kind") == "scenario"
-            and _has_knobs(table) for row in table.get("rows", ()) if _row_scenario(table, row) == scenario}
-    return (tabs.pop(),) if len(tabs) == 1 and None not in tabs else ()
+    tabs = {row_hardware(page, table, row) for table in page.get("tables", ()) if scenario
+            and table.get("kind") == "scenario" and _has_knobs(table) for row in table.get("rows", ())
+            if _row_scenario(table, row) == scenario}
+    if len(tabs) == 1 and None not in tabs:
+        return (tabs.pop(),)
+    placed = placement(page, command)
+    return (placed.family,) if placed else ()
 
 
 def on_tab(page: Mapping, tab: str, commands) -> list[Mapping]:

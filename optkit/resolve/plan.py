@@ -254,11 +254,12 @@ def request_facts(request, workspace: Workspace) -> Facts:
 
 
 def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Path | None = None,
-         profile_concurrency: int = 1, profile_display: str | None = None) -> Plan:
+         profile_concurrency: int = 1, profile_display: str | None = None, only_role: str | None = None) -> Plan:
     """Resolve ``request`` against the catalog on its release (or ``--tree``) and collect the launch
     settings of the result, each knob in the form that release reads. A validated ``Request`` model
     is frozen into its record first: the run-time holds records. ``profile``: a capture of the
-    deployment (``optkit.resolve.profiled``), taken at ``profile_concurrency``."""
+    deployment (``optkit.resolve.profiled``), taken at ``profile_concurrency``. ``only_role``: the plan is for
+    that PD role's instances alone (an asymmetric PD's prefill shape), so only that role's plan must fit."""
     from optkit.versions.onrelease import verdict
 
     given = as_request_record(request)
@@ -318,9 +319,9 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
         raise RequestError(fit_refusal(result.fit, model.id, target.id))
     if request.asymmetric_pd:  # the prefill instances' own shape: planned for it (role_plans.shaped_prefill_plan)
         result.roles = {**result.roles, "prefill": shaped_prefill_plan(
-            result, lambda r: plan(r, ws), lambda rid: bool(ws.catalog[rid].patches))}
+            result, lambda r: plan(r, ws, only_role="prefill"), lambda rid: bool(ws.catalog[rid].patches))}
         pair_connector(result)
-    check_role_fit(result)
+    check_role_fit(result, only_role)
     return result
 
 

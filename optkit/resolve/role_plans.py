@@ -35,7 +35,7 @@ def role_plans(result: Any, collect: Callable[[Any], None], catalog: Any) -> dic
         return {}
     roles = {}
     for role in ROLES:
-        mine = advice.for_role(role, result.request.tp, result.request.dp)
+        mine = advice.for_role(role, result.request.tp, result.request.dp, result.request.weight_format)
         if not mine.role:
             continue
         role_plan = copy.copy(result)
@@ -116,10 +116,11 @@ def pair_connector(result: Any) -> None:
             plan.config_sources = {**plan.config_sources, "kv_transfer_config.kv_connector": source}
 
 
-def check_role_fit(result: Any) -> None:
-    """Refuse a plan one of whose roles does not fit, naming the role and its page command's line."""
+def check_role_fit(result: Any, only_role: str | None = None) -> None:
+    """Refuse a plan one of whose roles (``only_role``: that one) does not fit, naming the role and its page
+    command's line."""
     for role, role_plan in result.roles.items():
-        if not role_plan.fit.fits:
+        if not role_plan.fit.fits and only_role in (None, role):
             raise RequestError(f"the {role} role, with its page command's settings "
                                f"(:{role_plan.page_advice.layout_line}): "
                                + fit_refusal(role_plan.fit, result.model.id, result.target.id))

@@ -1,0 +1,138 @@
+"""The hardware family of a page command no tab, heading or label places, from what the page states.
+
+``page_tables.command_tabs`` places a command by its own tab or context first, then by the scenario rows it
+stands under. What is left (Hy3-preview.md's one command, Qwen3-VL-235B-A22B-Instruct.md's PD nodes,
+DeepSeek-R1.md's multi-node DP scripts, a ``launch_online_dp.py`` template) is placed here, by the page's
+hardware statements (``optkit.versions.tutorial_hardware``), each placement with the line it rests on:
+
+1. a ``run_dp_template.sh`` template runs where the ``launch_online_dp.py`` runs that start it run, when
+   they all run on one family;
+2. the statements of the command's own section, then of each enclosing section outwards, then of the whole
+   page: the first of these scopes that names a family the command can run on decides;
+3. a family can run the command when one of its nodes holds the command's ranks per node (TP × PCP × PP ×
+   DP over its nodes; ``NODE_DEVICES``): a 16-rank node is an A3's, not an A2's;
+4. when several families remain, the one a statement of alternatives gives the command's node count
+   ("1 Atlas 800 A3 (64GB × 16) or 2 Atlas 800 A2 (64GB × 8)" and a two-node script: A2); else none.
+
+A command these leave unplaced keeps no tab (the coverage table's "no hardware tab"): nothing is guessed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from optkit.resolve.page_values import command_layout, leading_int
+from optkit.versions.tutorial_commands import SEPARATOR
+
+NODE_DEVICES = {"A2": 8, "A3": 16, "A5": 8, "310P": 8}
+"""NPU devices one node of a family holds, as the targets give them (``targets/*.yaml`` ``devices_per_node`` by
+``device_generation``; a test holds these to them): A3's 16 are the dies of 8 cards."""
+_TEMPLATE_ARGS = ("$1", "$2", "$3", "$4", "$5", "$6", "$7")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the page places a command: the family and the page line it rests on, and how."""
+
+    family: str
+    line: int
+    why: str
+
+    def note(self) -> str:
+        return f"{self.family} by :{self.line} ({self.why})"
+
+
+def placement(page: Mapping, command: Mapping) -> Placement | None:
+    """The family ``page`` places ``command`` on by its statements (module docstring), or None."""
+    if _is_template(command):
+        return _by_launchers(page, command)
+    statements = page.get("hardware") or ()
+    if not statements:
+        return None
+    ranks = ranks_per_node(command)
+    for scope in _scopes(command.get("heading") or "", statements):
+        fitting = sorted({f for s in scope for f in s["families"] if ranks is None or ranks <= NODE_DEVICES.get(f, 0)})
+        if len(fitting) == 1:
+            line = next(s["line"] for s in scope if fitting[0] in s["families"])
+            return Placement(fitting[0], line, _why(scope, ranks, fitting[0]))
+        if len(fitting) > 1:
+            return _by_node_count(scope, fitting, command.get("nodes"))
+    return None
+
+
+def ranks_per_node(command: Mapping) -> int | None:
+    """The devices a command runs on one node: TP × PCP × PP × DP over its nodes (``--data-parallel-size-local``
+    where given); None where the page gives neither its node count nor its local DP size."""
+    tp, dp, _ = command_layout(command)
+    options = command.get("options", {})
+    pcp = leading_int(str((options.get("--prefill-context-parallel-size") or {}).get("value", "1"))) or 1
+    pp = leading_int(str((options.get("--pipeline-parallel-size") or {}).get("value", "1"))) or 1
+    local = (options.get("--data-parallel-size-local") or command.get("launcher_options", {}).get("--dp-size-local")
+             or {}).get("value")
+    if local is not None and leading_int(str(local)):
+        return tp * pcp * pp * leading_int(str(local))
+    if command.get("nodes"):
+        return tp * pcp * pp * -(-dp // command["nodes"])
+    return None
+
+
+def _scopes(heading: str, statements) -> list[list[Mapping]]:
+    """The statements of the command's section, then of each enclosing section, then every statement."""
+    parts = heading.split(SEPARATOR) if heading else []
+    scopes = []
+    for depth in range(len(parts), 0, -1):
+        here = SEPARATOR.join(parts[:depth])
+        found = [s for s in statements if s["heading"] == here]
+        if found:
+            scopes.append(found)
+    scopes.append(list(statements))
+    return scopes
+
+
+def _by_node_count(scope, fitting: list[str], nodes) -> Placement | None:
+    """The one family a statement of alternatives ("1 Atlas 800 A3 (64GB × 16) or 2 Atlas 800 A2 (64GB × 8)")
+    gives the command's node count, when every statement of the scope that offers all the fitting families as
+    alternatives agrees on it."""
+    if not nodes:
+        return None
+    found = {}
+    for statement in scope:
+        alternatives = statement.get("requirements", ())
+        if not set(fitting) <= {r.get("hardware") for r in alternatives if r.get("nodes")}:
+            continue  # offers a fitting family not, or without its node count
+        matching = {r["hardware"] for r in alternatives if r.get("hardware") in fitting and r.get("nodes") == nodes}
+        if len(matching) == 1:
+            found.setdefault(matching.pop(), statement["line"])
+    if len(found) != 1:
+        return None
+    family, line = next(iter(found.items()))
+    return Placement(family, line, f"the page's alternatives give {nodes} {family} node{'s' if nodes > 1 else ''}, "
+                                   "as the command runs")
+
+
+def _why(scope, ranks: int | None, family: str) -> str:
+    named = sorted({f for s in scope for f in s["families"]})
+    if len(named) == 1:
+        return "the page's hardware statement"
+    others = ", ".join(f for f in named if f != family)
+    return f"the page's hardware statement; {ranks} devices per node exceed a {others} node"
+
+
+def _is_template(command: Mapping) -> bool:
+    return command.get("launcher") == "vllm serve" and any(
+        entry.get("value") in _TEMPLATE_ARGS for entry in command.get("options", {}).values())
+
+
+def _by_launchers(page: Mapping, template: Mapping) -> Placement | None:
+    from optkit.resolve.page_tables import command_tabs
+
+    runs = [c for c in page.get("commands", ()) if c.get("template_line") == template["line"]]
+    tabs = {tab for run in runs for tab in command_tabs(page, run)}
+    if len(tabs) != 1:
+        return None
+    family = tabs.pop()
+    return Placement(family, runs[0]["line"], "the launch_online_dp.py runs that start this template")
+
+
+__all__ = ["NODE_DEVICES", "Placement", "placement", "ranks_per_node"]

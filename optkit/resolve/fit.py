@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from math import ceil, floor
 
-from optkit.resolve.weights import GDN_CONV_KERNEL, GDN_HEAD_DIM, weight_bytes_per_device
+from optkit.resolve.weights import GDN_CONV_KERNEL, GDN_HEAD_DIM, weight_bytes_per_device, weight_format
 from optkit.value import field, valueclass
 
 GIB = 2 ** 30
@@ -54,7 +54,7 @@ class FitInputs:
     tp: int
     dp: int
     ep: bool
-    quantization: str  # one of QUANTIZATIONS
+    quantization: str  # one of QUANTIZATIONS, or the published checkpoint's own format (weights.NATIVE_FORMATS)
     seqs: int  # sequences each DP engine runs at once
     tokens: int  # tokens each of them holds (prompt plus output)
     max_model_len: int  # --max-model-len (vLLM's default: the model's max_position_embeddings)
@@ -291,7 +291,7 @@ def plan_fit_inputs(plan) -> FitInputs:
     max_len = serve_value(plan, "--max-model-len") or plan.model.max_position_embeddings or tokens
     utilization = serve_value(plan, "--gpu-memory-utilization")
     hccl = next((s.value for s in plan.env if s.key == "HCCL_BUFFSIZE"), None)
-    return FitInputs(tp=r.tp, dp=r.dp, ep=bool(facts["parallel.ep"]), quantization=r.weight_format,
+    return FitInputs(tp=r.tp, dp=r.dp, ep=bool(facts["parallel.ep"]), quantization=weight_format(plan.model, r.weight_format, plan.target.device_generation),
                      seqs=int(seqs) if seqs else ceil(facts["workload.concurrency_max"] / r.dp), tokens=tokens,
                      max_model_len=int(max_len), utilization=float(utilization or DEFAULT_UTILIZATION),
                      hccl_buffsize_mb=int(hccl or DEFAULT_HCCL_BUFFSIZE_MB), spec_tokens=r.k if r.mtp else 0,

@@ -92,7 +92,8 @@ _RANGES = {
     "shared_expert_intermediate_size": (0, 1 << 24), "n_shared_experts": (0, 1 << 20), "mtp": (0, 64),
     "kv_lora_rank": (0, 1 << 16), "qk_rope_head_dim": (0, 1 << 16), "sliding_window": (0, 1 << 26),
     "intermediate_size": (0, 1 << 24), "moe_intermediate_size": (0, 1 << 24), "first_k_dense_replace": (0, 10_000),
-    "routed_expert_hidden_size": (0, 1 << 24),
+    "routed_expert_hidden_size": (0, 1 << 24), "q_lora_rank": (0, 1 << 20), "o_lora_rank": (0, 1 << 20),
+    "o_groups": (0, 1 << 16), "index_n_heads": (0, 1 << 16),
     "max_position_embeddings": (0, 1 << 30), "moe_topk": (1, 1 << 20), "num_shared_expert": (0, 1 << 20),
     "num_shared_experts": (0, 1 << 20), "dense_intermediate_size": (0, 1 << 24),
     "shared_intermediate_size": (0, 1 << 24), "compress_ratios": (0, 1 << 20), "qk_nope_head_dim": (0, 1 << 16),
@@ -208,7 +209,20 @@ class _ConfigReader(LayerShapes):
         fields.update(self._layer_split(num_layers))
         fields.update(self._moe())
         fields.update(self._shapes(fields))
+        fields["native_weights"] = self._native_weights(fields)
         return fields
+
+    def _native_weights(self, fields: dict[str, Any]) -> str | None:
+        """The format the published checkpoint stores its weights in when it is not bf16: ``fp8`` for a
+        ``quantization_config`` whose ``quant_method`` is fp8 (block-scaled e4m3, DeepSeek-V4's), ``fp8-fp4`` when
+        its routed experts are fp4 besides (``expert_dtype``); None for bf16 weights or any other method (msModelSlim
+        checkpoints carry no quantization_config: their format is their checkpoint's, ``checkpoints:``)."""
+        config = self.value("quantization_config")[1]
+        if not isinstance(config, dict) or str(config.get("quant_method", "")).lower() != "fp8":
+            return None
+        self.keys["native_weights"] = self._path("quantization_config")
+        experts = str(self.value("expert_dtype")[1] or "").lower()
+        return "fp8-fp4" if experts == "fp4" and fields.get("is_moe") else "fp8"
 
     def _is_vl_model(self, model_type: str) -> bool:
         """What vllm-ascend's is_vl_model() answers: the config carries ``vision_config``, unless vLLM
@@ -295,6 +309,10 @@ class _ConfigReader(LayerShapes):
             intermediate_size=dense_width,
             moe_intermediate_size=moe_width,
             moe_latent_size=optional("routed_expert_hidden_size", "moe_latent_size") if fields.get("is_moe") else None,
+            q_lora_rank=None if mla else optional("q_lora_rank", "q_lora_rank"),
+            o_lora_rank=optional("o_lora_rank", "o_lora_rank"),
+            o_groups=optional("o_groups", "o_groups"),
+            index_n_heads=optional("index_n_heads", "index_n_heads"),
             shared_expert_intermediate_size=shared_width,
             first_dense_layers=self._first_dense_layers() if fields.get("is_moe") else 0,
             max_position_embeddings=optional("max_position_embeddings", "max_position_embeddings"),

@@ -110,7 +110,7 @@ class PageAdvice:
             # but a request for the context a long-context command serves is that command's load
             served = serves_context(settings, scenario)
             ours = layout == (tp, dp, nodes) and not other_pcp(settings)
-            if ours and (not self.same_scenario or not scenario or served
+            if ours and (not self.same_scenario or not _names_goal(scenario) or served
                          or scenario_words(scenario).startswith(self.scenario)):
                 note = "; ".join(n for n in (self.note, f"the settings are its command at :{line}, of this "
                                              f"layout (TP {tp}, DP {dp}, {nodes} node{'s' if nodes > 1 else ''})",
@@ -246,7 +246,7 @@ class PageAdvice:
         """The number setting ``key`` of the page's command of exactly the plan's layout states (0: none, not a
         number, or no such command: ``for_layout`` found none; or the command is another scenario's, such as the
         long-context command of a throughput plan's layout: its scheduler is tuned for that scenario)."""
-        other = self.layout_scenario and not self.layout_scenario.startswith(self.scenario)
+        other = _names_goal(self.layout_scenario) and not self.layout_scenario.startswith(self.scenario)
         found = next((s for s in self.settings if s.key == key), None) if self.layout_line and not other else None
         return (_leading_int(str(found.value)) or 0) if found is not None else 0
 
@@ -398,6 +398,13 @@ def _role_commands(page: Mapping, tab: str, release: str, name: str) -> tuple:
         settings = command_settings(command, release, name, page.get("checkpoints", ()))
         found.setdefault((command["pd_role"], (tp, dp), _weights(settings)), (command["line"], settings))
     return tuple((role, layout, line, settings) for (role, layout, _), (line, settings) in found.items())
+
+
+def _names_goal(scenario: str) -> bool:
+    """Whether a command's scenario names a goal another scenario's advice must not borrow (high throughput, low
+    latency, long context, balanced); a row naming a deployment alone ('Single Node Mixed (Ascend 950DT)',
+    DeepSeek-V4-Flash.md's A5 row) names none: its command is the tab's command of its layout."""
+    return bool(re.search(r"throughput|latency|long context|long sequence|balanced", scenario_words(scenario)))
 
 
 def _weights(settings) -> Any:

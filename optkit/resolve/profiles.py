@@ -101,6 +101,19 @@ class ModelProfile(ModelProfileBehaviour, BaseModel):
         0, ge=0, description="Layers whose attention is the sliding window (`layer_types` 'sliding_attention').")
     intermediate_size: Optional[int] = Field(None, gt=0, description="Dense FFN width (`intermediate_size`).")
     moe_intermediate_size: Optional[int] = Field(None, gt=0, description="Width of one routed expert (`moe_intermediate_size`).")
+    q_lora_rank: Optional[int] = Field(
+        None, gt=0, description="A low-rank query projection's rank (`q_lora_rank`: hidden → rank → heads × head_dim, "
+        "DeepSeek-V4's wq_a/wq_b); counted only where the attention is not MLA (kv_lora_rank null).")
+    o_lora_rank: Optional[int] = Field(
+        None, gt=0, description="A grouped low-rank output projection's rank (`o_lora_rank`, DeepSeek-V4's wo_a/wo_b).")
+    o_groups: Optional[int] = Field(
+        None, gt=0, description="The groups of that output projection (`o_groups`).")
+    index_n_heads: Optional[int] = Field(
+        None, gt=0, description="The sparse-attention indexer's heads (`index_n_heads`), beside `index_head_dim`.")
+    native_weights: Optional[Literal["fp8", "fp8-fp4"]] = Field(
+        None, description="The format the published checkpoint's own weights are stored in when not bf16 "
+        "(`quantization_config.quant_method` fp8; `expert_dtype` fp4: its routed experts in fp4, DeepSeek-V4's): "
+        "weights served as published (no --quantization) are weighed in it; null for bf16 weights.")
     moe_latent_size: Optional[int] = Field(
         None, gt=0, description="A latent MoE's expert input width (`routed_expert_hidden_size`: Kimi-K3's experts "
         "read a projection of the hidden state, not the hidden state); null when the experts read the hidden state.")

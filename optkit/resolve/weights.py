@@ -49,8 +49,27 @@ LINEAR_BYTES = {"bf16": 2.0, "w8a8": 1.0, "w8a8c8": 1.0, "w8a8sc": 1.0, "w8a8-mx
                 "w4a8": 1.0, "w4a8c8": 1.0, "w4a4": 0.5, "w4a4-mxfp4": 0.5 + 1 / 32}
 """Bytes per parameter of the decoder's linear layers other than experts, per weight format (w8a8sc, sparse
 -compressed, is weighed as plain int8: an upper bound)."""
-EXPERT_BYTES = {**LINEAR_BYTES, "w4a8": 0.5, "w4a8c8": 0.5}
-"""Bytes per parameter of the routed experts' linear layers: W4A8 packs them two to a byte."""
+LINEAR_BYTES.update({"fp8": 1.0, "fp8-fp4": 1.0})
+EXPERT_BYTES = {**LINEAR_BYTES, "w4a8": 0.5, "w4a8c8": 0.5, "fp8-fp4": 0.5 + 1 / 32}
+"""Bytes per parameter of the routed experts' linear layers: W4A8 packs them two to a byte, and so does a
+published checkpoint's fp4 (``fp8-fp4``: DeepSeek-V4's experts, one e8m0 scale per 32 values)."""
+NATIVE_FORMATS = ("fp8", "fp8-fp4")
+"""The formats a published checkpoint stores its own weights in (``ModelProfile.native_weights``): fp8 linear
+layers with 128 × 128 block scales (a 4-byte scale per 16384 values, not counted), and fp4 routed experts."""
+
+
+NATIVE_GENERATIONS = ("A5",)
+"""Where a checkpoint's own fp8/fp4 weights are served as published: the A5 (Ascend 950) tabs ("The original
+DeepSeek-V4-Flash weights used on Ascend 950DT do not require this option", DeepSeek-V4-Flash.md:327 in 0.23.0).
+The A2/A3 tabs serve such models as msModelSlim W8A8/W4A8 checkpoints; bf16 there is a bf16 copy."""
+
+
+def weight_format(m, quantization: str, generation: str) -> str:
+    """The format the weights are weighed in: the request's, except that weights served as published (``bf16``:
+    no --quantization) on a ``generation`` that runs them are the checkpoint's own where it stores them otherwise
+    (``native_weights``)."""
+    native = getattr(m, "native_weights", None)
+    return native if quantization == "bf16" and native and generation in NATIVE_GENERATIONS else quantization
 FLOAT_BYTES = 2.0
 """Embeddings, lm_head, norms, router, conv/decay parameters: bf16 in every format."""
 
@@ -78,12 +97,23 @@ class ParameterCount:
 
 
 def _attention_layer(m) -> tuple[int, int]:
-    """(all linear parameters, the k/v part) of one softmax-attention layer."""
+    """(all linear parameters, the k/v part) of one softmax-attention layer; DeepSeek-V4's low-rank form where the
+    profile gives its ranks (vLLM 0.30.0 ``models/deepseek_v4/attention.py``: ``fused_wqa_wkv`` hidden →
+    q_lora_rank + head_dim, one KV head serving as K and V; ``wq_b`` q_lora_rank → heads × head_dim; ``wo_a``
+    heads × head_dim / o_groups → o_groups × o_lora_rank; ``wo_b`` o_groups × o_lora_rank → hidden; the indexer's
+    ``wq_b`` q_lora_rank → index heads × index_head_dim and ``weights_proj`` hidden → index heads; the KV
+    compressors' small projections are not counted)."""
     gate = 2 if m.text_model_type.removesuffix("_text") in GATED_ATTENTION_TYPES else 1
-    q = m.hidden_size * m.num_attention_heads * m.head_dim * gate
-    kv = 2 * m.hidden_size * m.num_kv_heads * m.head_dim
-    o = m.num_attention_heads * m.head_dim * m.hidden_size
-    return q + kv + o, kv
+    heads, head_dim, hidden = m.num_attention_heads, m.head_dim, m.hidden_size
+    q_lora, o_lora, groups = (getattr(m, f, None) for f in ("q_lora_rank", "o_lora_rank", "o_groups"))
+    q = hidden * q_lora + q_lora * heads * head_dim * gate if q_lora else hidden * heads * head_dim * gate
+    latent = bool(q_lora and o_lora)  # V4: the one KV head is both K and V
+    kv = (1 if latent else 2) * hidden * m.num_kv_heads * head_dim
+    o = heads * head_dim * o_lora + groups * o_lora * hidden if o_lora and groups else heads * head_dim * hidden
+    index_heads = getattr(m, "index_n_heads", None)
+    indexer = q_lora * index_heads * m.index_head_dim + hidden * index_heads \
+        if q_lora and index_heads and m.index_head_dim else 0
+    return q + kv + o + indexer, kv
 
 
 def _gdn_layer(m) -> tuple[int, int]:
@@ -189,5 +219,6 @@ def weight_bytes_per_device(m, quantization: str, tp: int, experts_over: int) ->
     return held, how
 
 
-__all__ = ["ParameterCount", "count_parameters", "count_without_attention", "weight_bytes_per_device", "LINEAR_BYTES",
+__all__ = ["ParameterCount", "count_parameters", "count_without_attention", "weight_bytes_per_device", "weight_format",
+           "NATIVE_FORMATS", "LINEAR_BYTES",
            "EXPERT_BYTES"]

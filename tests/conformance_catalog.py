@@ -391,20 +391,22 @@ def _short_decode_step(d: cs.Difference, command: dict) -> str:
 
 
 def _captures_full_step(d: cs.Difference, command: dict) -> str:
-    """A PD decoder whose page caps its step below max-num-seqs × (1 + k) and captures graphs only up to a size
-    below that step, where optkit keeps the full step (``_short_decode_step``) and its capture ladder reaches it:
-    the capture recipes' effective_when (the page's list stops short of the load's decode step); '' otherwise."""
+    """A PD decoder whose page captures graphs only up to a size below its full decode step, max-num-seqs × (1 + k)
+    (its step capped below that too, or not: GLM5.2.md's 0.23.0 A2 decoder steps 768 tokens and captures up to
+    384), where optkit's capture ladder reaches the full step: the capture recipes' effective_when (the page's list
+    stops short of the load's decode step); '' otherwise."""
     _, step, budget = _decoder_step(command)
     if d.key != "--compilation-config.cudagraph_capture_sizes" or not str(d.source).startswith("cudagraph-capture-sizes-"):
         return ""
     page = [n for n in d.tutorial_value or () if isinstance(n, int)] if isinstance(d.tutorial_value, list) else []
     mine = [n for n in d.optkit_value or () if isinstance(n, int)] if isinstance(d.optkit_value, list) else []
-    if not (page and mine and 0 < budget < step and max(page) < max(mine) <= step):
+    if not (page and mine and max(page) < max(mine) <= step):
         return ""
-    return (f"the page's decoder caps its step at {budget} tokens and captures graphs up to {max(page)} rows; optkit "
-            f"keeps the full step, {step} rows (max-num-seqs × (1 + k)), and captures up to {max(mine)}: where a "
-            "page's list stops short of the load's largest decode step, the capture recipes' sizes apply "
-            "(their effective_when, page.command_capture_sizes_max). Neither list is measured")
+    capped = f"caps its step at {budget} tokens and " if 0 < budget < step else ""
+    return (f"the page's decoder {capped}captures graphs up to {max(page)} rows; optkit keeps the full step, {step} "
+            f"rows (max-num-seqs × (1 + k)), and captures up to {max(mine)}: where a page's list stops short of the "
+            "load's largest decode step, the capture recipes' sizes apply (their effective_when, "
+            "page.command_capture_sizes_max). Neither list is measured")
 
 
 def _yarn_length(d: cs.Difference) -> bool:

@@ -141,3 +141,18 @@ def test_a_role_command_serving_other_weights_is_not_the_roles():
     assert all(role.page_advice.layout_line != 1501 for role in symmetric.roles.values())
     asymmetric = plan(Request(**GLM52_PD, tp=1, dp=32, prefill_tp=8, prefill_dp=4), workspace)
     assert {role: p.page_advice.layout_line for role, p in asymmetric.roles.items()} == {"prefill": 729, "decode": 743}
+
+
+def test_a_pd_plan_whose_roles_run_their_own_plans_fits_by_them():
+    """GLM5.2.md (0.23.0) A2 1M-context PD pair (:1179 prefill TP8 DP4, :1188 decode TP4 DP8, 256000 tokens): the
+    plan's own settings (no page command of the decode shape outside PD: vLLM's 1M default context) run in neither
+    role, so its fit is the decode role's, and the plan is not refused for a launch nobody runs."""
+    from optkit.resolve.plan import load_workspace, plan
+    from optkit.resolve.request import Request
+
+    result = plan(Request(model="glm-5.2", target="910b", vllm_ascend_version="0.23.0", tp=4, dp=8, pd="1:1",
+                          prefill_tp=8, prefill_dp=4, quantization="w4a8c8", spec_method="mtp",
+                          num_speculative_tokens=5, concurrency=[1024], prefix_caching=True, async_scheduling=True,
+                          enforce_eager=False, flashcomm1=False), load_workspace())
+    assert result.fit is result.roles["decode"].fit and result.fit.fits
+    assert result.fit.inputs.max_model_len == 256000

@@ -315,12 +315,16 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
                   page_advice=plan_advice(model, target, facts["versions.vllm_ascend"], facts["objective.goal"]))
     result.tuned = tuned
     result = _assemble(result, ws, baseline_for)
-    if not result.fit.fits:
-        raise RequestError(fit_refusal(result.fit, model.id, target.id))
     if request.asymmetric_pd:  # the prefill instances' own shape: planned for it (role_plans.shaped_prefill_plan)
         result.roles = {**result.roles, "prefill": shaped_prefill_plan(
             result, lambda r: plan(r, ws, only_role="prefill"), lambda rid: bool(ws.catalog[rid].patches))}
         pair_connector(result)
+    if result.pd is not None and ({only_role} if only_role else {"prefill", "decode"}) <= set(result.roles):
+        # both roles run their own plans, so the plan's own settings run nowhere: its fit is its instance's role's
+        # (the decode role's; the prefill role's for an asymmetric PD's prefill-shape plan)
+        result.fit = result.roles[only_role or "decode"].fit
+    if not result.fit.fits:
+        raise RequestError(fit_refusal(result.fit, model.id, target.id))
     check_role_fit(result, only_role)
     return result
 

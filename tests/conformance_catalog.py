@@ -568,8 +568,33 @@ def release_rows(release: str) -> tuple[Row, ...]:
     from optkit.resolve.plan import load_workspace
 
     workspace, models = load_workspace(), _models()
-    return tuple(compare_command(release, name, page, command, models, workspace, tab)
-                 for name, page, command in llm_commands(release) for tab in tabs_of(page, command))
+    rows = [compare_command(release, name, page, command, models, workspace, tab)
+            for name, page, command in llm_commands(release) for tab in tabs_of(page, command)]
+    return tuple(through_runs(row, rows) for row in rows)
+
+
+POSITIONAL = "its TP or DP is a script's positional argument"
+_WORST = ("unexplained", "explained", "reproduced")
+
+
+def through_runs(row: Row, rows: list[Row]) -> Row:
+    """A run_dp_template.sh ``vllm serve`` whose TP or DP is a positional argument, compared through the
+    ``launch_online_dp.py`` runs that start it on its tab: each run is this very line with $1…$7 filled in
+    (``tutorial_pages._launcher``), compared flag by flag. Its outcome is the worst of theirs (unexplained before
+    explained before reproduced; not comparable when none of them is comparable), with their lines; a template no
+    run starts stays not comparable."""
+    if row.outcome != "not comparable" or not row.reason.startswith(POSITIONAL):
+        return row
+    runs = [r for r in rows if r.page == row.page and r.tab == row.tab
+            and r.command.get("template_line") == row.command["line"]]
+    compared = [r for r in runs if r.outcome != "not comparable"]
+    if not compared:
+        return row
+    lines = ", ".join(f":{r.command['line']}" for r in compared)
+    outcome = next(o for o in _WORST if any(r.outcome == o for r in compared))
+    return Row(row.release, row.page, row.command, outcome, f"through the launch_online_dp.py runs that start it ({lines})",
+               row.tab, request=compared[0].request,
+               unexplained=[d for r in compared for d in r.unexplained])
 
 
 def coverage_table(releases: list[str]) -> str:

@@ -194,6 +194,22 @@ def test_a_command_whose_layout_is_a_scripts_argument_is_not_compared():
                    for flag in ("--tensor-parallel-size", "--data-parallel-size")) for r in rows)
 
 
+def test_a_script_takes_the_outcome_of_the_runs_that_start_it():
+    """DeepSeek-V3.2.md (0.23.0) writes one run_dp_template.sh per node ("Node 0(Prefill)" :462, "Node 1(Prefill)"
+    :537) and starts them with two prefill launch lines (:745, :747), in that order: each script is compared through
+    its own run and takes its outcome; a run that is unexplained would make its script unexplained."""
+    rows = {r.command["line"]: r for r in cc.release_rows("0.23.0") if r.page == "models/DeepSeek-V3.2.md"}
+    assert rows[745].command["template_line"] == 462 and rows[747].command["template_line"] == 537
+    for script, run in ((462, 745), (537, 747)):
+        assert rows[script].outcome == rows[run].outcome == "explained"
+        assert rows[script].reason == f"through the launch_online_dp.py runs that start it (:{run})"
+    run = rows[745]
+    worse = cc.Row(run.release, run.page, run.command, "unexplained", tab=run.tab, unexplained=["x"])
+    script = cc.Row(run.release, run.page, rows[462].command, "not comparable", cc.POSITIONAL + " ($N)", tab=run.tab)
+    assert cc.through_runs(script, [worse]).outcome == "unexplained"
+    assert cc.through_runs(script, []).outcome == "not comparable"  # no run starts it: not compared
+
+
 def test_a_pd_role_with_its_own_page_command_follows_it_not_the_pd_tutorial():
     """Kimi-K2.5.md's prefiller (:779 in 0.30.0rc2) runs its MTP draft without "enforce_eager" and sets no OMP
     threads: the role's launch follows its own page's command, not the PD tutorial's prefiller rule or env

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 
 from optkit.versions.tutorial_commands import SEPARATOR, Block, Command, TextLine, block_commands, command_tokens, options, walk
@@ -72,7 +73,10 @@ def read_page(path: str, text: str) -> dict:
     items = walk(text.splitlines())
     title = next((line.text.lstrip("#").strip() for line in items if isinstance(line, TextLine)
                   and line.text.startswith("# ")), path)
-    commands, unread = _commands([item for item in items if isinstance(item, Block)])
+    blocks = [item for item in items if isinstance(item, Block)]
+    runs: Counter = Counter()
+    _commands(blocks, runs)  # counts the launchers per PD role and hardware, which pair with templates in order
+    commands, unread = _commands(blocks, runs, counted=True)
     lines = [item for item in items if isinstance(item, TextLine)]
     tables = _tables(lines)
     checkpoints = sorted(_checkpoints(tables) + _bullet_checkpoints(lines), key=lambda c: c["line"])
@@ -240,9 +244,10 @@ def _bullet_checkpoints(lines: list[TextLine]) -> list[dict]:
 # --------------------------------------------------------------------------- commands
 
 
-def _commands(blocks: list[Block]) -> tuple[list[dict], list[dict]]:
+def _commands(blocks: list[Block], runs: Counter, counted: bool = False) -> tuple[list[dict], list[dict]]:
     """Every command of the page's blocks, launchers after their template is read, and what was not read;
-    a second command of one launcher under one name gets `` #2`` (as ``tutorial_commands.commands`` does)."""
+    a second command of one launcher under one name gets `` #2`` (as ``tutorial_commands.commands`` does).
+    ``runs``: the page's launchers per (PD role, hardware), counted by a first pass (``counted`` False)."""
     commands: list[dict] = []
     unread: list[dict] = []
     for block in blocks:
@@ -256,7 +261,7 @@ def _commands(blocks: list[Block]) -> tuple[list[dict], list[dict]]:
             if number in read:
                 commands.append(_command_data(block, read[number], _comment_above(block, offset)))
             elif _LAUNCHER.match(line):
-                commands.append(_launcher(block, offset, commands))
+                commands.append(_launcher(block, offset, commands, runs, counted))
             elif why := _unread(block, line):
                 unread.append({"line": number, "why": why})
     seen: dict[tuple[str, str], int] = {}
@@ -433,7 +438,7 @@ def _placeholders(command: Command) -> list[str]:
 # --------------------------------------------------------------------------- launch_online_dp.py
 
 
-def _launcher(block: Block, offset: int, earlier: list[dict]) -> dict:
+def _launcher(block: Block, offset: int, earlier: list[dict], runs: Counter, counted: bool) -> dict:
     """A ``python launch_online_dp.py`` run as the command it starts on its first local DP rank."""
     number = block.start + offset
     words, used = command_tokens(block.lines, offset)
@@ -444,7 +449,9 @@ def _launcher(block: Block, offset: int, earlier: list[dict]) -> dict:
     comment = _comment_above(block, offset)
     role = _pd_role(block, Command(block.where, number, ""), comment)
     hardware = _context(block, Command(block.where, number, ""), comment)["hardware"]
-    template = _template(earlier, role, hardware)
+    if not counted:
+        runs[(role, hardware)] += 1
+    template = _template(earlier, role, hardware, runs[(role, hardware)])
     command = Command(block.where, number, template["model"] if template else "")
     if template is None:
         command.problems.append(f"line {number}: launch_online_dp.py runs run_dp_template.sh, but no `vllm serve` "
@@ -469,14 +476,21 @@ def _launcher(block: Block, offset: int, earlier: list[dict]) -> dict:
     return data
 
 
-def _template(earlier: list[dict], role: str | None, hardware: str | None) -> dict | None:
-    """The page's run_dp_template.sh ``vllm serve`` the launcher runs: the last before it taking ``$1``…``$7``,
-    of the launcher's PD role and hardware family where it has them and a template matches."""
+def _template(earlier: list[dict], role: str | None, hardware: str | None, runs: int) -> dict | None:
+    """The page's run_dp_template.sh ``vllm serve`` the launcher runs: of the templates before it taking
+    ``$1``…``$7``, of the launcher's PD role and hardware family where it has them and a template matches, the one
+    in the launcher's place where the page runs as many launchers of that role and hardware (``runs``) as it writes
+    templates (DeepSeek-V3.2.md's "Node 0(Prefill)" and "Node 1(Prefill)" scripts, started by its first and second
+    prefill launch lines), else the last."""
     templates = [c for c in earlier if c["launcher"] == "vllm serve"
                  and any(isinstance(e["value"], str) and e["value"] in _TEMPLATE_POSITIONS for e in c["options"].values())]
     for key, wanted in (("pd_role", role), ("hardware", hardware)):
         fitting = [c for c in templates if wanted is not None and c[key] == wanted]
         templates = fitting or templates
+    if len(templates) > 1 and len(templates) == runs:
+        lines = {t["line"] for t in templates}
+        place = sum(1 for c in earlier if c["launcher"] == "launch_online_dp.py" and c.get("template_line") in lines)
+        return templates[min(place, runs - 1)]
     return (templates or [None])[-1]
 
 

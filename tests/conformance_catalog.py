@@ -197,8 +197,9 @@ def request_for(release: str, page: str, command: dict, profile, target: str, qu
     method = str(speculative.get("method", "")).lower()
     if method:
         method = "mtp" if "mtp" in method else method
-        if method not in ("mtp", "eagle3", "suffix"):
-            raise NotComparable(f"speculative method {speculative.get('method')!r} (optkit plans mtp, eagle3, suffix)")
+        if method not in ("mtp", "eagle3", "suffix", "dspark"):
+            raise NotComparable(f"speculative method {speculative.get('method')!r} (optkit plans mtp, eagle3, suffix, "
+                                "dspark)")
         request["spec_method"] = method
         if method == "eagle3":  # a page's placeholder path ($EAGLE3_WEIGHT_PATH) stands in as <EAGLE3_WEIGHT_PATH>:
             draft = str(speculative.get("model") or "")  # a placeholder still, which optkit takes as written

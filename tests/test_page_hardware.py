@@ -83,6 +83,13 @@ def test_the_a3_switch_of_a_command_environment_names_its_family():
     assert data["commands"][0]["hardware"] == "A3"
 
 
+def test_the_heading_separator_is_the_extractions():
+    from optkit.resolve import page_hardware
+    from optkit.versions import tutorial_commands
+
+    assert page_hardware.SEPARATOR == tutorial_commands.SEPARATOR
+
+
 def test_node_devices_are_the_targets():
     by_family = {}
     for path in sorted((ROOT / "targets").glob("*.yaml")):

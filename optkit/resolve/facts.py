@@ -145,6 +145,15 @@ def check_speculation(request: RequestRecord) -> None:
                            "957-978 in vLLM 0.23.0, :1450-1458 in 0.30.0); add --no-async-scheduling")
 
 
+def _dspark_weights(request: RequestRecord, model) -> str:
+    """The ``spec.dspark_weights`` fact: of the weights the request serves (MODEL naming one of ``model``'s
+    checkpoints, else the profile's checkpoint of the format, ``optkit.resolve.quantization.served_weights``)."""
+    from optkit.resolve.quantization import dspark_weights, served_weights
+
+    named = next((c for c in model.checkpoints or () if request.model and c.id.lower() == request.model.lower()), None)
+    return dspark_weights(served_weights(request, model, named), model)
+
+
 def default_ep(model, page_ep: str) -> bool:
     """Expert parallelism when the request does not say (``--ep``/``--no-ep``): as the model's own page runs it
     for the plan's layout (``page.expert_parallel``: its row's EP column or its command's flag), else on for a
@@ -173,7 +182,8 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
     vllm = parse_version(request.vllm_version, "--vllm-version") if request.vllm_version else paired_vllm(release)
     # the page's command of exactly this layout, where the page runs one (PageAdvice.for_layout)
     page = plan_advice(model, target, ascend, request.objective_goal).for_layout(
-        request.tp, request.dp, layout.nodes, request.max_model_len, request.weight_format, pcp).facts()
+        request.tp, request.dp, layout.nodes, request.max_model_len, request.weight_format, pcp,
+        request.speculative_method).facts()
     ep = request.ep if request.ep is not None else default_ep(model, page["page.expert_parallel"])
     check_prefill_context_parallel(request, model, target, ascend)
     check_sharding(model, request.tp, request.dp, ep, pcp)
@@ -222,6 +232,7 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
         "spec.method": request.speculative_method or "none",
         "spec.speculative": request.speculative_method is not None,
         "spec.draft_model": request.draft_model or "",
+        "spec.dspark_weights": _dspark_weights(request, model),
         "spec.num_speculative_tokens": request.k,
         # vLLM keeps async scheduling with EAGLE/MTP drafters (use_async_spec_decode: async and k > 0); suffix
         # decoding runs without it (check_speculation)

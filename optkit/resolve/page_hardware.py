@@ -6,7 +6,8 @@ DeepSeek-R1.md's multi-node DP scripts, a ``launch_online_dp.py`` template) is p
 hardware statements (``optkit.versions.tutorial_hardware``), each placement with the line it rests on:
 
 1. a ``run_dp_template.sh`` template runs where the ``launch_online_dp.py`` runs that start it run, when
-   they all run on one family;
+   they all run on one family; else it is placed as a command of at least TP ranks per node (launch_online_dp.py
+   gives each DP rank the devices ``i × TP`` … ``(i + 1) × TP − 1`` of its own node: a TP group never spans nodes);
 2. the statements of the command's own section, then of each enclosing section outwards, then of the whole
    page: the first of these scopes that names a family the command can run on decides;
 3. a family can run the command when one of its nodes holds the command's ranks per node (TP × PCP × PP ×
@@ -19,19 +20,21 @@ A command these leave unplaced keeps no tab (the coverage table's "no hardware t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping
 
 from optkit.resolve.page_values import command_layout, leading_int
-from optkit.versions.tutorial_commands import SEPARATOR
+from optkit.value import valueclass
 
+SEPARATOR = " › "
+"""How the tutorial data joins a heading path (``optkit.versions.tutorial_commands.SEPARATOR``, whose module a plan
+does not import; a test holds the two equal)."""
 NODE_DEVICES = {"A2": 8, "A3": 16, "A5": 8, "310P": 8}
 """NPU devices one node of a family holds, as the targets give them (``targets/*.yaml`` ``devices_per_node`` by
 ``device_generation``; a test holds these to them): A3's 16 are the dies of 8 cards."""
 _TEMPLATE_ARGS = ("$1", "$2", "$3", "$4", "$5", "$6", "$7")
 
 
-@dataclass(frozen=True)
+@valueclass(frozen=True)
 class Placement:
     """Where the page places a command: the family and the page line it rests on, and how."""
 
@@ -45,8 +48,8 @@ class Placement:
 
 def placement(page: Mapping, command: Mapping) -> Placement | None:
     """The family ``page`` places ``command`` on by its statements (module docstring), or None."""
-    if _is_template(command):
-        return _by_launchers(page, command)
+    if _is_template(command) and (placed := _by_launchers(page, command)):
+        return placed
     statements = page.get("hardware") or ()
     if not statements:
         return None
@@ -74,6 +77,8 @@ def ranks_per_node(command: Mapping) -> int | None:
         return tp * pcp * pp * leading_int(str(local))
     if command.get("nodes"):
         return tp * pcp * pp * -(-dp // command["nodes"])
+    if _is_template(command):  # launch_online_dp.py gives each DP rank its node's devices i·TP … (i+1)·TP − 1
+        return tp * pcp * pp
     return None
 
 

@@ -36,7 +36,7 @@ from optkit.resolve.page_commands import serves
 from optkit.resolve.page_tables import (agreeing_scenario, layout_commands as _layout_commands, on_tab,
                                         row_deployment, row_hardware, row_values, scenario_commands, scenario_row,
                                         scenario_words)
-from optkit.resolve.page_values import (EP_SETTING, PAGE_DIR, PCP_SETTING, WEIGHTS_SETTING,
+from optkit.resolve.page_values import (EP_SETTING, PAGE_DIR, PCP_SETTING, SPEC_METHOD_SETTING, WEIGHTS_SETTING,
                                         command_layout as _command_layout, command_settings,
                                         command_values as _command_values, leading_int as _leading_int,
                                         plain as _plain)
@@ -77,15 +77,20 @@ class PageAdvice:
     layout_exact: bool = False  # the settings are a command of exactly the plan's layout (for_layout) or role
 
     def for_layout(self, tp: int, dp: int, nodes: int, max_model_len: int | None = None,
-                   weights: str | None = None, pcp: int = 1) -> "PageAdvice":
+                   weights: str | None = None, pcp: int = 1, method: str | None = None) -> "PageAdvice":
         """This advice with the settings of the tab's command of exactly this layout (TP, DP, nodes), when the
         scenario's own command has another layout and the page runs one with this: the page's tuned command
         for the layout the plan runs (of several, the one serving the plan's ``weights`` format, then the one
-        serving the request's ``--max-model-len``, if any). A command of another prefill context parallel size
+        speculating with the request's ``method`` where another drafts otherwise, then the one serving the
+        request's ``--max-model-len``, if any). A command of another prefill context parallel size
         (``PCP_SETTING``; ``pcp`` the plan's) runs more or fewer ranks: not of this layout."""
         def other_weights(settings) -> bool:
             said = next((s.value for s in settings if s.key == WEIGHTS_SETTING), None)
-            return weights is not None and said is not None and said != weights
+            return (weights is not None and said is not None and said != weights) or other_method(settings)
+
+        def other_method(settings) -> bool:  # a command drafting with another method than the request's
+            said = next((s.value for s in settings if s.key == SPEC_METHOD_SETTING), None)
+            return method is not None and said is not None and said != method
 
         def other_pcp(settings) -> bool:
             return next((s.value for s in settings if s.key == PCP_SETTING), 1) != pcp
@@ -124,15 +129,19 @@ class PageAdvice:
                               page=self.page if self.roles else "", page_release=self.page_release, roles=self.roles)
         return replace(self, by_layout=())
 
-    def for_role(self, role: str, tp: int, dp: int, weights: str | None = None) -> "PageAdvice":
+    def for_role(self, role: str, tp: int, dp: int, weights: str | None = None,
+                 method: str | None = None) -> "PageAdvice":
         """This advice with the settings of the page's command for PD ``role`` with this instance shape (TP, DP) on
         the plan's tab, when the page runs one (its prefill and decode nodes' commands, each role's own
         environment, context length and memory share); else this advice, whose settings then hold for both roles.
         A role command serving other weights than the plan's ``weights`` is another deployment (GLM5.2.md's 0.23.0
-        1M-context W8A8 decoder beside its W4A8C8 pair): not this plan's role."""
+        1M-context W8A8 decoder beside its W4A8C8 pair): not this plan's role; nor is one drafting with another
+        speculative ``method`` than the plan's (DeepSeek-V4-Pro.md's MTP and DSpark PD pairs of one shape)."""
         for said, layout, line, settings in self.roles:
             served = next((s.value for s in settings if s.key == WEIGHTS_SETTING), None)
-            if weights is not None and served is not None and served != weights:
+            drafts = next((s.value for s in settings if s.key == SPEC_METHOD_SETTING), None)
+            if (weights is not None and served is not None and served != weights) or (
+                    method is not None and drafts is not None and drafts != method):
                 continue
             if said == role and layout == (tp, dp):
                 note = "; ".join(n for n in (self.note, f"the {role} role's settings are its command at :{line} "
@@ -387,7 +396,8 @@ def _read_page(empty: PageAdvice, name: str, source: TutorialSource, generalized
 
 def _role_commands(page: Mapping, tab: str, release: str, name: str) -> tuple:
     """(role, (tp, dp), line, settings) of the page's PD role commands on ``tab`` (its own first, then those written
-    for it and others; a role's first node's command of a shape), one per role, instance shape and weight format."""
+    for it and others; a role's first node's command of a shape), one per role, instance shape, weight format and
+    speculative method."""
     found: dict[tuple, tuple] = {}
     for command in on_tab(page, tab, (c for c in page.get("commands", ()) if c.get("pd_role"))):
         shape = [(command.get(k, {}).get(flag) or {}).get("value") for k in ("options", "launcher_options")
@@ -396,8 +406,9 @@ def _role_commands(page: Mapping, tab: str, release: str, name: str) -> tuple:
             continue  # a per-rank script's positional TP or DP ($7): its launch_online_dp.py command has the shape
         tp, dp, _ = _command_layout(command)
         settings = command_settings(command, release, name, page.get("checkpoints", ()))
-        found.setdefault((command["pd_role"], (tp, dp), _weights(settings)), (command["line"], settings))
-    return tuple((role, layout, line, settings) for (role, layout, _), (line, settings) in found.items())
+        method = next((s.value for s in settings if s.key == SPEC_METHOD_SETTING), None)
+        found.setdefault((command["pd_role"], (tp, dp), _weights(settings), method), (command["line"], settings))
+    return tuple((role, layout, line, settings) for (role, layout, _, _), (line, settings) in found.items())
 
 
 def _names_goal(scenario: str) -> bool:

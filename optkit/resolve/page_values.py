@@ -151,6 +151,11 @@ def command_settings(command: Mapping, release: str, page: str, checkpoints: Ite
                              PageSource(release, page, ep["line"] if ep else command["line"])))
     weights, _ = command_weights(command, checkpoints)
     found.append(PageSetting(WEIGHTS_SETTING, weights, PageSource(release, page, command["line"])))
+    method = command.get("options", {}).get("--speculative-config.method")
+    if method is not None and isinstance(method.get("value"), str):
+        said = method["value"].lower()
+        found.append(PageSetting(SPEC_METHOD_SETTING, "mtp" if "mtp" in said else said,
+                                 PageSource(release, page, method.get("line", command["line"]))))
     k = command.get("options", {}).get("--speculative-config.num_speculative_tokens")
     if k is not None and isinstance(option_value("", k.get("value")), int):
         found.append(PageSetting(SPEC_K_SETTING, option_value("", k["value"]),
@@ -200,6 +205,12 @@ the fact ``page.expert_parallel`` (a request without ``--ep``/``--no-ep`` follow
 WEIGHTS_SETTING = "layout:weights"
 """The weight format the command serves (``optkit.resolve.page_commands.command_weights``): not carried; the fit
 takes the command as evidence only for a plan of the same weights (``optkit.resolve.fit``)."""
+
+
+SPEC_METHOD_SETTING = "layout:speculative_method"
+"""The speculative method the command drafts with, as a request names it (``deepseek_mtp`` → mtp): not carried (the
+request's method is the plan's); of a layout's commands, ``PageAdvice.for_layout`` takes the one of the request's
+method first (DeepSeek-V4-Pro.md's "A3 series with DSpark" beside its MTP command of the same layout)."""
 
 
 SPEC_K_SETTING = "layout:num_speculative_tokens"

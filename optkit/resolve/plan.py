@@ -380,7 +380,8 @@ def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
     if result.page_advice is not None:  # the page's command of the plan's layout: for derivations' citations too
         result.page_advice = result.page_advice.for_layout(result.request.tp, result.request.dp, result.layout.nodes,
                                                            result.request.max_model_len, result.request.weight_format,
-                                                           result.facts["parallel.pcp"])
+                                                           result.facts["parallel.pcp"],
+                                                           result.request.speculative_method)
     result.assumptions = workload_assumptions(result.request)
     mark_decisions(result.assumptions, result.resolution.decisions, ws.catalog, result.facts)
     result.launch_flags = launch_flags(result.request, result.facts)

@@ -45,6 +45,10 @@ class Checkpoint(BaseModel):
     id: str = Field(min_length=1, description="What `vllm serve` loads: the repo id, e.g. 'Eco-Tech/Qwen3.5-397B-A17B-w8a8'.")
     quantization: Quantization = Field(description="Weight format: " + ", ".join(QUANTIZATIONS) + ".")
     source: str = Field(min_length=1, description="Where the checkpoint is named: a tutorial file:line of a release.")
+    draft: Optional[Literal["dspark"]] = Field(
+        None, description="Draft weights the checkpoint ships beside its own: 'dspark' (DeepSeek-V4's DSpark stages; "
+        "its page says so, or its config declares dspark_block_size); null when none.")
+    draft_source: str = Field("", description="Where the draft weights are stated (a tutorial file:line, or the config).")
 
 
 class ModelProfile(ModelProfileBehaviour, BaseModel):
@@ -110,6 +114,9 @@ class ModelProfile(ModelProfileBehaviour, BaseModel):
         None, gt=0, description="The groups of that output projection (`o_groups`).")
     index_n_heads: Optional[int] = Field(
         None, gt=0, description="The sparse-attention indexer's heads (`index_n_heads`), beside `index_head_dim`.")
+    dspark_block_size: Optional[int] = Field(
+        None, gt=0, description="Tokens one DSpark round drafts (`dspark_block_size`): the config declares DeepSeek-V4's "
+        "DSpark draft stages in the checkpoint; null when it declares none.")
     native_weights: Optional[Literal["fp8", "fp8-fp4"]] = Field(
         None, description="The format the published checkpoint's own weights are stored in when not bf16 "
         "(`quantization_config.quant_method` fp8; `expert_dtype` fp4: its routed experts in fp4, DeepSeek-V4's): "

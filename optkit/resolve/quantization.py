@@ -78,6 +78,9 @@ def served_weights(request, model, checkpoint=None) -> Weights:
     if quantization == "bf16" or not model.checkpoints:
         return Weights(quantization)
     published = [c for c in model.checkpoints if c.quantization == quantization]
+    drafting = [c for c in published if c.draft == "dspark"]
+    if request.speculative_method == "dspark" and len(drafting) == 1:  # the one of the format that can draft
+        return Weights(quantization, drafting[0])
     if len(published) > 1:
         return Weights(quantization, published[0], warning=(
             f"{model.id} lists several {quantization} checkpoints ({', '.join(c.id for c in published)}): the plan "
@@ -87,6 +90,18 @@ def served_weights(request, model, checkpoint=None) -> Weights:
     return Weights(quantization, warning=(
         f"{model.id} lists no {quantization} checkpoint ({_listed(model)}): the plan assumes your own {quantization} "
         f"weights; serve.sh loads {model.hf_id} unless given their path as MODEL"))
+
+
+def dspark_weights(weights: Weights, model) -> str:
+    """The ``spec.dspark_weights`` fact of ``weights`` served on ``model``: 'present' where the checkpoint ships DSpark
+    draft stages (``Checkpoint.draft``) or, without a checkpoint, the profile's own config declares them
+    (``dspark_block_size``, the weights as published); 'absent' for a listed checkpoint without them or a profile
+    whose config declares none; 'unknown' for the user's own quantized weights of a format the profile lists none of."""
+    if weights.checkpoint is not None:
+        return "present" if weights.checkpoint.draft == "dspark" else "absent"
+    if weights.quantization == "bf16":
+        return "present" if model.dspark_block_size else "absent"
+    return "present" if model.dspark_block_size else "unknown"
 
 
 def _listed(model) -> str:

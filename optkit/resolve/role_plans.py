@@ -35,7 +35,8 @@ def role_plans(result: Any, collect: Callable[[Any], None], catalog: Any) -> dic
         return {}
     roles = {}
     for role in ROLES:
-        mine = advice.for_role(role, result.request.tp, result.request.dp, result.request.weight_format)
+        mine = advice.for_role(role, result.request.tp, result.request.dp, result.request.weight_format,
+                               result.request.speculative_method)
         if not mine.role:
             continue
         role_plan = copy.copy(result)

@@ -518,7 +518,7 @@ def test_extract_summary_prints_the_committed_counts():
     ("Atlas 800I A3 (64GB, 1\\~2 cards)<br>Atlas 800I A2 (64GB, 2\\~4 cards)", [("A3", None, None, None), ("A2", None, None, None)]),
 ], ids=["a5-a3-duo", "cards", "cards-in-a-node", "times", "no-space", "prose", "unsized"])
 def test_hardware_requirements(text, expected):
-    from optkit.versions.tutorial_pages import _requirements
+    from optkit.versions.tutorial_checkpoints import requirements as _requirements
 
     assert [(r["hardware"], r["nodes"], r["devices_per_node"], r["hbm_gib"]) for r in _requirements(text)] == expected
 

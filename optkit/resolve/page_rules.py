@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping
 from packaging.version import Version
 
 from optkit.resolve.page_commands import serves
+from optkit.resolve.page_kin import kinship as _kinship, nearest_models
 from optkit.resolve.page_tables import (agreeing_scenario, layout_commands as _layout_commands, on_tab,
                                         row_deployment, row_hardware, row_values, scenario_commands, scenario_row,
                                         scenario_words)
@@ -433,41 +434,6 @@ def _nearest_release(name: str, release: str, source: TutorialSource) -> tuple[s
 
 def _shown(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def nearest_models(model, catalog_models) -> list:
-    """Catalog models with a page, nearest to ``model`` by architecture first: the same ``model_type`` (family),
-    else the same attention kind and MoE shape; nearer expert counts and widths before farther; none of another
-    kind."""
-    def kin(other) -> int | None:
-        if other.hf_model_type == model.hf_model_type:
-            return 0
-        if _attention(other) == _attention(model) and _moe(other) == _moe(model):
-            return 1
-        return None
-
-    near = [m for m in catalog_models if m.tutorials and m.id != model.id and kin(m) is not None]
-    return sorted(near, key=lambda m: (kin(m), abs(m.num_experts - model.num_experts),
-                                       abs(m.hidden_size - model.hidden_size), m.id))
-
-
-def _attention(model) -> str:
-    if getattr(model, "kv_lora_rank", None):
-        return "MLA"
-    if model.gdn_layers:
-        return "GDN hybrid"
-    return "sliding window" if getattr(model, "sliding_window", None) else "full attention"
-
-
-def _moe(model) -> tuple:
-    return (model.is_moe, model.is_moe and model.shared_experts)
-
-
-def _kinship(model, near) -> str:
-    if near.hf_model_type == model.hf_model_type:
-        return f"the same model_type, {model.hf_model_type}"
-    shape = "MoE with shared experts" if model.shared_experts else ("MoE" if model.is_moe else "dense")
-    return f"the same attention ({_attention(model)}) and shape ({shape})"
 
 
 def committed_releases() -> list[str]:

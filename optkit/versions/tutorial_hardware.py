@@ -15,7 +15,7 @@ cells one by one) into
 "hardware", "requires", "recommended for", "assume you have", or a sized product such as
 ``1 Atlas 800 A3 (64GB × 16)``), or any sentence in a section whose heading names "hardware"; a sentence
 that negates ("Other Ascend hardware (e.g., Atlas A2 Products) is not supported") states nothing.
-``requirements`` are its alternatives with their node counts (``tutorial_pages._requirements``).
+``requirements`` are its alternatives with their node counts (``tutorial_checkpoints.requirements``).
 
 The reading is as written: which family a command runs on follows from these in
 ``optkit.resolve.page_hardware``, where the rule (the enclosing section's statement first, the devices a
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 
+from optkit.versions.tutorial_checkpoints import requirements
 from optkit.versions.tutorial_commands import SEPARATOR, TextLine
 from optkit.versions.tutorial_tabs import families
 
@@ -41,9 +42,8 @@ _COUNTED = re.compile(r"\b(\d+|one|two|three|four|eight)\s+(?=Atlas\b|Ascend\b|9
 """A count before a product: where a sentence's first alternative starts (its words before are no product's)."""
 
 
-def statements(lines: list[TextLine], requirements) -> list[dict]:
-    """The page's hardware statements, in page order (module docstring); ``requirements`` reads a sentence's
-    alternatives (``tutorial_pages._requirements``)."""
+def statements(lines: list[TextLine]) -> list[dict]:
+    """The page's hardware statements, in page order (module docstring)."""
     found = []
     for line in lines:
         text = line.text.strip()

@@ -6,7 +6,7 @@ docs/tutorials.md):
 
 - ``checkpoints``: the weights the "Model Weight" section lists (a table or a bullet list), each with
   its Hub id read off the download link, its quantization read off its name, and the hardware it
-  requires as written and as ``{hardware, nodes, devices_per_node, hbm_gib}``;
+  requires as written and as ``{hardware, nodes, devices_per_node, hbm_gib}`` (``tutorial_checkpoints``);
 - ``tables``: every pipe table, every row and cell as written, with the headings and tabs above it;
 - ``commands``: every ``vllm serve`` command and every ``python launch_online_dp.py`` run (which starts
   the page's ``vllm serve`` template once per local DP rank, ``$1``…``$7`` filled in), with the hardware
@@ -26,6 +26,8 @@ from collections import Counter
 from pathlib import Path
 
 from optkit.versions.tutorial_commands import SEPARATOR, Block, Command, TextLine, block_commands, command_tokens, options, walk
+from optkit.versions.tutorial_checkpoints import (NUMBER_WORDS, REQUIREMENT, bullet_checkpoints, in_weights,
+                                                  table_checkpoints)
 from optkit.versions.tutorial_hardware import statements
 from optkit.versions.tutorial_tabs import families
 
@@ -36,8 +38,7 @@ _KIND_WORDS = (("reranker", r"rerank"), ("embedding", r"embedding|siglip"), ("as
 
 _SCENARIO = re.compile(r"high[- ]?throughput|low[- ]?latency|long[- ]?(context|sequence)|balanced", re.IGNORECASE)
 _MULTI_FLAGS = ("--data-parallel-address", "--headless", "--data-parallel-start-rank", "--nnodes", "--master-addr")
-_NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
-_NODES = re.compile(r"\b(\d+|" + "|".join(_NUMBER_WORDS) + r")[- ]?nodes?\b", re.IGNORECASE)
+_NODES = re.compile(r"\b(\d+|" + "|".join(NUMBER_WORDS) + r")[- ]?nodes?\b", re.IGNORECASE)
 _NODE_RANK = re.compile(r"\bnode[ _-]?(\d+)\b", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"<[A-Za-z_][^<>]*>|\$\{[^{}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|\$\d|\{[A-Za-z_][A-Za-z0-9_]*\}")
 _LAUNCHER = re.compile(r"^python3?\s+(\S*/)?launch_online_dp\.py\b")
@@ -79,11 +80,12 @@ def read_page(path: str, text: str) -> dict:
     commands, unread = _commands(blocks, runs, counted=True)
     lines = [item for item in items if isinstance(item, TextLine)]
     tables = _tables(lines)
-    checkpoints = sorted(_checkpoints(tables) + _bullet_checkpoints(lines), key=lambda c: c["line"])
+    weights = [table for table in tables if _table_kind(table) == "weights"]
+    checkpoints = sorted(table_checkpoints(weights) + bullet_checkpoints(lines), key=lambda c: c["line"])
     tabs = sorted({tab for item in items for tab in item.tabs})
     return {"title": title, "kind": _kind(path, title, commands or unread), "checkpoints": checkpoints, "tabs": tabs,
             "tables": [_table_data(table) for table in tables], "commands": commands, "unread": unread,
-            "hardware": statements(lines, _requirements)}
+            "hardware": statements(lines)}
 
 
 def _kind(path: str, title: str, serves: list[dict]) -> str:
@@ -131,7 +133,7 @@ def _cells(row: str) -> list[str]:
 
 def _table_kind(table: dict) -> str:
     columns = [column.lower() for column in table["columns"]]
-    if any("download" in c or "hardware requirement" in c for c in columns) or _in_weights(table["headings"]):
+    if any("download" in c or "hardware requirement" in c for c in columns) or in_weights(table["headings"]):
         return "weights"
     if any(c.strip("*") == "scenario" for c in columns) or (
             re.search(r"scenario|performance tuning|recommended config", table["heading"], re.IGNORECASE)
@@ -140,105 +142,9 @@ def _table_kind(table: dict) -> str:
     return "other"
 
 
-def _in_weights(headings) -> bool:
-    """Under the page's weights section, as the releases title it (``Model Weight(s)``, ``Model Weights and
-    Hardware``, ``Prepare Model Weights``, ``Weight Preparation``), not a FAQ or step that mentions weights."""
-    return any(re.fullmatch(r"(model |prepare (model )?)?weights?( and hardware| preparation)?", heading.strip(),
-                            re.IGNORECASE) for heading in headings)
-
-
 def _table_data(table: dict) -> dict:
     return {"line": table["line"], "heading": table["heading"], "tabs": table["tabs"], "kind": _table_kind(table),
             "columns": table["columns"], "rows": table["rows"]}
-
-
-# --------------------------------------------------------------------------- checkpoints
-
-
-_HUB_ID = re.compile(r"(?:modelscope\.cn/models|huggingface\.co|hf-mirror\.com|modelers\.cn/models)/"
-                     r"([\w.-]+/[\w.-]+)")
-_REQUIREMENT = re.compile(r"(?:\b(\d+|one|two|three|four|eight)(?:\s*[x×]\s*|\s+))?([A-Za-z0-9][^().]*?)\s*"
-                          r"\(\s*(\d+)\s*GB?\s*[×xX*]\s*(\d+)(?:\s*NPUs?)?(?:\s*each)?\s*\)", re.IGNORECASE)
-_QUANTIZATIONS = ((r"mxfp4", "w4a4-mxfp4"), (r"mxfp8", "w8a8-mxfp8"), (r"w8a8sc", "w8a8sc"), (r"w8a8c8", "w8a8c8"),
-                  (r"w4a8c8", "w4a8c8"), (r"w4a8", "w4a8"), (r"w4a4", "w4a4"), (r"w8a8", "w8a8"), (r"bf16", "bf16"))
-"""A checkpoint's weight format by the words of its name and description, most specific first; the values
-are optkit's quantization names (optkit.resolve.profiles.QUANTIZATIONS, which a test holds these to)."""
-
-
-def _checkpoints(tables: list[dict]) -> list[dict]:
-    found = []
-    for table in tables:
-        if _table_kind(table) != "weights":
-            continue
-        columns = [column.lower() for column in table["columns"]]
-        hardware = next((i for i, c in enumerate(columns) if "hardware" in c), None)
-        for row in table["rows"]:
-            cells = row["cells"]
-            text = " ".join(cells)
-            name = re.sub(r"\(.*", "", cells[0]).replace("`", "").replace("*", "").strip() if cells else ""
-            if not name:
-                continue
-            requirement = cells[hardware].replace("*", "").strip() if hardware is not None and hardware < len(cells) else ""
-            found.append(_checkpoint(row["line"], name, text, requirement, table["label"]))
-    return found
-
-
-def _checkpoint(line: int, name: str, text: str, requirement: str, label: str = "") -> dict:
-    """One checkpoint; its quantization is read off its own row, else off the label above its table
-    (``**BF16 Versions:**``)."""
-    hub = _HUB_ID.search(text)
-    quantization = next((q for words in (text, label) for pattern, q in _QUANTIZATIONS
-                         if re.search(pattern, words.lower())), None)
-    return {"line": line, "name": name, "id": hub.group(1).rstrip(".") if hub else None, "quantization": quantization,
-            "hardware_text": requirement or None, "requirements": _requirements(requirement)}
-
-
-def _requirements(text: str) -> list[dict]:
-    """Each alternative of a hardware requirement (``1 Atlas 800 A3 (64GB × 16) node or 2 Atlas 800 A2 (64GB × 8)
-    nodes, or Atlas 300I DUO``): its family, node count, devices per node and HBM per device, each null
-    where the alternative does not say it."""
-    found = []
-    for part in re.split(r"(?:,|<br>)\s*(?:or\s+)?|\s+or\s+", text):
-        matches = list(_REQUIREMENT.finditer(part))
-        found += [_sized(match) for match in matches]
-        if not matches and _one_family(part):
-            count = re.match(r"\s*(\d+|one|two|three|four|eight)\s+(?!cards?\b|NPUs?\b)", part, re.IGNORECASE)
-            found.append({"hardware": _one_family(part), "nodes": _count(count.group(1)) if count else None,
-                          "devices_per_node": None, "hbm_gib": None})
-    return found
-
-
-def _sized(match: re.Match) -> dict:
-    """One alternative with its sizes: ``2 Atlas 800 A2 (64GB × 8) nodes``; a count of cards (``1 card on
-    Atlas 800I A2 (…)``) is no node count, unless the cards are ``in 1 Atlas 800 A3 (…) node``."""
-    name = match.group(2)
-    inside = re.match(r"(cards?|NPUs?)\s+in\s+(\d+|one|two)\s+(.*)$", name, re.IGNORECASE)
-    per_card = re.match(r"(cards?|NPUs?)\b", name, re.IGNORECASE)
-    nodes = _count(inside.group(2)) if inside else None if per_card or not match.group(1) else _count(match.group(1))
-    return {"hardware": _one_family(name), "nodes": nodes, "devices_per_node": int(match.group(4)),
-            "hbm_gib": int(match.group(3))}
-
-
-def _count(word: str) -> int:
-    return int(word) if word.isdigit() else _NUMBER_WORDS[word.lower()]
-
-
-def _one_family(text: str) -> str | None:
-    found = families(text)
-    return found[0] if len(found) == 1 else None
-
-
-def _bullet_checkpoints(lines: list[TextLine]) -> list[dict]:
-    """The checkpoints a weights section lists as bullets: ``- `Name`(desc): require … [Download](url)``."""
-    found = []
-    for line in lines:
-        match = re.match(r"\s*[-*]\s+`([^`]+)`(.*)$", line.text)
-        if not match or not _in_weights(line.headings) or not _HUB_ID.search(line.text):
-            continue
-        require = re.search(r"requires?\s+(.*?)(\.\s*\[|\[|$)", match.group(2))
-        found.append(_checkpoint(line.number, match.group(1).strip(), line.text,
-                                 require.group(1).strip().rstrip(".") if require else ""))
-    return found
 
 
 # --------------------------------------------------------------------------- commands
@@ -334,7 +240,7 @@ def _context(block: Block, command: Command, comment: str) -> dict:
     text names a family, its environment (``_env_family``)."""
     comments = [line.strip() for line in block.lines[:command.line - block.start] if line.strip().startswith("#")]
     titles = [line for line in reversed(block.lead) if len(line) <= _TITLE and not re.match(r"[|>]|[-*] |!!!", line)]
-    stated = [line for line in reversed(block.section) if _STATES_HARDWARE.search(line) or _REQUIREMENT.search(line)]
+    stated = [line for line in reversed(block.section) if _STATES_HARDWARE.search(line) or REQUIREMENT.search(line)]
     near = [comment, *reversed(block.tabs), *titles]
     named = next((found for text in [*near, *stated, *reversed(block.headings), *reversed(comments)]
                   if (found := families(text))), None) or _env_family(command)
@@ -410,7 +316,7 @@ def _nodes_by_flags(flags: dict) -> int | None:
 def _nodes_said(context: str) -> int | None:
     if match := _NODES.search(context):
         word = match.group(1).lower()
-        return int(word) if word.isdigit() else _NUMBER_WORDS[word]
+        return int(word) if word.isdigit() else NUMBER_WORDS[word]
     return None
 
 

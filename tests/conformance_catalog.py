@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
@@ -582,15 +582,17 @@ def through_runs(row: Row, rows: list[Row]) -> Row:
     """A run_dp_template.sh ``vllm serve`` whose TP or DP is a positional argument, compared through the
     ``launch_online_dp.py`` runs that start it on its tab: each run is this very line with $1…$7 filled in
     (``tutorial_pages._launcher``), compared flag by flag. Its outcome is the worst of theirs (unexplained before
-    explained before reproduced; not comparable when none of them is comparable), with their lines; a template no
-    run starts stays not comparable."""
+    explained before reproduced), with their lines; not comparable, for their reason, when none of them is
+    comparable; a template no run starts stays not comparable, saying so."""
     if row.outcome != "not comparable" or not row.reason.startswith(POSITIONAL):
         return row
     runs = [r for r in rows if r.page == row.page and r.tab == row.tab
             and r.command.get("template_line") == row.command["line"]]
     compared = [r for r in runs if r.outcome != "not comparable"]
-    if not compared:
-        return row
+    if not runs:
+        return replace(row, reason=f"{POSITIONAL} ($N) and no launch_online_dp.py run on its tab starts it")
+    if not compared:  # its runs are not comparable: the script is not, for their reason
+        return replace(row, reason=f"{_reason_class(runs[0].reason)}, in the launch_online_dp.py runs that start it")
     lines = ", ".join(f":{r.command['line']}" for r in compared)
     outcome = next(o for o in _WORST if any(r.outcome == o for r in compared))
     return Row(row.release, row.page, row.command, outcome, f"through the launch_online_dp.py runs that start it ({lines})",

@@ -632,6 +632,21 @@ def _reason_class(reason: str) -> str:
     return reason.split(": ", 1)[0] if reason.startswith(("optkit refuses", "the reader")) else reason
 
 
+def _tab_shown(release: str, row: Row) -> str:
+    """The row's tab, with the page line that places it where the command's own context names none
+    (``optkit.resolve.page_hardware``: 'A3 by :29 (the page's hardware statement)')."""
+    from optkit.resolve.page_hardware import placement
+    from optkit.resolve.page_tables import scenario_words
+    from optkit.versions.tutorial_data import load
+
+    command = row.command
+    if row.tab is None or command.get("hardware") or command.get("hardware_families") or \
+            scenario_words(command.get("scenario")):
+        return str(row.tab)
+    placed = placement(load(release).pages[row.page], command)
+    return placed.note() if placed else str(row.tab)
+
+
 def main(argv: list[str]) -> int:
     from optkit.versions.tutorial_data import releases
 
@@ -657,7 +672,7 @@ def main(argv: list[str]) -> int:
         for release in COMPARED_RELEASES:
             for r in release_rows(release):
                 keys = " ".join(sorted(d.key for d in r.differences))
-                sys.stdout.write(f"{release} {r.page}:{r.command['line']} ({r.tab}) {r.outcome} "
+                sys.stdout.write(f"{release} {r.page}:{r.command['line']} ({_tab_shown(release, r)}) {r.outcome} "
                                  f"{r.reason or keys}\n")
     return 0
 

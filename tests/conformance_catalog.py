@@ -49,7 +49,7 @@ if __package__ in (None, ""):  # run as a script: the tests folder and the repo 
 
 import conformance_support as cs  # noqa: E402
 
-from optkit.resolve.page_commands import best_owners, command_weights, model_names, path_tail  # noqa: E402
+from optkit.resolve.page_commands import best_owners, command_weights, model_names, model_path, path_tail  # noqa: E402
 from optkit.versions.tutorial_commands import Command  # noqa: E402
 
 REPO = cs.REPO
@@ -121,7 +121,7 @@ def profile_for(page: str, command: dict, models) -> tuple[Any, str]:
         return None, "no catalog profile lists this page"
     if len(owners) == 1:
         return owners[0], ""
-    tail = path_tail(command.get("model"))
+    tail = path_tail(model_path(command))
     if not any(n and tail.startswith(n) for m in owners for n in model_names(m)):
         return None, f"the page is about {len(owners)} profiles and the model path {command.get('model')!r} names none"
     return sorted(best_owners(command, owners), key=lambda m: -len(m.hf_id))[0], ""

@@ -616,3 +616,28 @@ def test_a_request_for_the_context_a_long_context_command_serves_follows_that_co
     other = plan(parse_request(fields), workspace)
     assert other.page_advice.layout_line == 0 and other.facts["page.command_max_num_batched_tokens"] == 0
     assert any(s.key == "--max-num-batched-tokens 4096" for s in other.serve_args)
+
+
+def test_a_placeholder_path_is_named_by_the_label_above_its_block():
+    """Qwen3-Dense.md writes `vllm serve your_model_path` under a "Qwen3-32B-W8A8:" label: the label names the model
+    and its weights (optkit.resolve.page_commands.model_path); a label that is no name leaves the path as it is."""
+    from optkit.resolve.page_commands import command_weights, model_path
+
+    labelled = {"model": "your_model_path", "label": "Qwen3-32B-W8A8:"}
+    assert model_path(labelled) == "Qwen3-32B-W8A8"
+    assert command_weights(labelled)[0] == "w8a8"
+    assert model_path({"model": "your_model_path", "label": "<u>High Throughput Configuration:</u>"}) == "your_model_path"
+    assert model_path({"model": "/path/to/DeepSeek-V4-Pro-0813-w4a8", "label": "Node0:"}) == \
+        "/path/to/DeepSeek-V4-Pro-0813-w4a8"
+
+
+def test_a_page_command_turning_npugraph_ex_off_keeps_static_kernels_out():
+    """Qwen3-Dense.md (0.23.0) :299 serves Qwen3-8B-W4A8 with enable_npugraph_ex false; static kernels compile under
+    npugraph_ex only, so waterfall-static-kernel leaves the plan of that command's layout."""
+    from optkit.resolve.plan import load_workspace, plan
+    from optkit.resolve.request import Request
+
+    result = plan(Request(model="qwen3-8b", target="910c", vllm_ascend_version="0.23.0", tp=1, quantization="w4a8"),
+                  load_workspace())
+    assert result.facts["page.npugraph_ex"] == "off"
+    assert "waterfall-static-kernel" not in result.selected

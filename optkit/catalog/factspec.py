@@ -175,6 +175,8 @@ _SPECS = [
     _f("page.static_kernel", "str", "Whether the model's own page's command the plan carries (its scenario's, or its "
        "command of exactly the plan's layout, on the plan's tab and release) sets "
        "ascend_compilation_config.enable_static_kernel.", ("on", "off", "unstated")),
+    _f("page.npugraph_ex", "str", "Whether that command sets ascend_compilation_config.enable_npugraph_ex (the graph "
+       "engine static kernels compile under).", ("on", "off", "unstated")),
     # speculative decoding
     _f("spec.mtp", "bool", "MTP speculative decoding on.", flag="--mtp"),
     _f("spec.method", "str", "Speculative decoding method ('none' when off).",

@@ -10,12 +10,28 @@ and weights it names: all three read them here, the same way.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable, Mapping
 
 QUANT_WORDS = (("w8a8-mxfp8", "w8a8-mxfp8"), ("mxfp8", "w8a8-mxfp8"), ("w4a4-mxfp4", "w4a4-mxfp4"),
                ("mxfp4", "w4a4-mxfp4"), ("w8a8c8", "w8a8c8"), ("w4a8c8", "w4a8c8"), ("w8a8sc", "w8a8sc"),
                ("w4a8", "w4a8"), ("w4a4", "w4a4"), ("w8a8", "w8a8"), ("int8", "w8a8"))
 """Words of a model path that name its weight format (longest first), as the tutorials' checkpoints spell them."""
+
+
+def model_path(command: Mapping) -> str:
+    """What a command names as its model: its model path, or, where the path is one the reader fills in
+    (``your_model_path``, ``$MODEL_PATH``, ``<MODEL_PATH>``), the label the page writes above its block when that is
+    one name (Qwen3-Dense.md's "Qwen3-32B-W8A8:" above ``vllm serve your_model_path``)."""
+    path = str(command.get("model") or "")
+    label = re.sub(r"<[^<>]*>|[*`]", "", str(command.get("label") or "")).strip().rstrip(":").strip()
+    if (_placeholder_path(path) or _FILL_IN.fullmatch(path_tail(path))) and label and not re.search(r"\s", label):
+        return label
+    return path
+
+
+_FILL_IN = re.compile(r"(your[_-]?)?model[_-]?(path|dir|name)")
+"""A model path's last component that only says where the reader's model goes (``your_model_path``)."""
 
 
 def path_tail(path: str | None) -> str:
@@ -40,7 +56,7 @@ def best_owners(command: Mapping, owners: Iterable[Any]) -> list[Any]:
     """Of the models a page is about (``owners``), those the command's model path names best: the longest name it
     starts with; every owner when it names none of them (a placeholder path such as ``your_model_path``)."""
     owners = list(owners)
-    tail = path_tail(command.get("model"))
+    tail = path_tail(model_path(command))
     scores = [(_match(tail, model_names(m)), m) for m in owners]
     top = max((score for score, _ in scores), default=0)
     return [m for score, m in scores if score == top]
@@ -65,7 +81,7 @@ def command_weights(command: Mapping, checkpoints: Iterable[Mapping] = ()) -> tu
     placeholder path (``$MODEL_PATH``, ``<KIMI_K3_MODEL_PATH>``), the one format all those checkpoints share
     (Kimi-K3.md in 0.23.0 serves only its W4A8 weights, without ``--quantization``), else ``--quantization`` with an
     unnamed checkpoint read as W8A8, else bf16."""
-    tail = path_tail(command.get("model"))
+    tail = path_tail(model_path(command))
     for checkpoint in checkpoints:
         if checkpoint.get("quantization") and tail and tail == path_tail(checkpoint.get("id")):
             return checkpoint["quantization"], f"checkpoint {checkpoint['id']}"
@@ -80,4 +96,4 @@ def command_weights(command: Mapping, checkpoints: Iterable[Mapping] = ()) -> tu
     return "bf16", "no quantization named"
 
 
-__all__ = ["QUANT_WORDS", "path_tail", "model_names", "best_owners", "serves", "command_weights"]
+__all__ = ["QUANT_WORDS", "model_path", "path_tail", "model_names", "best_owners", "serves", "command_weights"]

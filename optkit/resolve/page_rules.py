@@ -208,6 +208,7 @@ class PageAdvice:
                 "page.role": self.role, "page.expert_parallel": self.expert_parallel(),
                 "page.static_kernel": self.command_switch(
                     "additional_config:ascend_compilation_config.enable_static_kernel"),
+                "page.npugraph_ex": self.command_switch("additional_config:ascend_compilation_config.enable_npugraph_ex"),
                 "page.fused_mc2": self.fused_mc2(), "page.fused_mc2_level": self.fused_mc2_level()}
 
     def expert_parallel(self) -> str:

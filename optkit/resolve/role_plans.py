@@ -22,7 +22,7 @@ from optkit.resolve.fit import plan_fit, refusal as fit_refusal
 from optkit.resolve.pd import ROLES
 from optkit.resolve.settings import carry_page_settings
 
-ROLE_FACTS = ("page.static_kernel", "page.role", "page.fused_mc2", "page.fused_mc2_level")
+ROLE_FACTS = ("page.static_kernel", "page.npugraph_ex", "page.role", "page.fused_mc2", "page.fused_mc2_level")
 """The page facts a role's own command gives, beside its ``page.command_*`` ones."""
 
 

@@ -63,7 +63,9 @@ def test_a_decoder_carries_its_pages_fused_mc2_level_and_each_knob_is_set_once()
     assert decode.facts["page.fused_mc2_level"] == 2 and prefill.facts["page.fused_mc2_level"] == 1
     assert "moe-fused-mc2-enable" in decode.role_left_out and "moe-fused-mc2-enable" not in prefill.role_left_out
     assert decode.additional_config["enable_fused_mc2"] == 2
-    assert decode.config_sources["additional_config.enable_fused_mc2"] == "page:Qwen3-235B-A22B.md:509"
+    # the decoders' first node runs its own script (:444; the second node's, :509, sets the same level): the page
+    # writes one run_dp_template.sh per node and its launch lines start them in order
+    assert decode.config_sources["additional_config.enable_fused_mc2"] == "page:Qwen3-235B-A22B.md:444"
     assert not any(s.key == "VLLM_ASCEND_ENABLE_FUSED_MC2" for s in decode.env)
     # the prefiller: the recipe's env var, and not the page's additional_config key for the same switch besides
     assert [(s.key, s.value) for s in prefill.env if "FUSED_MC2" in s.key] == [("VLLM_ASCEND_ENABLE_FUSED_MC2", "1")]

@@ -53,3 +53,15 @@ def test_a_950_row_of_v4_pro_now_fits():
                           prefix_caching=False, enforce_eager=True), load_workspace())
     assert result.fit.fits and result.fit.inputs.quantization == "fp8-fp4"
     assert "fp8-fp4" in result.fit.line()
+
+
+def test_the_profiles_native_formats_are_the_ones_weighed():
+    from typing import get_args
+
+    from optkit.resolve.profiles import ModelProfile
+    from optkit.resolve.weights import EXPERT_BYTES, LINEAR_BYTES, NATIVE_FORMATS
+
+    annotation = ModelProfile.model_fields["native_weights"].annotation
+    literal = next(a for a in get_args(annotation) if a is not type(None))
+    assert get_args(literal) == NATIVE_FORMATS
+    assert all(f in LINEAR_BYTES and f in EXPERT_BYTES for f in NATIVE_FORMATS)

@@ -49,3 +49,13 @@ def test_dspark_is_refused_where_upstream_does_not_run_it(fields, reason):
     with pytest.raises(OptkitError) as refused:
         plan(Request(**fields), WORKSPACE)
     assert reason in str(refused.value)
+
+
+def test_the_fact_reads_the_checkpoint_the_plan_serves():
+    """MODEL naming the checkpoint without the stages: the plan serves it, and the fact is of it (refused)."""
+    from optkit.resolve.plan import request_facts
+
+    named = dict(PRO, model="Eco-Tech/DeepSeek-V4-Pro-w4a8-mtp")
+    assert request_facts(Request(**named), WORKSPACE)["spec.dspark_weights"] == "absent"
+    with pytest.raises(OptkitError, match="carry no DSpark draft stages"):
+        plan(Request(**named), WORKSPACE)

@@ -93,8 +93,9 @@ def with_values(request, **values):
     return type(request)(request._shape, {**request.__dict__, **values})
 
 
-def choose(request, model, target, release, catalog) -> tuple[Any, list[Chosen]]:
-    """``request`` with its open fields filled in (module docstring), and what was chosen, field by field."""
+def choose(request, model, target, release, catalog, weights=None) -> tuple[Any, list[Chosen]]:
+    """``request`` with its open fields filled in (module docstring), and what was chosen, field by field, for the
+    ``weights`` the plan serves."""
     from optkit.resolve.facts import compute_facts
 
     fields = open_fields(request)
@@ -106,7 +107,7 @@ def choose(request, model, target, release, catalog) -> tuple[Any, list[Chosen]]
     current = at_defaults(request)
     made: list[Chosen] = []
     for name in fields:
-        facts = compute_facts(current, model, target, release)
+        facts = compute_facts(current, model, target, release, weights)
         if name == "flashcomm1" and request.pd is not None:
             made.append(Chosen(name, False, "", PD_FLASHCOMM1, "the default false"))
             continue

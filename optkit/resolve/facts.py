@@ -145,13 +145,17 @@ def check_speculation(request: RequestRecord) -> None:
                            "957-978 in vLLM 0.23.0, :1450-1458 in 0.30.0); add --no-async-scheduling")
 
 
-def _dspark_weights(request: RequestRecord, model) -> str:
-    """The ``spec.dspark_weights`` fact: of the weights the request serves (MODEL naming one of ``model``'s
-    checkpoints, else the profile's checkpoint of the format, ``optkit.resolve.quantization.served_weights``)."""
+def _dspark_weights(request: RequestRecord, model, weights) -> str:
+    """The ``spec.dspark_weights`` fact of the weights the plan serves (``weights``, decided by ``plan.request_weights``);
+    a caller without them (a test of facts alone) gets those ``served_weights`` gives: MODEL naming one of ``model``'s
+    checkpoints, else the profile's checkpoint of the format."""
     from optkit.resolve.quantization import dspark_weights, served_weights
 
-    named = next((c for c in model.checkpoints or () if request.model and c.id.lower() == request.model.lower()), None)
-    return dspark_weights(served_weights(request, model, named), model)
+    if weights is None:
+        named = next((c for c in model.checkpoints or () if request.model and c.id.lower() == request.model.lower()),
+                     None)
+        weights = served_weights(request, model, named)
+    return dspark_weights(weights, model)
 
 
 def default_ep(model, page_ep: str) -> bool:
@@ -161,9 +165,10 @@ def default_ep(model, page_ep: str) -> bool:
     return model.is_moe and page_ep != "off"
 
 
-def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
+def compute_facts(request: RequestRecord, model, target, release=None, weights=None) -> Facts:
     """Every fact in ``optkit.catalog.factspec.FACTS`` for this request, on ``release`` (an
-    ``optkit.versions.onrelease.ReleaseView``; default: the data of the requested version). Fields the
+    ``optkit.versions.onrelease.ReleaseView``; default: the data of the requested version), serving ``weights``
+    (``optkit.resolve.quantization.Weights``, as the plan decided them). Fields the
     request leaves open (``--dp auto``, no ``--[no-]flashcomm1``) read as their defaults: ``plan`` fills them
     in by the catalog's rules first (``optkit.resolve.choices.choose``)."""
     from optkit.resolve.choices import at_defaults
@@ -232,7 +237,7 @@ def compute_facts(request: RequestRecord, model, target, release=None) -> Facts:
         "spec.method": request.speculative_method or "none",
         "spec.speculative": request.speculative_method is not None,
         "spec.draft_model": request.draft_model or "",
-        "spec.dspark_weights": _dspark_weights(request, model),
+        "spec.dspark_weights": _dspark_weights(request, model, weights),
         "spec.num_speculative_tokens": request.k,
         # vLLM keeps async scheduling with EAGLE/MTP drafters (use_async_spec_decode: async and k > 0); suffix
         # decoding runs without it (check_speculation)

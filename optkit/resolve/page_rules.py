@@ -86,15 +86,10 @@ class PageAdvice:
         request's ``--max-model-len``, if any). A command of another prefill context parallel size
         (``PCP_SETTING``; ``pcp`` the plan's) runs more or fewer ranks: not of this layout."""
         def other_weights(settings) -> bool:
-            said = next((s.value for s in settings if s.key == WEIGHTS_SETTING), None)
-            return (weights is not None and said is not None and said != weights) or other_method(settings)
-
-        def other_method(settings) -> bool:  # a command drafting with another method than the request's
-            said = next((s.value for s in settings if s.key == SPEC_METHOD_SETTING), None)
-            return method is not None and said is not None and said != method
+            return _other_deployment(settings, weights, method)
 
         def other_pcp(settings) -> bool:
-            return next((s.value for s in settings if s.key == PCP_SETTING), 1) != pcp
+            return (_setting(settings, PCP_SETTING) or 1) != pcp
 
         serving = any(layout == (tp, dp, nodes) and not other_weights(settings) and not other_pcp(settings)
                       for layout, _, settings, _ in self.by_layout)
@@ -139,10 +134,7 @@ class PageAdvice:
         1M-context W8A8 decoder beside its W4A8C8 pair): not this plan's role; nor is one drafting with another
         speculative ``method`` than the plan's (DeepSeek-V4-Pro.md's MTP and DSpark PD pairs of one shape)."""
         for said, layout, line, settings in self.roles:
-            served = next((s.value for s in settings if s.key == WEIGHTS_SETTING), None)
-            drafts = next((s.value for s in settings if s.key == SPEC_METHOD_SETTING), None)
-            if (weights is not None and served is not None and served != weights) or (
-                    method is not None and drafts is not None and drafts != method):
+            if _other_deployment(settings, weights, method):
                 continue
             if said == role and layout == (tp, dp):
                 note = "; ".join(n for n in (self.note, f"the {role} role's settings are its command at :{line} "
@@ -408,8 +400,8 @@ def _role_commands(page: Mapping, tab: str, release: str, name: str) -> tuple:
             continue  # a per-rank script's positional TP or DP ($7): its launch_online_dp.py command has the shape
         tp, dp, _ = _command_layout(command)
         settings = command_settings(command, release, name, page.get("checkpoints", ()))
-        method = next((s.value for s in settings if s.key == SPEC_METHOD_SETTING), None)
-        found.setdefault((command["pd_role"], (tp, dp), _weights(settings), method), (command["line"], settings))
+        key = (command["pd_role"], (tp, dp), _setting(settings, WEIGHTS_SETTING), _setting(settings, SPEC_METHOD_SETTING))
+        found.setdefault(key, (command["line"], settings))
     return tuple((role, layout, line, settings) for (role, layout, _, _), (line, settings) in found.items())
 
 
@@ -420,8 +412,17 @@ def _names_goal(scenario: str) -> bool:
     return bool(re.search(r"throughput|latency|long context|long sequence|balanced", scenario_words(scenario)))
 
 
-def _weights(settings) -> Any:
-    return next((s.value for s in settings if s.key == WEIGHTS_SETTING), None)
+def _setting(settings, key: str) -> Any:
+    """The value of a page command's setting ``key`` (``PageSetting.key``), or None when it has none."""
+    return next((s.value for s in settings if s.key == key), None)
+
+
+def _other_deployment(settings, weights: str | None, method: str | None) -> bool:
+    """Whether a page command serves other weights than ``weights`` or drafts with another speculative ``method``
+    than the plan's (None: whatever it does): another deployment of its layout or PD role."""
+    served, drafts = _setting(settings, WEIGHTS_SETTING), _setting(settings, SPEC_METHOD_SETTING)
+    return (weights is not None and served is not None and served != weights) or (
+        method is not None and drafts is not None and drafts != method)
 
 
 def _nearest_release(name: str, release: str, source: TutorialSource) -> tuple[str, Mapping | None]:

@@ -243,14 +243,14 @@ def filled_request(request: RequestRecord, ws: Workspace):
     located = ws.replay.tree_at if ws.replay is not None and ws.replay.tree_at is not None else request.tree
     release = release_view(ascend_version(request), Path(located) if request.tree else None, ws.catalog,
                            shown=request.tree)
-    filled, choices = choose(request, model, target, release, ws.catalog)
+    filled, choices = choose(request, model, target, release, ws.catalog, weights)
     return filled, choices, weights, model, target, release
 
 
 def request_facts(request, workspace: Workspace) -> Facts:
     """The facts ``plan`` judges ``request`` on (its open fields filled in first), as ``optkit facts`` shows them."""
-    filled, _, _, model, target, release = filled_request(as_request_record(request), workspace)
-    return compute_facts(filled, model, target, release)
+    filled, _, weights, model, target, release = filled_request(as_request_record(request), workspace)
+    return compute_facts(filled, model, target, release, weights)
 
 
 def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Path | None = None,
@@ -271,7 +271,7 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
     filled, tuned = apply_tuned(given, filled, ws, filled[3].id, filled[4].id, str(ascend_version(filled[0])),
                                 lambda r: filled_request(r, ws))
     request, choices, weights, model, target, release = filled
-    facts = compute_facts(request, model, target, release)  # the facts `optkit facts` shows: request_facts
+    facts = compute_facts(request, model, target, release, weights)  # the facts `optkit facts` shows: request_facts
     if problem := latency_goal_problem(facts):
         raise RequestError(problem)
     version_ranges(ws.catalog, facts)  # packaging's answers, from the cache, for the verdicts and the resolver

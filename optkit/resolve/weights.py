@@ -46,30 +46,20 @@ GATED_ATTENTION_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_moe")
 """Model types whose full-attention q projection also produces the output gate (``attn_output_gate``)."""
 
 LINEAR_BYTES = {"bf16": 2.0, "w8a8": 1.0, "w8a8c8": 1.0, "w8a8sc": 1.0, "w8a8-mxfp8": 1 + 1 / 32,
-                "w4a8": 1.0, "w4a8c8": 1.0, "w4a4": 0.5, "w4a4-mxfp4": 0.5 + 1 / 32}
+                "w4a8": 1.0, "w4a8c8": 1.0, "w4a4": 0.5, "w4a4-mxfp4": 0.5 + 1 / 32, "fp8": 1.0, "fp8-fp4": 1.0}
 """Bytes per parameter of the decoder's linear layers other than experts, per weight format (w8a8sc, sparse
--compressed, is weighed as plain int8: an upper bound)."""
-LINEAR_BYTES.update({"fp8": 1.0, "fp8-fp4": 1.0})
+-compressed, is weighed as plain int8: an upper bound; ``NATIVE_FORMATS`` fp8 with its 128 × 128 block scales, a
+4-byte scale per 16384 values, not counted)."""
 EXPERT_BYTES = {**LINEAR_BYTES, "w4a8": 0.5, "w4a8c8": 0.5, "fp8-fp4": 0.5 + 1 / 32}
 """Bytes per parameter of the routed experts' linear layers: W4A8 packs them two to a byte, and so does a
 published checkpoint's fp4 (``fp8-fp4``: DeepSeek-V4's experts, one e8m0 scale per 32 values)."""
 NATIVE_FORMATS = ("fp8", "fp8-fp4")
-"""The formats a published checkpoint stores its own weights in (``ModelProfile.native_weights``): fp8 linear
-layers with 128 × 128 block scales (a 4-byte scale per 16384 values, not counted), and fp4 routed experts."""
-
-
+"""The formats a published checkpoint stores its own weights in (``ModelProfile.native_weights``; a test holds the
+profile's choices to these): fp8 linear layers, and fp8 with fp4 routed experts."""
 NATIVE_GENERATIONS = ("A5",)
 """Where a checkpoint's own fp8/fp4 weights are served as published: the A5 (Ascend 950) tabs ("The original
 DeepSeek-V4-Flash weights used on Ascend 950DT do not require this option", DeepSeek-V4-Flash.md:327 in 0.23.0).
 The A2/A3 tabs serve such models as msModelSlim W8A8/W4A8 checkpoints; bf16 there is a bf16 copy."""
-
-
-def weight_format(m, quantization: str, generation: str) -> str:
-    """The format the weights are weighed in: the request's, except that weights served as published (``bf16``:
-    no --quantization) on a ``generation`` that runs them are the checkpoint's own where it stores them otherwise
-    (``native_weights``)."""
-    native = getattr(m, "native_weights", None)
-    return native if quantization == "bf16" and native and generation in NATIVE_GENERATIONS else quantization
 FLOAT_BYTES = 2.0
 """Embeddings, lm_head, norms, router, conv/decay parameters: bf16 in every format."""
 
@@ -187,6 +177,14 @@ def _replace(count: ParameterCount, **changes) -> ParameterCount:
     from optkit.value import replace
 
     return replace(count, **changes)
+
+
+def weight_format(m, quantization: str, generation: str) -> str:
+    """The format the weights are weighed in: the request's, except that weights served as published (``bf16``:
+    no --quantization) on a ``generation`` that runs them are the checkpoint's own where it stores them otherwise
+    (``native_weights``)."""
+    native = getattr(m, "native_weights", None)
+    return native if quantization == "bf16" and native and generation in NATIVE_GENERATIONS else quantization
 
 
 def weight_bytes_per_device(m, quantization: str, tp: int, experts_over: int) -> tuple[float, str]:

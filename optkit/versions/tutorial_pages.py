@@ -75,9 +75,7 @@ def read_page(path: str, text: str) -> dict:
     title = next((line.text.lstrip("#").strip() for line in items if isinstance(line, TextLine)
                   and line.text.startswith("# ")), path)
     blocks = [item for item in items if isinstance(item, Block)]
-    runs: Counter = Counter()
-    _commands(blocks, runs)  # counts the launchers per PD role and hardware, which pair with templates in order
-    commands, unread = _commands(blocks, runs, counted=True)
+    commands, unread = _commands(blocks)
     lines = [item for item in items if isinstance(item, TextLine)]
     tables = _tables(lines)
     weights = [table for table in tables if _table_kind(table) == "weights"]
@@ -150,10 +148,11 @@ def _table_data(table: dict) -> dict:
 # --------------------------------------------------------------------------- commands
 
 
-def _commands(blocks: list[Block], runs: Counter, counted: bool = False) -> tuple[list[dict], list[dict]]:
+def _commands(blocks: list[Block]) -> tuple[list[dict], list[dict]]:
     """Every command of the page's blocks, launchers after their template is read, and what was not read;
-    a second command of one launcher under one name gets `` #2`` (as ``tutorial_commands.commands`` does).
-    ``runs``: the page's launchers per (PD role, hardware), counted by a first pass (``counted`` False)."""
+    a second command of one launcher under one name gets `` #2`` (as ``tutorial_commands.commands`` does)."""
+    runs = Counter(_launch_key(block, offset) for block in blocks if not _unread_block(block)
+                   for offset, raw in enumerate(block.lines) if _LAUNCHER.match(raw.strip()))
     commands: list[dict] = []
     unread: list[dict] = []
     for block in blocks:
@@ -167,7 +166,7 @@ def _commands(blocks: list[Block], runs: Counter, counted: bool = False) -> tupl
             if number in read:
                 commands.append(_command_data(block, read[number], _comment_above(block, offset)))
             elif _LAUNCHER.match(line):
-                commands.append(_launcher(block, offset, commands, runs, counted))
+                commands.append(_launcher(block, offset, commands, runs))
             elif why := _unread(block, line):
                 unread.append({"line": number, "why": why})
     seen: dict[tuple[str, str], int] = {}
@@ -344,8 +343,17 @@ def _placeholders(command: Command) -> list[str]:
 # --------------------------------------------------------------------------- launch_online_dp.py
 
 
-def _launcher(block: Block, offset: int, earlier: list[dict], runs: Counter, counted: bool) -> dict:
-    """A ``python launch_online_dp.py`` run as the command it starts on its first local DP rank."""
+def _launch_key(block: Block, offset: int) -> tuple[str | None, str | None]:
+    """(PD role, hardware family) of the ``launch_online_dp.py`` run at ``offset``, as its words place it: the
+    templates it may start are those of its role and family."""
+    number, comment = block.start + offset, _comment_above(block, offset)
+    return (_pd_role(block, Command(block.where, number, ""), comment),
+            _context(block, Command(block.where, number, ""), comment)["hardware"])
+
+
+def _launcher(block: Block, offset: int, earlier: list[dict], runs: Counter) -> dict:
+    """A ``python launch_online_dp.py`` run as the command it starts on its first local DP rank (``runs``: the
+    page's runs per ``_launch_key``, which pair with its templates in order where they count as many)."""
     number = block.start + offset
     words, used = command_tokens(block.lines, offset)
     span = block.lines[offset:offset + used]
@@ -353,10 +361,7 @@ def _launcher(block: Block, offset: int, earlier: list[dict], runs: Counter, cou
     for flag, value, _ in options(words):
         args[flag] = {"value": value, "line": number + next((i for i, line in enumerate(span) if flag in line), 0)}
     comment = _comment_above(block, offset)
-    role = _pd_role(block, Command(block.where, number, ""), comment)
-    hardware = _context(block, Command(block.where, number, ""), comment)["hardware"]
-    if not counted:
-        runs[(role, hardware)] += 1
+    role, hardware = _launch_key(block, offset)
     template = _template(earlier, role, hardware, runs[(role, hardware)])
     command = Command(block.where, number, template["model"] if template else "")
     if template is None:

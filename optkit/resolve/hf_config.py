@@ -94,6 +94,8 @@ _RANGES = {
     "intermediate_size": (0, 1 << 24), "moe_intermediate_size": (0, 1 << 24), "first_k_dense_replace": (0, 10_000),
     "routed_expert_hidden_size": (0, 1 << 24), "q_lora_rank": (0, 1 << 20), "o_lora_rank": (0, 1 << 20),
     "o_groups": (0, 1 << 16), "index_n_heads": (0, 1 << 16), "dspark_block_size": (0, 1 << 8),
+    "ngram_size": (0, 64), "heads_per_ngram": (0, 1 << 10), "ngram_vocab_size_base": (0, 1 << 40),
+    "ple_embed_dim": (0, 1 << 20),
     "max_position_embeddings": (0, 1 << 30), "moe_topk": (1, 1 << 20), "num_shared_expert": (0, 1 << 20),
     "num_shared_experts": (0, 1 << 20), "dense_intermediate_size": (0, 1 << 24),
     "shared_intermediate_size": (0, 1 << 24), "compress_ratios": (0, 1 << 20), "qk_nope_head_dim": (0, 1 << 16),
@@ -319,7 +321,25 @@ class _ConfigReader(LayerShapes):
             max_position_embeddings=optional("max_position_embeddings", "max_position_embeddings"),
             tie_word_embeddings=tied is True,
             kv_compression_layers=self._compressed_kv_layers(fields["num_layers"]),
+            ngram_embedding_params=self._ngram_embedding(fields),
         )
+
+    def _ngram_embedding(self, fields: dict[str, Any]) -> int | None:
+        """Parameters of Qwen4-Exp's n-gram (PLE) tables: per layer in ``ple_layer_ids``, (ngram_size - 1) x
+        heads_per_ngram heads of ple_embed_dim / heads columns, each head's rows the next prime above
+        ngram_vocab_size_base (vLLM 0.30.0 models/qwen4_exp/nvidia/ngram_embedding.py:612-630, 693), counted as
+        the base: layers x base x ple_embed_dim (ple_embed_dim defaults to hidden_size, models/qwen4_exp/
+        config.py:79-81). None without ``ple_layer_ids``."""
+        layers = self.value("ple_layer_ids")[1]
+        if not layers:
+            return None
+        if not isinstance(layers, list):
+            self._bad("ple_layer_ids", f"must be a list of layer ids (got {_shown(layers)})")
+            return None
+        self.keys["ngram_embedding_params"] = self._path("ple_layer_ids")
+        base = self.integer("ngram_vocab_size_base", default=20_000_000)
+        width = self.integer("ple_embed_dim", default=0) or fields["hidden_size"]
+        return len(layers) * base * width
 
     def value(self, *keys: str, top: bool = False) -> tuple[str, Any]:
         """The first of ``keys`` present (language-model config first, then top level)."""

@@ -117,6 +117,11 @@ class ModelProfile(ModelProfileBehaviour, BaseModel):
     dspark_block_size: Optional[int] = Field(
         None, gt=0, description="Tokens one DSpark round drafts (`dspark_block_size`): the config declares DeepSeek-V4's "
         "DSpark draft stages in the checkpoint; null when it declares none.")
+    ngram_embedding_params: Optional[int] = Field(
+        None, gt=0, description="Parameters of the n-gram embedding tables (Qwen4-Exp's PLE: `ple_layer_ids` layers "
+        "of (`ngram_size` - 1) x `heads_per_ngram` heads, each about `ngram_vocab_size_base` rows of `ple_embed_dim` / "
+        "heads wide): held in pinned host memory by default, not on the devices (vLLM 0.30.0 EngramConfig.cpu_offload, "
+        "VLLM_PLE_CPU_OFFLOAD=1); null without such tables.")
     native_weights: Optional[Literal["fp8", "fp8-fp4"]] = Field(
         None, description="The format the published checkpoint's own weights are stored in when not bf16 "
         "(`quantization_config.quant_method` fp8; `expert_dtype` fp4: its routed experts in fp4, DeepSeek-V4's): "

@@ -167,10 +167,12 @@ def _with_vision(m, count: ParameterCount) -> ParameterCount:
         return count
     if not m.params_b:
         return _replace(count, note="vision tower not counted (no params_b)")
-    vision = round(m.params_b * 1e9) - count.text
+    ngram = getattr(m, "ngram_embedding_params", None) or 0  # in params_b, not in the text count, not on a device
+    vision = round(m.params_b * 1e9) - count.text - ngram
     if vision <= 0:  # the card's rounded total is no larger than the text count: the tower is within its rounding
         return _replace(count, note=f"vision tower not counted: params_b {m.params_b:g} B is within rounding of the text count")
-    return _replace(count, vision=vision, note=f"vision tower {vision / 1e9:.2f} B: params_b minus the text count")
+    minus = "the text count and the n-gram tables" if ngram else "the text count"
+    return _replace(count, vision=vision, note=f"vision tower {vision / 1e9:.2f} B: params_b minus {minus}")
 
 
 def _replace(count: ParameterCount, **changes) -> ParameterCount:
@@ -214,6 +216,9 @@ def weight_bytes_per_device(m, quantization: str, tp: int, experts_over: int) ->
     held = (linear * LINEAR_BYTES[quantization] + count.experts / experts_over * EXPERT_BYTES[quantization]
             + (count.embedding / tp + count.small_float + count.vision) * FLOAT_BYTES)
     how = f"{count.total / 1e9:.1f} B parameters counted from the architecture" + (f" ({count.note})" if count.note else "")
+    if getattr(m, "ngram_embedding_params", None):
+        how += (f"; the {m.ngram_embedding_params / 1e9:.1f} B n-gram embedding tables in pinned host memory, not on the "
+                "devices (vLLM 0.30.0 EngramConfig.cpu_offload, on by default: VLLM_PLE_CPU_OFFLOAD=1)")
     return held, how
 
 

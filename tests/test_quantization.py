@@ -200,3 +200,28 @@ def test_a_placeholder_model_path_serves_the_one_weight_format_the_page_lists():
     assert command_weights(command, [{"id": "a", "quantization": "w4a8"}, {"id": "b", "quantization": "bf16"}])[0] \
         == "bf16"  # two formats: the page does not say which
     assert command_weights({"model": "org/Model", "options": {}}, [{"id": None, "quantization": "w4a8"}])[0] == "bf16"
+
+
+def test_a_modelopt_mxfp8_checkpoint_loads_with_its_own_method(workspace):
+    """MiniMax-M3.md (0.30.0rc2 :152): "MXFP8 weights (MiniMax-M3-MXFP8): use --quantization mxfp8"; vllm-ascend
+    registers that method from 0.27.1rc1 (AscendModelOptMxFp8Config). Before, every quantized plan passed
+    --quantization ascend, which loads msModelSlim weights only. The msModelSlim mxfp8 checkpoints (Eco-Tech's) keep
+    ascend."""
+    fields = dict(model="minimax-m3", target="950", tp=4, dp=2, quantization="w8a8-mxfp8",
+                  vllm_ascend_version="0.30.0rc2")
+    result = _plan(workspace, **fields)
+    assert result.facts["runtime.quantization_method"] == "mxfp8"
+    assert flag_value(Launch(result, workspace).argv, "--quantization") == "mxfp8"
+    eco = _plan(workspace, model="qwen3.5-397b-a17b", target="950", tp=8, quantization="w8a8-mxfp8",
+                vllm_ascend_version="0.30.0rc2")
+    assert eco.facts["runtime.quantization_method"] == "ascend"
+    with pytest.raises(RequestError, match=r"--quantization mxfp8 .*MiniMax-M3.md:152.*from 0\.27\.1rc1 on, not in "
+                                           r"0\.26\.0rc1: use --vllm-ascend-version 0\.27\.1rc1"):
+        _plan(workspace, **{**fields, "vllm_ascend_version": "0.26.0rc1"})
+
+
+def test_a_method_besides_ascend_needs_the_page_that_names_it():
+    from optkit.resolve.profiles import Checkpoint
+
+    with pytest.raises(ValueError, match="needs method_source"):
+        Checkpoint(id="x/y-mxfp8", quantization="w8a8-mxfp8", source="page:1", method="mxfp8")

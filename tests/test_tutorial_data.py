@@ -240,6 +240,15 @@ def test_launch_online_dp_runs_fill_the_template_they_start():
     assert decode["where"] == "Multi-Node PD Separation Deployment #2"
 
 
+def test_a_pages_own_launcher_passes_pipeline_parallelism_as_the_eighth_argument():
+    """MiniMax-M3.md (0.30.0rc2 :505-527) extends launch_online_dp.py with --pp-size, passed as $8."""
+    runs = [c for c in page(PD_PAGE.replace("--tensor-parallel-size $7", "--tensor-parallel-size $7 "
+                                            "--pipeline-parallel-size $8")
+                            .replace("--tp-size 8 ", "--tp-size 8 --pp-size 2 "))["commands"]
+            if c["launcher"] == "launch_online_dp.py"]
+    assert [r["options"]["--pipeline-parallel-size"]["value"] for r in runs] == ["2", "$8"]  # the decoder's: unset
+
+
 def test_a_launcher_without_a_template_is_a_problem():
     run = only(page('''\
         ```bash

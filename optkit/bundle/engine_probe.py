@@ -34,9 +34,15 @@ to decide a configuration (einops: tensor reshapes, torchvision: image transform
 a quantization format)."""
 NOT_RUN = ["the NPU platform's config updates (vllm-ascend's check_and_update_config)", "the engines"]
 HANDSHAKE_SOURCE = "vllm/v1/engine/utils.py"
-ASCEND_QUANTIZATION = "ascend"
-"""The --quantization name vllm-ascend registers for msModelSlim checkpoints (vllm_ascend/utils.py
-ASCEND_QUANTIZATION_METHOD; optkit.resolve.quantization cites it per release)."""
+PLUGIN_QUANTIZATIONS = {
+    "ascend": "vllm-ascend's ModelSlim quantization config (--quantization ascend is registered here as its plugin "
+              "registers it, with a stand-in that reads no quant_model_description.json)",
+    "mxfp8": "vllm-ascend's ModelOpt MXFP8 config (AscendModelOptMxFp8Config replaces vLLM's mxfp8 at start-up from "
+             "0.27.1rc1; registered here as a stand-in that reads no hf_quant_config.json)",
+}
+"""The --quantization names vllm-ascend registers for its checkpoints (vllm_ascend/utils.py
+ASCEND_QUANTIZATION_METHOD; quantization/configs/modelopt_mxfp8_config.py; optkit.resolve.quantization cites them
+per release), each with what the probe's stand-in does not do."""
 
 
 def resolve(vllm, args, labels: list[str], argv: list[str], model_config: str | None) -> dict:
@@ -48,8 +54,8 @@ def resolve(vllm, args, labels: list[str], argv: list[str], model_config: str | 
     headless = bool(getattr(args, "headless", False))
     finder = _AbsentFinder()
     not_run = list(NOT_RUN)
-    if getattr(args, "quantization", None) == ASCEND_QUANTIZATION:
-        not_run.append(_register_ascend_quantization())
+    if getattr(args, "quantization", None) in PLUGIN_QUANTIZATIONS:
+        not_run.append(_register_plugin_quantization(args.quantization))
     speculative = getattr(args, "speculative_config", None) or {}
     if speculative.get("method") == "suffix" and importlib.util.find_spec("arctic_inference") is None:
         not_run.append("the speculative config (suffix decoding needs the arctic-inference package, not installed "
@@ -80,21 +86,24 @@ def resolve(vllm, args, labels: list[str], argv: list[str], model_config: str | 
             "parallel": _parallel(config.parallel_config, headless), "problems": [], "stubbed": sorted(finder.stubbed)}
 
 
-def _register_ascend_quantization() -> str:
-    """Register ``ASCEND_QUANTIZATION`` as vllm-ascend's plugin does at start-up (``@register_quantization_config``
-    on its ModelSlim config, which also makes the platform accept it), with a stand-in config that answers what
-    ``create_engine_config`` asks as the real one does: no config file for vLLM to look up (the real
-    ``get_config_filenames`` returns [] and reads quant_model_description.json itself, later) and int8, float16
-    and bfloat16 activations (``get_supported_act_dtypes``). What the stand-in does not do is returned for
-    ``not_run``."""
+def _register_plugin_quantization(name: str) -> str:
+    """Register ``name`` (one of ``PLUGIN_QUANTIZATIONS``) as vllm-ascend's plugin does at start-up
+    (``@register_quantization_config`` on its config, which also makes the platform accept it), with a stand-in
+    config that answers what ``create_engine_config`` asks as the real one does: no config file for vLLM to look
+    up (the real ModelSlim ``get_config_filenames`` returns [] and reads quant_model_description.json itself,
+    later) and int8, float16 and bfloat16 activations (``get_supported_act_dtypes``). What the stand-in does not
+    do is returned for ``not_run``."""
     import torch
     from vllm.model_executor.layers import quantization
     from vllm.model_executor.layers.quantization.base_config import QuantizationConfig
 
-    if ASCEND_QUANTIZATION not in quantization.QUANTIZATION_METHODS:
-        class AscendModelSlimStandIn(QuantizationConfig):
+    registered = getattr(quantization, "_CUSTOMIZED_METHOD_TO_QUANT_CONFIG", {}).get(name)
+    if registered is None or not getattr(registered, "optkit_stand_in", False):
+        class PluginQuantizationStandIn(QuantizationConfig):
+            optkit_stand_in = True
+
             def get_name(self):
-                return ASCEND_QUANTIZATION
+                return name
 
             @classmethod
             def get_supported_act_dtypes(cls):
@@ -115,18 +124,18 @@ def _register_ascend_quantization() -> str:
             def get_quant_method(self, layer, prefix):
                 return None
 
-        quantization.register_quantization_config(ASCEND_QUANTIZATION)(AscendModelSlimStandIn)
-    return ("vllm-ascend's ModelSlim quantization config (--quantization ascend is registered here as its plugin "
-            "registers it, with a stand-in that reads no quant_model_description.json)")
+        quantization.register_quantization_config(name)(PluginQuantizationStandIn)
+    return PLUGIN_QUANTIZATIONS[name]
 
 
 @contextlib.contextmanager
 def _ascend_config_looked_up(args, finder: "_AbsentFinder"):
-    """With ``--quantization ascend``: ``get_quant_config`` (vllm/model_executor/model_loader/weight_utils.py)
+    """With a ``PLUGIN_QUANTIZATIONS`` ``--quantization``: ``get_quant_config`` (vllm/model_executor/model_loader/weight_utils.py)
     gives the registered stand-in as vLLM's own does for a config with no file to read (``quant_cls()``),
     without importing first every other method's module (compressed_tensors' among them, whose module-level code
     an empty stand-in cannot run); ``STUBBED`` modules stand in, when absent, for the imports of weight_utils."""
-    if getattr(args, "quantization", None) != ASCEND_QUANTIZATION:
+    name = getattr(args, "quantization", None)
+    if name not in PLUGIN_QUANTIZATIONS:
         yield
         return
     sys.meta_path.append(finder)
@@ -135,9 +144,9 @@ def _ascend_config_looked_up(args, finder: "_AbsentFinder"):
         from vllm.model_executor.model_loader import weight_utils
 
         real = weight_utils.get_quant_config
-        registered = quantization._CUSTOMIZED_METHOD_TO_QUANT_CONFIG[ASCEND_QUANTIZATION]
+        registered = quantization._CUSTOMIZED_METHOD_TO_QUANT_CONFIG[name]
         weight_utils.get_quant_config = lambda model_config, load_config: (
-            registered() if model_config.quantization == ASCEND_QUANTIZATION else real(model_config, load_config))
+            registered() if model_config.quantization == name else real(model_config, load_config))
         try:
             yield
         finally:
@@ -215,9 +224,9 @@ def _model_dir(config: str, args, not_run: list[str]):
     """A directory holding only ``config`` as ``config.json`` (vLLM reads a model directory; no weights), as the
     served checkpoint's would be where ``config`` cannot say (each adjustment added to ``not_run``):
 
-    - a ModelSlim checkpoint (``--quantization ascend``) of a model whose ``config`` carries another method's
-      ``quantization_config`` (the original weights', e.g. DeepSeek's fp8): that block is left out, since vLLM would
-      compare it with ``ascend`` and the served checkpoint's own config.json is not here;
+    - a vllm-ascend checkpoint (``--quantization ascend`` or ``mxfp8``) of a model whose ``config`` carries another
+      method's ``quantization_config`` (the original weights', e.g. DeepSeek's fp8): that block is left out, since
+      vLLM would compare it with the served method and the served checkpoint's own config.json is not here;
     - a ``config`` that states no ``max_position_embeddings`` (a reconstruction that could not find it): vLLM would
       take its config class's default as the model's context, so ``--max-model-len`` is not checked against it."""
     import json
@@ -226,10 +235,11 @@ def _model_dir(config: str, args, not_run: list[str]):
     with open(path, encoding="utf-8") as handle:
         data = json.load(handle)
     method = (data.get("quantization_config") or {}).get("quant_method") if isinstance(data, dict) else None
-    if getattr(args, "quantization", None) == ASCEND_QUANTIZATION and method and method != ASCEND_QUANTIZATION:
+    served = getattr(args, "quantization", None)
+    if served in PLUGIN_QUANTIZATIONS and method and method != served:
         data = {k: v for k, v in data.items() if k != "quantization_config"}
-        not_run.append(f"the config.json's quantization_config ({method}: the original weights'; the ModelSlim "
-                       "checkpoint --quantization ascend serves has its own config.json, not here: pass it with "
+        not_run.append(f"the config.json's quantization_config ({method}: the original weights'; the checkpoint "
+                       f"--quantization {served} serves has its own config.json, not here: pass it with "
                        "--model-config to check it)")
     stated = [c for c in (data, data.get("text_config"), data.get("llm_config")) if isinstance(c, dict)
               and "max_position_embeddings" in c]

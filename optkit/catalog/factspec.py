@@ -98,6 +98,9 @@ _SPECS = [
     _f("runtime.quantization", "str", "Weight format served (bf16, or a quantization served with --quantization "
        "ascend; optkit.resolve.quantization).", QUANTIZATION_CHOICES, flag="--quantization"),
     _f("runtime.quantized", "bool", "Weights are quantized (any format but bf16).", flag="--quantization"),
+    _f("runtime.quantization_method", "str", "What --quantization loads the weights with: 'ascend' (msModelSlim), "
+       "'mxfp8' (a ModelOpt MXFP8 checkpoint whose page says so, Checkpoint.method); '' for bf16.",
+       ("", "ascend", "mxfp8"), flag="--quantization"),
     _f("runtime.kv_cache_quantized", "bool", "The KV cache is int8 too (the C8 formats w8a8c8 and w4a8c8, turned on "
        "by the checkpoint's quant description).", flag="--quantization"),
     _f("runtime.enforce_eager", "bool", "Graph mode off (--enforce-eager).", flag="--enforce-eager"),

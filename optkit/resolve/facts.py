@@ -145,17 +145,17 @@ def check_speculation(request: RequestRecord) -> None:
                            "957-978 in vLLM 0.23.0, :1450-1458 in 0.30.0); add --no-async-scheduling")
 
 
-def _dspark_weights(request: RequestRecord, model, weights) -> str:
-    """The ``spec.dspark_weights`` fact of the weights the plan serves (``weights``, decided by ``plan.request_weights``);
-    a caller without them (a test of facts alone) gets those ``served_weights`` gives: MODEL naming one of ``model``'s
-    checkpoints, else the profile's checkpoint of the format."""
-    from optkit.resolve.quantization import dspark_weights, served_weights
+def _served(request: RequestRecord, model, weights):
+    """The weights the plan serves (``weights``, decided by ``plan.request_weights``); a caller without them (a test
+    of facts alone) gets those ``served_weights`` gives: MODEL naming one of ``model``'s checkpoints, else the
+    profile's checkpoint of the format."""
+    from optkit.resolve.quantization import served_weights
 
     if weights is None:
         named = next((c for c in model.checkpoints or () if request.model and c.id.lower() == request.model.lower()),
                      None)
         weights = served_weights(request, model, named)
-    return dspark_weights(weights, model)
+    return weights
 
 
 def default_ep(model, page_ep: str) -> bool:
@@ -172,9 +172,11 @@ def compute_facts(request: RequestRecord, model, target, release=None, weights=N
     request leaves open (``--dp auto``, no ``--[no-]flashcomm1``) read as their defaults: ``plan`` fills them
     in by the catalog's rules first (``optkit.resolve.choices.choose``)."""
     from optkit.resolve.choices import at_defaults
+    from optkit.resolve.quantization import check_method, dspark_weights, quantization_method
 
     request = at_defaults(request)  # fields left open read as their defaults; plan() fills them by rule first
     layout = check_request(request, target)
+    served = _served(request, model, weights)
     check_decode_context_parallel(model, request.tp, request.dcp or 1)
     if release is None:
         from pathlib import Path
@@ -183,6 +185,7 @@ def compute_facts(request: RequestRecord, model, target, release=None, weights=N
 
         release = release_view(ascend_version(request), Path(request.tree) if request.tree else None)
     ascend = ascend_version(request, release)
+    check_method(served, ascend)
     pcp = request.pcp or 1
     vllm = parse_version(request.vllm_version, "--vllm-version") if request.vllm_version else paired_vllm(release)
     # the page's command of exactly this layout, where the page runs one (PageAdvice.for_layout)
@@ -213,6 +216,7 @@ def compute_facts(request: RequestRecord, model, target, release=None, weights=N
         "runtime.dtype": request.dtype,
         "runtime.quantization": request.weight_format,
         "runtime.quantized": request.quantized,
+        "runtime.quantization_method": quantization_method(served),
         "runtime.kv_cache_quantized": kv_cache_quantized(request.weight_format),
         "runtime.enforce_eager": request.enforce_eager,
         "runtime.lora": request.lora,
@@ -237,7 +241,7 @@ def compute_facts(request: RequestRecord, model, target, release=None, weights=N
         "spec.method": request.speculative_method or "none",
         "spec.speculative": request.speculative_method is not None,
         "spec.draft_model": request.draft_model or "",
-        "spec.dspark_weights": _dspark_weights(request, model, weights),
+        "spec.dspark_weights": dspark_weights(served, model),
         "spec.num_speculative_tokens": request.k,
         # vLLM keeps async scheduling with EAGLE/MTP drafters (use_async_spec_decode: async and k > 0); suffix
         # decoding runs without it (check_speculation)

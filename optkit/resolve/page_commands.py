@@ -75,12 +75,18 @@ def _placeholder_path(model) -> bool:
     return text.startswith(("$", "<")) or not text
 
 
+METHOD_FORMATS = {"mxfp8": "w8a8-mxfp8"}
+"""``--quantization`` methods that name their weight format (``Checkpoint.method``): MiniMax-M3.md's MXFP8 weights
+"use --quantization mxfp8" (0.30.0rc2 :152)."""
+
+
 def command_weights(command: Mapping, checkpoints: Iterable[Mapping] = ()) -> tuple[str, str]:
     """The weight format the command serves and how it was read: the checkpoint (``{"id", "quantization"}``, from
     the page's weights table or the profile) its model path names, else a format word in its path, else, for a
     placeholder path (``$MODEL_PATH``, ``<KIMI_K3_MODEL_PATH>``), the one format all those checkpoints share
-    (Kimi-K3.md in 0.23.0 serves only its W4A8 weights, without ``--quantization``), else ``--quantization`` with an
-    unnamed checkpoint read as W8A8, else bf16."""
+    (Kimi-K3.md in 0.23.0 serves only its W4A8 weights, without ``--quantization``), else a ``--quantization``
+    method that names a format (``METHOD_FORMATS``), else ``--quantization`` with an unnamed checkpoint read as
+    W8A8, else bf16."""
     tail = path_tail(model_path(command))
     for checkpoint in checkpoints:
         if checkpoint.get("quantization") and tail and tail == path_tail(checkpoint.get("id")):
@@ -91,9 +97,12 @@ def command_weights(command: Mapping, checkpoints: Iterable[Mapping] = ()) -> tu
     formats = sorted({c["quantization"] for c in checkpoints if c.get("quantization")})
     if _placeholder_path(command.get("model")) and len(formats) == 1:
         return formats[0], f"the model path is a placeholder and the page's weights are {formats[0]} alone"
-    if "--quantization" in command.get("options", {}):
+    method = (command.get("options", {}).get("--quantization") or {}).get("value")
+    if method in METHOD_FORMATS:
+        return METHOD_FORMATS[method], f"--quantization {method} names the format"
+    if method is not None:
         return "w8a8", "--quantization ascend with an unnamed checkpoint: read as W8A8"
     return "bf16", "no quantization named"
 
 
-__all__ = ["QUANT_WORDS", "model_path", "path_tail", "model_names", "best_owners", "serves", "command_weights"]
+__all__ = ["QUANT_WORDS", "METHOD_FORMATS", "model_path", "path_tail", "model_names", "best_owners", "serves", "command_weights"]

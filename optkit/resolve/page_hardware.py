@@ -31,7 +31,7 @@ does not import; a test holds the two equal)."""
 NODE_DEVICES = {"A2": 8, "A3": 16, "A5": 8, "310P": 8}
 """NPU devices one node of a family holds, as the targets give them (``targets/*.yaml`` ``devices_per_node`` by
 ``device_generation``; a test holds these to them): A3's 16 are the dies of 8 cards."""
-_TEMPLATE_ARGS = ("$1", "$2", "$3", "$4", "$5", "$6", "$7")
+_TEMPLATE_ARGS = ("$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8")
 
 
 @valueclass(frozen=True)

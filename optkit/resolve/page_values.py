@@ -226,9 +226,12 @@ PCP_SETTING = "layout:--prefill-context-parallel-size"
 sets it); the fit takes the command as evidence only for a plan of the same PCP."""
 
 
-CARRIED_SPECULATIVE = ("enforce_eager", "disable_padded_drafter_batch")
+CARRIED_SPECULATIVE = ("enforce_eager", "disable_padded_drafter_batch", "kv_cache_dtype")
 """``--speculative-config`` keys beside the method and k (which the request sets) that the page's command carries:
-they apply where the plan speculates at all (``optkit.resolve.settings.carry_page_settings``)."""
+they apply where the plan speculates at all (``optkit.resolve.settings.carry_page_settings``). ``kv_cache_dtype``
+is the drafter's own KV cache dtype (vLLM 0.30.0 config/speculative.py:416-418; unset, the drafter inherits the
+target's --kv-cache-dtype): MiniMax-M3.md's 950DT commands keep the eagle3 drafter's in bf16 beside an fp8 target
+cache (0.30.0rc2 :261, :790)."""
 
 
 _ENV_KNOBS = ("VLLM_ASCEND_ENABLE_FLASHCOMM1",)

@@ -49,6 +49,19 @@ class Checkpoint(BaseModel):
         None, description="Draft weights the checkpoint ships beside its own: 'dspark' (DeepSeek-V4's DSpark stages; "
         "its page says so, or its config declares dspark_block_size); null when none.")
     draft_source: str = Field("", description="Where the draft weights are stated (a tutorial file:line, or the config).")
+    method: Literal["ascend", "mxfp8"] = Field(
+        "ascend", description="What `--quantization` loads the checkpoint with: 'ascend' (msModelSlim weights, the "
+        "default) or 'mxfp8' (a ModelOpt MXFP8 checkpoint, quant_method mxfp8: vllm-ascend registers it from "
+        "0.27.1rc1, vllm_ascend/quantization/configs/modelopt_mxfp8_config.py:32 in 0.30.0rc2).")
+    method_source: str = Field("", description="Where the page names that method (a tutorial file:line); required "
+                                               "for any method but 'ascend'.")
+
+    @model_validator(mode="after")
+    def _method_cited(self):
+        if self.method != "ascend" and not self.method_source:
+            raise ValueError(f"checkpoint {self.id}: method {self.method!r} needs method_source, the page line that "
+                             "names it")
+        return self
 
 
 class ModelProfile(ModelProfileBehaviour, BaseModel):

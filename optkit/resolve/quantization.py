@@ -92,6 +92,32 @@ def served_weights(request, model, checkpoint=None) -> Weights:
         f"weights; serve.sh loads {model.hf_id} unless given their path as MODEL"))
 
 
+METHOD_SINCE = {"mxfp8": "0.27.1rc1"}
+"""The first vllm-ascend release that registers each ``--quantization`` method besides 'ascend' (``mxfp8``:
+vllm_ascend/quantization/configs/modelopt_mxfp8_config.py, absent before 0.27.1rc1)."""
+
+
+def quantization_method(weights: Weights) -> str:
+    """The ``runtime.quantization_method`` fact: what ``--quantization`` loads ``weights`` with ('' for bf16): the
+    checkpoint's own method (``Checkpoint.method``), else 'ascend' (msModelSlim weights)."""
+    if weights.quantization == "bf16":
+        return ""
+    return weights.checkpoint.method if weights.checkpoint is not None else QUANTIZATION_METHOD
+
+
+def check_method(weights: Weights, release) -> None:
+    """Refuse weights whose ``--quantization`` method the release does not register (``METHOD_SINCE``)."""
+    from packaging.version import Version
+
+    method = quantization_method(weights)
+    since = METHOD_SINCE.get(method)
+    if since and Version(str(release)) < Version(since):
+        raise RequestError(
+            f"{weights.checkpoint.id} loads with --quantization {method} ({weights.checkpoint.method_source}), which "
+            f"vllm-ascend registers from {since} on, not in {release}: use --vllm-ascend-version {since} or later, "
+            "or serve another checkpoint of the model")
+
+
 def dspark_weights(weights: Weights, model) -> str:
     """The ``spec.dspark_weights`` fact of ``weights`` served on ``model``: 'present' where the checkpoint ships DSpark
     draft stages (``Checkpoint.draft``) or, without a checkpoint, the profile's own config declares them

@@ -12,7 +12,6 @@ from optkit.errors import OptkitError, RequestError
 from optkit.resolve.facts import Facts
 from optkit.resolve.context_length import scaled_overrides
 from optkit.resolve.request_record import RequestRecord
-from optkit.resolve.quantization import QUANTIZATION_METHOD
 from optkit.value import replace, valueclass
 
 _TEMPLATE = re.compile(r"^\$\{([a-z_.]+)\}$")
@@ -92,7 +91,7 @@ def launch_flags(request: RequestRecord, facts: Facts) -> list[Setting]:
     words = [f"--tensor-parallel-size {facts['parallel.tp']}"]
     words += [f"--data-parallel-size {facts['parallel.dp']}"] * (facts["parallel.dp"] > 1)
     words += [f"--prefill-context-parallel-size {facts['parallel.pcp']}"] * (facts["parallel.pcp"] > 1)
-    words += [f"--dtype {facts['runtime.dtype']}"] + [f"--quantization {QUANTIZATION_METHOD}"] * facts["runtime.quantized"]
+    words += [f"--dtype {facts['runtime.dtype']}"] + [f"--quantization {facts['runtime.quantization_method']}"] * facts["runtime.quantized"]
     words += ["--enable-expert-parallel"] * facts["parallel.ep"]
     words += ["--no-async-scheduling"] * (not facts["workload.async_scheduling"])
     words += ["--enable-prefix-caching" if facts["workload.prefix_caching"] else "--no-enable-prefix-caching"]

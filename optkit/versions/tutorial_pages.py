@@ -43,12 +43,13 @@ _NODE_RANK = re.compile(r"\bnode[ _-]?(\d+)\b", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"<[A-Za-z_][^<>]*>|\$\{[^{}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|\$\d|\{[A-Za-z_][A-Za-z0-9_]*\}")
 _LAUNCHER = re.compile(r"^python3?\s+(\S*/)?launch_online_dp\.py\b")
 _LAUNCHER_ARGS = ("--dp-size", "--tp-size", "--dp-size-local", "--dp-rank-start", "--dp-address", "--dp-rpc-port",
-                  "--vllm-start-port")
+                  "--vllm-start-port", "--pp-size")
 _TEMPLATE_POSITIONS = {"$2": "--vllm-start-port", "$3": "--dp-size", "$4": "--dp-rank-start", "$5": "--dp-address",
-                       "$6": "--dp-rpc-port", "$7": "--tp-size"}
+                       "$6": "--dp-rpc-port", "$7": "--tp-size", "$8": "--pp-size"}
 """run_dp_template.sh's arguments as launch_online_dp.py passes them (examples/external_online_dp/
 launch_online_dp.py, run_command): devices, engine port, dp size, dp rank, dp address, rpc port, tp size;
-the first local rank's values (rank dp-rank-start, port vllm-start-port)."""
+the first local rank's values (rank dp-rank-start, port vllm-start-port). A page's own launcher may add pipeline
+parallelism as the eighth (MiniMax-M3.md in 0.30.0rc2, :435 and :505-527: ``--pp-size``, default 1)."""
 
 
 TUTORIALS = "docs/source/tutorials"

@@ -554,3 +554,19 @@ vllm serve /w --tensor-parallel-size 2 --kv-transfer-config '{"kv_connector": "M
     plain, paired = [c for c in page(text)["commands"] if c["launcher"] == "vllm serve"]
     assert plain["pd_role"] is None and plain["deployment"] != "pd"
     assert paired["pd_role"] == "decode"  # no kv_role: its words place it
+
+
+def test_a_json_value_the_shell_computes_is_read_as_its_placeholder():
+    """MiniMax-M3.md (0.30.0rc2 :1153) closes the JSON's quotes around an arithmetic expansion: the shell passes
+    one word (the port), which is no JSON as written; read as the placeholder it stands for, not a problem."""
+    command = only(page('''\
+        ```bash
+        vllm serve /w --port $2 \\
+            --kv-transfer-config '{"kv_connector": "MultiConnector",
+                "kv_connector_extra_config": {"lookup_rpc_port": '$((37000 + $4))', "backend": "mooncake"}}'
+        ```
+        '''), "vllm serve")
+    assert command["problems"] == []
+    options = command["options"]
+    assert options["--kv-transfer-config.kv_connector_extra_config.lookup_rpc_port"]["value"] == "$((37000+$4))"
+    assert options["--kv-transfer-config.kv_connector_extra_config.backend"]["value"] == "mooncake"

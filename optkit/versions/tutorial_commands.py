@@ -228,12 +228,20 @@ def _expand(text: str, variables: dict[str, str]) -> str:
     return _VAR.sub(lambda m: variables.get(m.group(1), m.group(0)), text)
 
 
+_ARITHMETIC = re.compile(r"\$\(\(([^()]*)\)\)")
+"""A shell arithmetic expansion, ``$((37000 + $4))``: one word to the shell, whose spaces shlex would split at."""
+_BARE_EXPANSION = re.compile(r"(?<=[:\[,])(\s*)(\$\(\([^()]*\)\)|\$\{[^{}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|\$\d)"
+                             r"(?=\s*[,}\]])")
+"""A JSON value the shell fills in, outside the JSON's quotes (``"lookup_rpc_port":'$((37000 + $4))'``,
+MiniMax-M3.md in 0.30.0rc2 :1153): read as the placeholder string it stands for."""
+
+
 def command_tokens(lines: list[str], start: int) -> tuple[list[str], int]:
     """The shell words of the command starting at ``lines[start]`` and how many lines it spans."""
     text = ""
     quote = ""  # the quote open at the end of the text so far ('' none): shlex is tried only where none is
     for used, raw in enumerate(lines[start:], 1):
-        line = raw.rstrip()
+        line = _ARITHMETIC.sub(lambda m: "$((" + re.sub(r"\s+", "", m.group(1)) + "))", raw.rstrip())
         continued = line.endswith("\\")
         piece = line[:-1] if continued else line
         text += piece + ("\n" if not continued else " ")
@@ -365,7 +373,13 @@ def option_entries(flag: str, value: str | None) -> dict[str, object]:
         negated = flag.startswith("--no-")
         return {"--" + flag[5:] if negated else flag: not negated}
     if flag in JSON_FLAGS:
-        return flatten(json.loads(value), flag)
+        try:
+            return flatten(json.loads(value), flag)
+        except json.JSONDecodeError:
+            quoted = _BARE_EXPANSION.sub(r'\1"\2"', value)
+            if quoted == value:
+                raise
+            return flatten(json.loads(quoted), flag)
     return {flag: value}
 
 

@@ -173,13 +173,7 @@ def request_for(release: str, page: str, command: dict, profile, target: str, qu
     if any(_placeholder(v) for v in shaped.values()):
         raise NotComparable("its TP or DP is a script's positional argument ($N): the launch_online_dp.py command "
                             "that passes it is compared instead")
-    if _int(opts.get("--pipeline-parallel-size"), 1) > 1:  # no request field says it: another number of ranks
-        raise NotComparable("it runs pipeline parallelism (--pipeline-parallel-size), which optkit does not plan: "
-                            "its ranks are TP × PP × DP, a plan's TP × DP")
-    if any(_int(opts.get(f"--kv-transfer-config.kv_connector_extra_config.{role}.pp_size"), 1) > 1
-           for role in ("prefill", "decode")):  # a PD role whose partner runs it: the pair is no plan of optkit's
-        raise NotComparable("its PD partner runs pipeline parallelism (the connector's pp_size), which optkit does "
-                            "not plan")
+    pp = _int(opts.get("--pipeline-parallel-size", wrapper.get("--pp-size")), 1)
     dp = _int(opts.get("--data-parallel-size"), 1)
     request: dict[str, Any] = {
         "model": profile.id, "target": target, "vllm_ascend_version": release,
@@ -190,6 +184,8 @@ def request_for(release: str, page: str, command: dict, profile, target: str, qu
         "flashcomm1": _flag(opts.get("--additional-config.enable_flashcomm1"), False)
         or (command.get("env", {}).get("VLLM_ASCEND_ENABLE_FLASHCOMM1", {}).get("value") == "1"),
     }
+    if pp > 1:  # a PD prefiller's pipeline is the pair's --prefill-pp (partner_shape), one server's --pp
+        request["prefill_pp" if command.get("pd_role") == "prefill" else "pp"] = pp
     if "quantization" in Request.model_fields:
         request["quantization"] = quantization
     else:
@@ -501,7 +497,7 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
 def partner_shape(command: dict, role: str, own: tuple[int, int]) -> dict:
     """The request fields of a PD role command whose connector names a partner role of another shape: its
     ``kv_connector_extra_config`` gives both roles' TP and DP (the decode's as ``tp``/``dp``, the prefill's as
-    ``prefill_tp``/``prefill_dp``; a MultiConnector's in its P2P connector's entry); {} when it names none, or names this command's own role otherwise than the
+    ``prefill_tp``/``prefill_dp``, its ``pp_size`` as ``prefill_pp``; a MultiConnector's in its P2P connector's entry); {} when it names none, or names this command's own role otherwise than the
     command runs it (the page contradicting itself: its own shape is compared, both roles alike)."""
     options = command.get("options", {})
     nested = options.get("--kv-transfer-config.kv_connector_extra_config.connectors", {}).get("value")
@@ -515,10 +511,13 @@ def partner_shape(command: dict, role: str, own: tuple[int, int]) -> dict:
         return value or None
 
     shapes = {which: (size(which, "tp_size"), size(which, "dp_size")) for which in ("prefill", "decode")}
-    if any(None in shape for shape in shapes.values()) or shapes[role] != own or shapes["prefill"] == shapes["decode"]:
+    pipeline = size("prefill", "pp_size") or 1  # the prefiller's stages (the decoders run PP 1)
+    if any(None in shape for shape in shapes.values()) or shapes[role] != own \
+            or (shapes["prefill"] == shapes["decode"] and pipeline == 1):
         return {}
     (ptp, pdp), (dtp, ddp) = shapes["prefill"], shapes["decode"]
-    return {"tp": dtp, "dp": ddp, "prefill_tp": ptp, "prefill_dp": pdp}
+    return {"tp": dtp, "dp": ddp, "prefill_tp": ptp, "prefill_dp": pdp,
+            **({"prefill_pp": pipeline} if pipeline > 1 else {})}
 
 
 def spanned_lines(page_data: dict, command: dict, hardware: str | None, nodes: int) -> tuple[int, frozenset]:

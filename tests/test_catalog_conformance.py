@@ -295,15 +295,20 @@ def test_a_decoders_capture_list_below_the_full_step_it_keeps_is_explained_with_
     assert cc.explained_by(d, row.siblings, {**row.command, "pd_role": "prefill"}) == ""
 
 
-def test_a_command_with_pipeline_parallelism_or_such_a_partner_is_not_comparable():
-    """GLM5.md's PD prefillers run PP 2 × TP 16 over two A3 nodes (0.30.0rc2 :1066); its decoders' connector names
-    that partner (prefill.pp_size 2, the launch_online_dp.py commands at :1314 and :1321): no optkit request has
-    their ranks, so neither is compared."""
-    rows = [r for r in cc.release_rows("0.30.0rc2") if r.page == "models/GLM5.md"
-            and r.command["line"] in (1066, 1128, 1314, 1321)]
-    assert len(rows) == 4 and all(r.outcome == "not comparable" for r in rows)
-    assert {r.reason.split(" (")[0] for r in rows} == {"it runs pipeline parallelism",
-                                                     "its PD partner runs pipeline parallelism"}
+def test_a_pd_prefiller_of_its_own_pipeline_and_its_decoders_are_compared():
+    """GLM5.md's PD prefillers run PP 2 × TP 16 over two A3 nodes (0.30.0rc2 :1066, :1128); its decoders' connector
+    names that partner (prefill.pp_size 2, the launch_online_dp.py commands at :1314 and :1321). Before, none was
+    compared (no request had their ranks); the pair is --pd with --prefill-pp 2 now, and each is explained."""
+    rows = {r.command["line"]: r for r in cc.release_rows("0.30.0rc2") if r.page == "models/GLM5.md"
+            and r.command["line"] in (1066, 1128, 1314, 1321)}
+    assert sorted(rows) == [1066, 1128, 1314, 1321] and all(r.outcome == "explained" for r in rows.values())
+    assert {line: (r.request["prefill_tp"], r.request["prefill_dp"], r.request["prefill_pp"], r.request["tp"],
+                   r.request["dp"]) for line, r in rows.items()} == dict.fromkeys(rows, (16, 1, 2, 4, 8))
+    keys = {d.key for d in rows[1066].differences}
+    assert not keys & {"--pipeline-parallel-size", "--nnodes", "--node-rank", "--master-addr",
+                       "--kv-transfer-config.kv_connector_extra_config.prefill.pp_size",
+                       "--kv-transfer-config.kv_connector_extra_config.prefill.pp_layer_partition",
+                       "env.VLLM_PP_LAYER_PARTITION"}  # the plan writes each as the page does
 
 
 def test_a_pd_pair_of_two_shapes_with_a_dcp_per_role_is_not_comparable():

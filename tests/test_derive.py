@@ -28,7 +28,7 @@ CHECKS = [
     ("ladder", {"ladder": {"up_to": 8, "rows_per_request": 1, "multiple_of": 1, "max_sizes": 4}}, "list[int]"),
     ("bool", True, "value: true is no integer"),
     ("negative", -1, "value: -1 is out of range"),
-    ("unknown-fact", "parallel.dpp", "value: unknown fact 'parallel.dpp'; did you mean 'parallel.dp'?"),
+    ("unknown-fact", "parallel.dpx", "value: unknown fact 'parallel.dpx'; did you mean 'parallel.dp'?"),
     ("bool-fact", "parallel.ep", "value: fact parallel.ep is a bool, not an int"),
     ("list-fact", "workload.concurrency", "value: fact workload.concurrency is a list[int], not an int"),
     ("unknown-op", {"pow": [2, 3]}, "value: unknown operator 'pow'"),

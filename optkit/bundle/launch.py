@@ -40,9 +40,10 @@ leader leaves it out, as the tutorials' node 0 does: vLLM 0.23.0 reads a start r
 (``if self.data_parallel_start_rank``, engine/arg_utils.py:1888), but 0.30.0 tests ``is not None`` (:2262),
 so a leader passing 0 infers hybrid load balancing, with one local DP rank switches to external
 (:2266-2274), and its handshake then refuses the --headless workers (v1/engine/utils.py:1349-1356)."""
-RPC_PORTS = {"dp-across-nodes": "13389", "tp-across-nodes": "29501"}
+RPC_PORTS = {"dp-across-nodes": "13389", "tp-across-nodes": "29501", "pp-across-nodes": "29501"}
 """serve.sh's default RPC_PORT per layout: the DP RPC port of vllm-ascend's multi-node DP tutorial
-(Qwen3.5-397B-A17B.md §5.2), and vLLM's own default master port (ParallelConfig.master_port)."""
+(Qwen3.5-397B-A17B.md §5.2), and vLLM's own default master port (ParallelConfig.master_port) for a group spanning
+nodes (TP, or a pipeline's stages: the same multiprocessing launch)."""
 NODE_ENV = {"HCCL_IF_IP": "LOCAL_IP", "GLOO_SOCKET_IFNAME": "NIC_NAME", "TP_SOCKET_IFNAME": "NIC_NAME",
             "HCCL_SOCKET_IFNAME": "NIC_NAME"}
 """The variables vllm-ascend's multi-node tutorials export on every node (Qwen3.5-397B-A17B.md §5.2:
@@ -129,7 +130,7 @@ def node_options(layout) -> list[str]:
     if layout.kind == "dp-across-nodes":
         return ["--data-parallel-size-local", str(layout.dp_local),
                 "--data-parallel-address", "$LEADER_IP", "--data-parallel-rpc-port", "$RPC_PORT"]
-    if layout.kind == "tp-across-nodes":
+    if layout.kind in ("tp-across-nodes", "pp-across-nodes"):
         return ["--distributed-executor-backend", "mp", "--nnodes", str(layout.nodes), "--node-rank", "$NODE_RANK",
                 "--master-addr", "$LEADER_IP", "--master-port", "$RPC_PORT"]
     return []

@@ -46,6 +46,7 @@ class RoleLaunch(Launch):
     """The launch of one role of a PD plan: the plan's, with the role's KV transfer and speculative tokens."""
 
     def __init__(self, plan: Plan, workspace: Workspace, role: str):
+        self.partition = _layer_partition(plan.roles.get("prefill", plan)) if plan.pd.pipeline("prefill") > 1 else None
         plan = plan.roles.get(role, plan)  # the role's own page settings, where the page runs a command for it
         super().__init__(plan, workspace)
         self.role = role
@@ -95,7 +96,11 @@ class RoleLaunch(Launch):
         shapes where the connector reads them (``optkit.versions.pd.reads_shapes``), and the page's own keys of the
         role's command (``Plan.kv_transfer``)."""
         pd = self.plan.pd
-        shapes = {role: dict(sorted(zip(("tp_size", "dp_size"), pd.shape(role)))) for role in ("prefill", "decode")}
+        shapes = {role: dict(sorted({**dict(zip(("tp_size", "dp_size"), pd.shape(role))),
+                                     **({"pp_size": pd.pipeline(role)} if pd.pipeline(role) > 1 else {}),
+                                     **({"pp_layer_partition": self.partition}
+                                        if role == "prefill" and self.partition else {})}.items()))
+                  for role in ("prefill", "decode")}
         page = copy.deepcopy(self.plan.kv_transfer)
         extra = {**(shapes if reads_shapes(self.connector) else {}), **page.pop("kv_connector_extra_config", {})}
         config = {**page, "kv_connector": self.connector, "kv_role": self.release.kv_roles[self.role],
@@ -108,6 +113,13 @@ class RoleLaunch(Launch):
                  "port": self.port(i), "kv_port": self.kv_port(i),
                  "kv_transfer_config": compact_json(self.kv_transfer_config(i)),
                  **({"nodes": list(i.nodes)} if len(i.nodes) > 1 else {})} for i in self.instances]
+
+
+def _layer_partition(prefill: Plan) -> str | None:
+    """The prefiller's custom pipeline partition (``VLLM_PP_LAYER_PARTITION`` in its env, as its page command sets
+    it), which both roles' connector configs must state as ``prefill.pp_layer_partition`` (vllm-ascend 0.30.0rc2
+    pipeline_parallel.md:327-335); None when the prefiller keeps vLLM's even split."""
+    return next((str(s.value) for s in prefill.env if s.key == "VLLM_PP_LAYER_PARTITION"), None)
 
 
 def _page_tokens(plan: Plan):
@@ -138,7 +150,9 @@ def pd_lock(launches: dict[str, RoleLaunch]) -> dict[str, Any]:
     """The lock's ``launch.pd``: the shape, the connector, the proxy, and where each value comes from."""
     any_launch = next(iter(launches.values()))
     release, pd = any_launch.release, any_launch.plan.pd
-    shapes = {"shapes": {role: dict(zip(("tp", "dp"), pd.shape(role))) for role in ROLES}} if pd.asymmetric else {}
+    shapes = {"shapes": {role: {**dict(zip(("tp", "dp"), pd.shape(role))),
+                                **({"pp": pd.pipeline(role)} if pd.pipeline(role) > 1 else {})} for role in ROLES}
+              } if pd.asymmetric else {}
     return {"prefill": pd.prefill, "decode": pd.decode, "instance_devices": pd.instance_devices, "nodes": pd.nodes,
             **shapes,
             "connector": any_launch.connector,

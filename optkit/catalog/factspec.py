@@ -81,6 +81,8 @@ _SPECS = [
        flag="--dcp"),
     _f("parallel.pcp", "int", "Prefill context parallel size: ranks a long prompt's tokens are split over, each DP "
        "rank running TP × PCP devices (1: off).", flag="--pcp"),
+    _f("parallel.pp", "int", "Pipeline-parallel size: the layers split into this many stages, each DP rank running "
+       "TP × PCP × PP devices (1: off).", flag="--pp"),
     _f("parallel.flashcomm1", "bool",
        "FlashComm1 (sequence-parallel MoE/dense, additional_config.enable_flashcomm1) on in the deployment.",
        flag="--flashcomm1"),
@@ -88,8 +90,9 @@ _SPECS = [
     _f("parallel.nodes", "int", "Nodes the TP × DP ranks run on (--nodes, else the fewest that hold them)."),
     _f("parallel.node_devices", "int", "NPU devices each node runs (TP × DP / nodes)."),
     _f("parallel.layout", "str", "How the ranks sit on nodes (optkit.resolve.layout): all on one node, whole TP "
-       "groups of the DP ranks spread over nodes, or one TP group spanning nodes.",
-       ("single-node", "dp-across-nodes", "tp-across-nodes")),
+       "groups of the DP ranks spread over nodes, one TP group spanning nodes, or a pipeline's stages spanning "
+       "nodes.",
+       ("single-node", "dp-across-nodes", "tp-across-nodes", "pp-across-nodes")),
     # versions
     _f("versions.vllm_ascend", "version", "vllm-ascend version of the tree/host."),
     _f("versions.vllm", "version", "vLLM version."),

@@ -58,12 +58,16 @@ _OPTIONS = [
                                                          "from the decode instances' --tp.")),
     (("--prefill-dp",), "prefill_dp", dict(type=int, help="With --pd: the prefill instances' DP when it differs "
                                                          "from the decode instances' --dp.")),
+    (("--prefill-pp",), "prefill_pp", dict(type=int, help="With --pd: the prefill instances' pipeline-parallel size "
+                                                         "(the decode instances run PP 1; default 1).")),
     (("--ep/--no-ep",), "ep", dict(default=None, help="Expert parallelism (default: on for MoE models).")),
     (("--context-parallel/--no-context-parallel",), "context_parallel", dict(default=None, help="Context parallelism in use.")),
     (("--dcp",), "dcp", dict(type=int, help="Decode context parallel size: the KV cache of a sequence split over this "
                                            "many TP ranks (default 1, off).")),
     (("--pcp",), "pcp", dict(type=int, help="Prefill context parallel size: TP × PCP devices per DP rank, a long "
                                            "prompt split over the PCP ranks (default 1, off).")),
+    (("--pp",), "pp", dict(type=int, help="Pipeline-parallel size: TP × PP devices per DP rank, the layers split "
+                                         "into PP stages, across nodes where they do not fit one (default 1, off).")),
     (("--flashcomm1/--no-flashcomm1",), "flashcomm1", dict(default=None, help="FlashComm1 (sequence parallelism), set by the bundle "
                                                                                  "(default: on under the throughput goal where it applies).")),
     (("--concurrency",), "concurrency", dict(callback=_concurrency, help="Concurrency levels, e.g. 1,4,8 (default).")),

@@ -20,6 +20,7 @@ from optkit.resolve.page_rules import plan_advice
 from optkit.resolve.pd import pd_layout
 from optkit.resolve.request_record import DEFAULT_VLLM_ASCEND, RequestRecord
 from optkit.resolve.context_parallel import check_decode_context_parallel, check_prefill_context_parallel
+from optkit.resolve.pipeline import check_pipeline_parallel
 from optkit.resolve.sharding import check_sharding
 from optkit.resolve.quantization import kv_cache_quantized
 from optkit.value import valueclass
@@ -191,9 +192,10 @@ def compute_facts(request: RequestRecord, model, target, release=None, weights=N
     # the page's command of exactly this layout, where the page runs one (PageAdvice.for_layout)
     page = plan_advice(model, target, ascend, request.objective_goal).for_layout(
         request.tp, request.dp, layout.nodes, request.max_model_len, request.weight_format, pcp,
-        request.speculative_method).facts()
+        request.speculative_method, request.pp or 1).facts()
     ep = request.ep if request.ep is not None else default_ep(model, page["page.expert_parallel"])
     check_prefill_context_parallel(request, model, target, ascend)
+    check_pipeline_parallel(request, model, layout.nodes)
     check_sharding(model, request.tp, request.dp, ep, pcp)
     sizes = decode_rows_at_load(request)
     rows = max(sizes)
@@ -206,8 +208,9 @@ def compute_facts(request: RequestRecord, model, target, release=None, weights=N
         "parallel.context_parallel": request.context_parallel or (request.dcp or 1) > 1 or pcp > 1,
         "parallel.dcp": request.dcp or 1,
         "parallel.pcp": pcp,
+        "parallel.pp": request.pp or 1,
         "parallel.flashcomm1": request.flashcomm1,
-        "parallel.cards": ceil(request.tp * pcp * request.dp / target.dies_per_card),
+        "parallel.cards": ceil(request.tp * pcp * (request.pp or 1) * request.dp / target.dies_per_card),
         "parallel.nodes": layout.nodes,
         "parallel.node_devices": layout.node_devices,
         "parallel.layout": layout.kind,

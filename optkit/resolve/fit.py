@@ -63,6 +63,7 @@ class FitInputs:
     spec_tokens: int = 0  # k with MTP (its layers hold KV; GDN conv states grow by k)
     cp: int = 1  # decode context parallel ranks the KV cache of a sequence is split over (--dcp)
     pcp: int = 1  # prefill context parallel ranks: more ranks per DP group, the KV cache split over PCP × DCP
+    pp: int = 1  # pipeline stages: more ranks per DP group, each holding its stage's layers (weights and KV cache)
     variant: str | None = None  # the target's SKU (--variant): its HBM per device where it differs (A2 32 GB)
     kv_cache_dtype: str = ""  # the plan's --kv-cache-dtype ('' or 'auto': by the weight format)
     activation_gib: float = ACTIVATION_RESERVE_GIB  # activations, graphs and runtime (page_evidence may bound it)
@@ -164,8 +165,8 @@ def reserve_bytes(m, i: FitInputs) -> float:
 
 
 def hccl_bytes(m, i: FitInputs) -> float:
-    """``2 × HCCL_BUFFSIZE`` for each communicator of size > 1 the rank is in: TP, DP, PCP and (MoE) EP."""
-    groups = [i.tp > 1, i.dp > 1, i.pcp > 1, i.ep and m.is_moe and i.tp * i.pcp * i.dp > 1]
+    """``2 × HCCL_BUFFSIZE`` for each communicator of size > 1 the rank is in: TP, DP, PCP, PP and (MoE) EP."""
+    groups = [i.tp > 1, i.dp > 1, i.pcp > 1, i.pp > 1, i.ep and m.is_moe and i.tp * i.pcp * i.dp > 1]
     return sum(groups) * 2 * i.hccl_buffsize_mb * 2 ** 20
 
 
@@ -174,10 +175,14 @@ def measure(m, target, i: FitInputs) -> FitReport:
     budget = target.hbm_gib(i.variant) * GIB * i.utilization
     ep_ranks = i.tp * i.pcp * i.dp if i.ep and m.is_moe else i.tp  # PCP ranks hold the TP shards again, not more
     weights, basis = weight_bytes_per_device(m, i.quantization, i.tp, ep_ranks)
+    if i.pp > 1:  # a stage holds its layers: the weights and the KV cache split over the stages by layer count
+        weights /= i.pp
+        basis += (f"; split over {i.pp} pipeline stages by layers (the embedding on the first, lm_head on the last "
+                  "stage, counted evenly)")
     reserve = reserve_bytes(m, i)
     cp = i.cp * i.pcp  # vLLM's total_cp_world_size: a sequence's KV cache over PCP × DCP ranks
-    load = i.seqs * kv_bytes(m, i.tp, i.quantization, i.spec_tokens, i.tokens, cp, i.kv_cache_dtype)
-    one_long = kv_bytes(m, i.tp, i.quantization, i.spec_tokens, i.max_model_len, cp, i.kv_cache_dtype)
+    load = i.seqs * kv_bytes(m, i.tp, i.quantization, i.spec_tokens, i.tokens, cp, i.kv_cache_dtype) / i.pp
+    one_long = kv_bytes(m, i.tp, i.quantization, i.spec_tokens, i.max_model_len, cp, i.kv_cache_dtype) / i.pp
     kv, sized_by = ((load, f"{i.seqs} × {i.tokens} tokens per DP engine") if load >= one_long else
                     (one_long, f"one sequence of --max-model-len {i.max_model_len}, more than {i.seqs} × {i.tokens}"))
     free = budget - weights - reserve - kv
@@ -192,7 +197,8 @@ def _fits(m, target, inputs: FitInputs) -> bool:
     return measure(m, target, inputs).fits
 
 
-def _splits(m, tp: int, dp: int, ep: bool, per_node: int, nodes: int | None = None, pcp: int = 1) -> bool:
+def _splits(m, tp: int, dp: int, ep: bool, per_node: int, nodes: int | None = None, pcp: int = 1,
+            pp: int = 1) -> bool:
     """Whether TP × PCP × DP is a layout optkit plans (``layout``) and the model splits over it (``sharding``)."""
     from optkit.errors import RequestError
     from optkit.resolve.layout import layout_problem
@@ -202,7 +208,7 @@ def _splits(m, tp: int, dp: int, ep: bool, per_node: int, nodes: int | None = No
         check_sharding(m, tp, dp, ep, pcp)
     except RequestError:
         return False
-    return not layout_problem(tp, dp, nodes or ceil(tp * pcp * dp / per_node), per_node, pcp)
+    return not layout_problem(tp, dp, nodes or ceil(tp * pcp * pp * dp / per_node), per_node, pcp, pp)
 
 
 def smallest_changes(m, target, i: FitInputs, checkpoints=()) -> list[str]:
@@ -230,11 +236,12 @@ def smallest_changes(m, target, i: FitInputs, checkpoints=()) -> list[str]:
         out.append(f"--max-model-len {shorter} (the workload's longest request is {i.tokens} tokens; the server's "
                    f"--max-model-len is {i.max_model_len})")
     per_node = target.devices_per_node
-    tp = next((t for t in _tp_sizes(m) if t > i.tp and _splits(m, t, i.dp, i.ep, per_node, pcp=i.pcp)
+    tp = next((t for t in _tp_sizes(m) if t > i.tp and _splits(m, t, i.dp, i.ep, per_node, pcp=i.pcp, pp=i.pp)
                and _fits(m, target, replace(i, tp=t))), None)
     if tp:
         out.append(f"--tp {tp}")
-    dp = next((d for d in range(i.dp + 1, 8 * per_node + 1) if i.pcp == 1 and _splits(m, i.tp, d, i.ep, per_node)
+    dp = next((d for d in range(i.dp + 1, 8 * per_node + 1) if i.pcp == 1 and i.pp == 1
+               and _splits(m, i.tp, d, i.ep, per_node)
                and _fits(m, target, replace(i, dp=d))), None)  # vllm-ascend runs PCP with DP 1 only
     if dp:
         nodes = ceil(i.tp * dp / per_node)
@@ -296,6 +303,7 @@ def plan_fit_inputs(plan) -> FitInputs:
                      max_model_len=int(max_len), utilization=float(utilization or DEFAULT_UTILIZATION),
                      hccl_buffsize_mb=int(hccl or DEFAULT_HCCL_BUFFSIZE_MB), spec_tokens=r.k if r.mtp else 0,
                      cp=int(serve_value(plan, "--decode-context-parallel-size") or 1), pcp=facts["parallel.pcp"],
+                     pp=facts["parallel.pp"],
                      variant=r.variant,
                      kv_cache_dtype=(serve_value(plan, "--kv-cache-dtype") or "").strip("'\""))
 
@@ -339,16 +347,16 @@ def page_evidence(plan, inputs: FitInputs) -> tuple[float, str] | None:
     and whatever is left is the most its activations, graphs and runtime took. That bound replaces optkit's assumed
     ``ACTIVATION_RESERVE_GIB`` where it is lower. A bound at or below zero means optkit's weights or KV figures
     contradict the page: returned (as a negative bound) for the refusal to say so, never applied."""
-    from optkit.resolve.page_values import DCP_SETTING, PCP_SETTING, WEIGHTS_SETTING
+    from optkit.resolve.page_values import DCP_SETTING, PCP_SETTING, PP_SETTING, WEIGHTS_SETTING
     from optkit.value import replace
 
     advice = plan.page_advice  # the plan's: for_layout / for_role picked the command of its exact layout, if any
     if advice is None or advice.generalized or not advice.layout_exact or advice.page_release != advice.release:
         return None
     said = {s.key: s for s in advice.settings}
-    weights, dcp, pcp = said.get(WEIGHTS_SETTING), said.get(DCP_SETTING), said.get(PCP_SETTING)
+    weights, dcp, pcp, pp = (said.get(k) for k in (WEIGHTS_SETTING, DCP_SETTING, PCP_SETTING, PP_SETTING))
     if weights is None or weights.value != inputs.quantization or (dcp.value if dcp else 1) != inputs.cp \
-            or (pcp.value if pcp else 1) != inputs.pcp:
+            or (pcp.value if pcp else 1) != inputs.pcp or (pp.value if pp else 1) != inputs.pp:
         return None
 
     def value(key: str, default):

@@ -37,8 +37,8 @@ from optkit.resolve.page_kin import kinship as _kinship, nearest_models
 from optkit.resolve.page_tables import (agreeing_scenario, layout_commands as _layout_commands, on_tab,
                                         row_deployment, row_hardware, row_values, scenario_commands, scenario_row,
                                         scenario_words)
-from optkit.resolve.page_values import (EP_SETTING, PAGE_DIR, PCP_SETTING, SPEC_METHOD_SETTING, WEIGHTS_SETTING,
-                                        command_layout as _command_layout, command_settings,
+from optkit.resolve.page_values import (EP_SETTING, PAGE_DIR, PCP_SETTING, PP_SETTING, SPEC_METHOD_SETTING,
+                                        WEIGHTS_SETTING, command_layout as _command_layout, command_settings,
                                         command_values as _command_values, leading_int as _leading_int,
                                         plain as _plain)
 from optkit.value import replace, valueclass
@@ -78,18 +78,20 @@ class PageAdvice:
     layout_exact: bool = False  # the settings are a command of exactly the plan's layout (for_layout) or role
 
     def for_layout(self, tp: int, dp: int, nodes: int, max_model_len: int | None = None,
-                   weights: str | None = None, pcp: int = 1, method: str | None = None) -> "PageAdvice":
+                   weights: str | None = None, pcp: int = 1, method: str | None = None,
+                   pp: int = 1) -> "PageAdvice":
         """This advice with the settings of the tab's command of exactly this layout (TP, DP, nodes), when the
         scenario's own command has another layout and the page runs one with this: the page's tuned command
         for the layout the plan runs (of several, the one serving the plan's ``weights`` format, then the one
         speculating with the request's ``method`` where another drafts otherwise, then the one serving the
-        request's ``--max-model-len``, if any). A command of another prefill context parallel size
-        (``PCP_SETTING``; ``pcp`` the plan's) runs more or fewer ranks: not of this layout."""
+        request's ``--max-model-len``, if any). A command of another prefill context parallel or pipeline-parallel
+        size (``PCP_SETTING``, ``PP_SETTING``; ``pcp``, ``pp`` the plan's) runs more or fewer ranks: not of this
+        layout."""
         def other_weights(settings) -> bool:
             return _other_deployment(settings, weights, method)
 
         def other_pcp(settings) -> bool:
-            return (_setting(settings, PCP_SETTING) or 1) != pcp
+            return (_setting(settings, PCP_SETTING) or 1) != pcp or (_setting(settings, PP_SETTING) or 1) != pp
 
         serving = any(layout == (tp, dp, nodes) and not other_weights(settings) and not other_pcp(settings)
                       for layout, _, settings, _ in self.by_layout)

@@ -163,9 +163,10 @@ def command_settings(command: Mapping, release: str, page: str, checkpoints: Ite
     dcp = command.get("options", {}).get("--decode-context-parallel-size")
     found.append(PageSetting(DCP_SETTING, leading_int(str(dcp["value"])) or 1 if dcp else 1,
                              PageSource(release, page, dcp["line"] if dcp else command["line"])))
-    pcp = command.get("options", {}).get("--prefill-context-parallel-size")
-    if pcp is not None and (leading_int(str(pcp["value"])) or 1) > 1:
-        found.append(PageSetting(PCP_SETTING, leading_int(str(pcp["value"])), PageSource(release, page, pcp["line"])))
+    for flag, key in (("--prefill-context-parallel-size", PCP_SETTING), ("--pipeline-parallel-size", PP_SETTING)):
+        size = command.get("options", {}).get(flag)
+        if size is not None and (leading_int(str(size["value"])) or 1) > 1:
+            found.append(PageSetting(key, leading_int(str(size["value"])), PageSource(release, page, size["line"])))
     return tuple(found)
 
 
@@ -224,6 +225,9 @@ the fit takes the command as evidence only for a plan that splits the KV cache t
 PCP_SETTING = "layout:--prefill-context-parallel-size"
 """The command's prefill context parallel size, where it sets one above 1: not carried (the request's ``--pcp``
 sets it); the fit takes the command as evidence only for a plan of the same PCP."""
+PP_SETTING = "layout:--pipeline-parallel-size"
+"""The command's pipeline-parallel size, where it sets one above 1: not carried (the request's ``--pp`` sets it);
+a command of another PP runs another number of ranks, so it is not the plan's layout."""
 
 
 CARRIED_SPECULATIVE = ("enforce_eager", "disable_padded_drafter_batch", "kv_cache_dtype")

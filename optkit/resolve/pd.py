@@ -15,7 +15,10 @@ onto nodes and NPUs:
   DP 32 over two A3 nodes (Kimi-K2.5.md, DeepSeek-V3.1.md), TP 4 × DP 8 (Qwen3-235B-A22B.md, GLM5.md); each
   node of such an instance runs one ``vllm serve`` with its local DP ranks, the first node's serving the API
   and the others headless, as a multi-node server's do (``optkit.bundle.launch``). Such instances take their
-  own nodes, one after another. A TP group spanning nodes is refused, as for one server.
+  own nodes, one after another. A TP group spanning nodes is refused, as for one server;
+- a prefiller of ``--prefill-pp`` runs TP × PP × DP devices, its pipeline's stages across whole nodes where they
+  do not fit one (``pp-across-nodes``: GLM5.md's A3 prefiller of TP 16 × PP 2 on two nodes, 0.30.0rc2); the
+  decoders run PP 1 (vllm-ascend 0.30.0rc2 pipeline_parallel.md:307, :431).
 
 Several instances with DP > 1 on one node do not share DP ports: with every DP engine local, vLLM
 0.23.0 hands its engines off over an IPC path, not the DP RPC port (vllm/v1/engine/utils.py,
@@ -54,22 +57,26 @@ class PDLayout:
     decode: int
     nodes: int
     instances: tuple[Instance, ...]
-    shapes: tuple  # (role, tp, dp, devices, nodes spanned) per role, prefill first
+    shapes: tuple  # (role, tp, dp, devices, nodes spanned, pp) per role, prefill first
 
     def of(self, role: str) -> list[Instance]:
         return [i for i in self.instances if i.role == role]
 
     def shape(self, role: str) -> tuple[int, int]:
         """(TP, DP) of the role's instances."""
-        return next((tp, dp) for name, tp, dp, _, _ in self.shapes if name == role)
+        return next((tp, dp) for name, tp, dp, _, _, _ in self.shapes if name == role)
+
+    def pipeline(self, role: str) -> int:
+        """The pipeline-parallel size of the role's instances (1 but for a prefiller of ``--prefill-pp``)."""
+        return next(pp for name, _, _, _, _, pp in self.shapes if name == role)
 
     def width(self, role: str) -> int:
         """The devices of one instance of the role."""
-        return next(devices for name, _, _, devices, _ in self.shapes if name == role)
+        return next(devices for name, _, _, devices, _, _ in self.shapes if name == role)
 
     def span(self, role: str) -> int:
         """The nodes one instance of the role spans (1: it fits one node)."""
-        return next(span for name, _, _, _, span in self.shapes if name == role)
+        return next(span for name, _, _, _, span, _ in self.shapes if name == role)
 
     @property
     def instance_devices(self) -> int:
@@ -83,14 +90,15 @@ class PDLayout:
 
     @property
     def asymmetric(self) -> bool:
-        return len({(tp, dp) for _, tp, dp, _, _ in self.shapes}) > 1
+        return len({(tp, dp, pp) for _, tp, dp, _, _, pp in self.shapes}) > 1
 
     @property
     def summary(self) -> str:
         where = "one node" if self.nodes == 1 else f"{self.nodes} nodes"
         if self.asymmetric:
-            parts = [f"{count}{role[0].upper()} of TP{tp} DP{dp}" + (f" ({span} nodes each)" if span > 1 else "")
-                     for (role, tp, dp, _, span), count in zip(self.shapes, (self.prefill, self.decode))]
+            parts = [f"{count}{role[0].upper()} of TP{tp}" + (f" PP{pp}" if pp > 1 else "") + f" DP{dp}"
+                     + (f" ({span} nodes each)" if span > 1 else "")
+                     for (role, tp, dp, _, span, pp), count in zip(self.shapes, (self.prefill, self.decode))]
             return f"{self.prefill}P{self.decode}D: {', '.join(parts)} on {where}"
         spans = f" ({self.instance_nodes} nodes each)" if self.instance_nodes > 1 else ""
         return (f"{self.prefill}P{self.decode}D: {self.prefill + self.decode} instances of {self.instance_devices} "
@@ -102,8 +110,8 @@ def pd_layout(request, target) -> PDLayout | None:
     the flag and what would fix it."""
     counts = request.pd_instances
     if counts is None:
-        if request.prefill_tp is not None or request.prefill_dp is not None:
-            flag = "--prefill-tp" if request.prefill_tp is not None else "--prefill-dp"
+        if request.prefill_tp is not None or request.prefill_dp is not None or request.prefill_pp is not None:
+            flag = next(f"--prefill-{n}" for n in ("tp", "dp", "pp") if getattr(request, f"prefill_{n}") is not None)
             raise RequestError(f"{flag} without --pd: it sizes the prefill instances of a prefill/decode-disaggregated "
                                "plan; give --pd P:D, or use --tp / --dp for one server")
         return None
@@ -114,12 +122,14 @@ def pd_layout(request, target) -> PDLayout | None:
                            "a PD plan's nodes follow from its instances (packed onto nodes in order; an instance larger "
                            "than a node takes whole nodes of its own): drop --nodes")
     shapes = []
+    pipelines = {"prefill": request.prefill_pp or 1, "decode": 1}  # decoders run PP 1 (optkit.resolve.pipeline)
     for role, (tp, dp) in (("prefill", request.prefill_shape), ("decode", (request.tp, request.dp))):
-        shapes.append((role, tp, dp, tp * dp, _span(request, target, role, tp, dp)))
+        pp = pipelines[role]
+        shapes.append((role, tp, dp, tp * dp * pp, _span(request, target, role, tp, dp, pp), pp))
     instances, node, used = [], 0, 0
     for rank in range(prefill + decode):
         role, index = ("prefill", rank) if rank < prefill else ("decode", rank - prefill)
-        _, _, _, width, span = shapes[0 if role == "prefill" else 1]
+        _, _, _, width, span, _ = shapes[0 if role == "prefill" else 1]
         if span > 1:  # whole nodes of its own
             node, used = node + (used > 0), 0
             nodes = tuple(range(node, node + span))
@@ -133,16 +143,19 @@ def pd_layout(request, target) -> PDLayout | None:
     return PDLayout(prefill, decode, node + (used > 0), tuple(instances), tuple(shapes))
 
 
-def _span(request, target, role: str, tp: int, dp: int) -> int:
-    """The nodes one instance of ``role`` (TP × DP) spans, or a RequestError: DP ranks across whole nodes only."""
-    per_node, width = target.devices_per_node, tp * dp
+def _span(request, target, role: str, tp: int, dp: int, pp: int = 1) -> int:
+    """The nodes one instance of ``role`` (TP × PP × DP) spans, or a RequestError: DP ranks across whole nodes, or a
+    prefiller's pipeline stages across them (the ``pp-across-nodes`` layout: GLM5.md's PD prefiller, one TP 16 stage
+    per A3 node), only."""
+    per_node, width = target.devices_per_node, tp * dp * pp
     if width <= per_node:
         return 1
     span = ceil(width / per_node)
-    problem = layout_problem(tp, dp, span, per_node)
-    if problem or layout_of(tp, dp, span).kind != "dp-across-nodes":
+    problem = layout_problem(tp, dp, span, per_node, pp=pp)
+    if problem or layout_of(tp, dp, span, pp=pp).kind not in ("dp-across-nodes", "pp-across-nodes"):
         own = role == "prefill" and request.asymmetric_pd
-        shown = f"--prefill-tp {tp} × --prefill-dp {dp}" if own else f"--tp {tp} × --dp {dp}"
+        shown = (f"--prefill-tp {tp} × --prefill-dp {dp}" + (f" × --prefill-pp {pp}" if pp > 1 else "")
+                 if own else f"--tp {tp} × --dp {dp}")
         raise RequestError(
             f"--pd {request.pd} with {shown}: one {role + ' ' if request.asymmetric_pd else ''}instance needs "
             f"{width} devices, more than a {target.id} node's {per_node}, and it cannot span {span} nodes: "

@@ -276,7 +276,7 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
         raise RequestError(problem)
     version_ranges(ws.catalog, facts)  # packaging's answers, from the cache, for the verdicts and the resolver
     verdicts = {r.id: verdict(r, release) for r in ws.catalog}
-    layout = layout_of(request.tp, request.dp, facts["parallel.nodes"], facts["parallel.pcp"])
+    layout = layout_of(request.tp, request.dp, facts["parallel.nodes"], facts["parallel.pcp"], facts["parallel.pp"])
     if request.pd is not None:
         from optkit.versions.pd import pd_release
 
@@ -381,7 +381,8 @@ def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
         result.page_advice = result.page_advice.for_layout(result.request.tp, result.request.dp, result.layout.nodes,
                                                            result.request.max_model_len, result.request.weight_format,
                                                            result.facts["parallel.pcp"],
-                                                           result.request.speculative_method)
+                                                           result.request.speculative_method,
+                                                           result.facts["parallel.pp"])
     result.assumptions = workload_assumptions(result.request)
     mark_decisions(result.assumptions, result.resolution.decisions, ws.catalog, result.facts)
     result.launch_flags = launch_flags(result.request, result.facts)

@@ -57,6 +57,9 @@ class Request(RequestBehaviour, BaseModel):
     prefill_dp: Optional[_bounded(1, MAX_PARALLEL)] = Field(
         None, description="With --pd: the prefill instances' data-parallel size when it differs from the decode "
         "instances' (--dp); default --dp.")
+    prefill_pp: Optional[_bounded(1, MAX_PARALLEL)] = Field(
+        None, description="With --pd: the prefill instances' pipeline-parallel size (the decode instances run PP 1: "
+        "optkit.resolve.pipeline); default 1.")
     ep: Optional[bool] = Field(None, description=(
         "Expert parallelism; default: as the model's own tutorial page runs it for the layout (its scenario row or "
         "command: page.expert_parallel), else on for MoE models."))
@@ -68,6 +71,9 @@ class Request(RequestBehaviour, BaseModel):
         None, description="Prefill context parallel size (vLLM's --prefill-context-parallel-size): each DP rank runs "
         "TP × PCP devices, a long prompt's tokens split over the PCP ranks (optkit.resolve.context_parallel); "
         "default 1, off.")
+    pp: Optional[_bounded(1, MAX_PARALLEL)] = Field(
+        None, description="Pipeline-parallel size (vLLM's --pipeline-parallel-size): each DP rank runs TP × PP "
+        "devices, the layers split into PP stages (optkit.resolve.pipeline); default 1, off.")
     flashcomm1: Optional[bool] = Field(None, description=(
         "FlashComm1 (sequence parallelism: additional_config.enable_flashcomm1 or VLLM_ASCEND_ENABLE_FLASHCOMM1), "
         "turned on by the bundle when true; unset: a recipe's 'choices' rule decides (on under the throughput "

@@ -100,8 +100,10 @@ class RequestBehaviour:
 
     @property
     def asymmetric_pd(self) -> bool:
-        """A PD plan whose prefill instances have another shape than its decode instances."""
-        return self.pd is not None and self.prefill_shape != (self.tp, self.dp)
+        """A PD plan whose prefill instances have another shape than its decode instances (TP, DP, or a pipeline of
+        their own, ``--prefill-pp``)."""
+        return self.pd is not None and (self.prefill_shape != (self.tp, self.dp)
+                                        or (self.prefill_pp or 1) != (self.pp or 1))
 
 
 class RequestRecord(RequestBehaviour, Record):

@@ -91,6 +91,7 @@ def launch_flags(request: RequestRecord, facts: Facts) -> list[Setting]:
     words = [f"--tensor-parallel-size {facts['parallel.tp']}"]
     words += [f"--data-parallel-size {facts['parallel.dp']}"] * (facts["parallel.dp"] > 1)
     words += [f"--prefill-context-parallel-size {facts['parallel.pcp']}"] * (facts["parallel.pcp"] > 1)
+    words += [f"--pipeline-parallel-size {facts['parallel.pp']}"] * (facts["parallel.pp"] > 1)
     words += [f"--dtype {facts['runtime.dtype']}"] + [f"--quantization {facts['runtime.quantization_method']}"] * facts["runtime.quantized"]
     words += ["--enable-expert-parallel"] * facts["parallel.ep"]
     words += ["--no-async-scheduling"] * (not facts["workload.async_scheduling"])

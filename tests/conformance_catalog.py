@@ -474,9 +474,10 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
         request["pd"] = "1:1"
         request.pop("nodes", None)
         request.update(partner_shape(command, role, (request["tp"], request["dp"])))
-        if "prefill_tp" in request and request.get("dcp"):  # the page sizes DCP per role; a request has one
-            return row("not comparable", "a PD role of a pair of two shapes with its own decode context parallel "
-                       "size: optkit gives both roles one --dcp", request=request)
+        if "prefill_tp" in request:  # a pair of two shapes: the page sizes DCP per role, each command its own
+            own, other = request.pop("dcp", None), partner_dcp(page_data, command, hardware, request)
+            mine, theirs = ("prefill_dcp", "dcp") if role == "prefill" else ("dcp", "prefill_dcp")
+            request.update({k: v for k, v in ((mine, own), (theirs, other)) if v and v > 1})
     try:
         result = plan(Request(**request), workspace)
         launch = RoleLaunch(result, workspace, role) if role else Launch(result, workspace)
@@ -518,6 +519,20 @@ def partner_shape(command: dict, role: str, own: tuple[int, int]) -> dict:
     (ptp, pdp), (dtp, ddp) = shapes["prefill"], shapes["decode"]
     return {"tp": dtp, "dp": ddp, "prefill_tp": ptp, "prefill_dp": pdp,
             **({"prefill_pp": pipeline} if pipeline > 1 else {})}
+
+
+def partner_dcp(page_data: dict, command: dict, hardware: str | None, request: dict) -> int | None:
+    """The decode context parallel size of the PD partner of ``command`` (its other role, of the shape the
+    connector names: ``request``'s ``tp``/``dp`` for a decoder, ``prefill_tp``/``prefill_dp`` for a prefiller),
+    as the page's command of that role and shape on the tab sets it; None when the page has no such command."""
+    from optkit.resolve.page_values import command_layout
+
+    role = "decode" if command.get("pd_role") == "prefill" else "prefill"
+    shape = (request["tp"], request["dp"]) if role == "decode" else (request["prefill_tp"], request["prefill_dp"])
+    sizes = {_int((other.get("options", {}).get("--decode-context-parallel-size") or {}).get("value"), 1)
+             for other in page_data.get("commands", ()) if other.get("pd_role") == role
+             and hardware in tabs_of(page_data, other) and command_layout(other)[:2] == shape}
+    return sizes.pop() if len(sizes) == 1 else None
 
 
 def spanned_lines(page_data: dict, command: dict, hardware: str | None, nodes: int) -> tuple[int, frozenset]:

@@ -311,10 +311,13 @@ def test_a_pd_prefiller_of_its_own_pipeline_and_its_decoders_are_compared():
                        "env.VLLM_PP_LAYER_PARTITION"}  # the plan writes each as the page does
 
 
-def test_a_pd_pair_of_two_shapes_with_a_dcp_per_role_is_not_comparable():
-    """GLM5.2.md's A3 PD (0.30.0rc2): TP 16 prefillers with DCP 16 (:1496), TP 8 decoders with DCP 8 (:1510). A
-    request has one --dcp for both roles, so neither role is compared (before: refused as DCP 16 on TP 8)."""
-    rows = [r for r in cc.release_rows("0.30.0rc2") if r.page == "models/GLM5.2.md"
-            and r.command["line"] in (1496, 1510)]
-    assert len(rows) == 2 and all(r.outcome == "not comparable" and "optkit gives both roles one --dcp" in r.reason
-                                  for r in rows)
+def test_a_pd_pair_of_two_shapes_sizes_dcp_per_role():
+    """GLM5.2.md's A3 PD (0.30.0rc2): TP 16 prefillers with DCP 16 (:1496), TP 8 decoders with DCP 8 (:1510). Each
+    role command's own DCP is its role's, its partner's the page's command of that role and shape; before, a request
+    had one --dcp for both roles and neither was compared. The prefillers are explained; the decoders are refused
+    as one tree for two shapes whose plans select different source patches (optkit.resolve.role_plans)."""
+    rows = {r.command["line"]: r for r in cc.release_rows("0.30.0rc2") if r.page == "models/GLM5.2.md"
+            and r.command["line"] in (1496, 1510)}
+    assert [(rows[line].request["dcp"], rows[line].request["prefill_dcp"]) for line in (1496, 1510)] == [(8, 16)] * 2
+    assert rows[1496].outcome == "explained"
+    assert rows[1510].outcome == "not comparable" and "selects source patches the other does not" in rows[1510].reason

@@ -58,6 +58,8 @@ _OPTIONS = [
                                                          "from the decode instances' --tp.")),
     (("--prefill-dp",), "prefill_dp", dict(type=int, help="With --pd: the prefill instances' DP when it differs "
                                                          "from the decode instances' --dp.")),
+    (("--prefill-dcp",), "prefill_dcp", dict(type=int, help="With --pd: the prefill instances' decode context "
+                                                           "parallel size when it differs from --dcp.")),
     (("--prefill-pp",), "prefill_pp", dict(type=int, help="With --pd: the prefill instances' pipeline-parallel size "
                                                          "(the decode instances run PP 1; default 1).")),
     (("--ep/--no-ep",), "ep", dict(default=None, help="Expert parallelism (default: on for MoE models).")),

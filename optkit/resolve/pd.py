@@ -110,8 +110,9 @@ def pd_layout(request, target) -> PDLayout | None:
     the flag and what would fix it."""
     counts = request.pd_instances
     if counts is None:
-        if request.prefill_tp is not None or request.prefill_dp is not None or request.prefill_pp is not None:
-            flag = next(f"--prefill-{n}" for n in ("tp", "dp", "pp") if getattr(request, f"prefill_{n}") is not None)
+        given = [n for n in ("tp", "dp", "pp", "dcp") if getattr(request, f"prefill_{n}") is not None]
+        if given:
+            flag = f"--prefill-{given[0]}"
             raise RequestError(f"{flag} without --pd: it sizes the prefill instances of a prefill/decode-disaggregated "
                                "plan; give --pd P:D, or use --tp / --dp for one server")
         return None

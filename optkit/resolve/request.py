@@ -57,6 +57,10 @@ class Request(RequestBehaviour, BaseModel):
     prefill_dp: Optional[_bounded(1, MAX_PARALLEL)] = Field(
         None, description="With --pd: the prefill instances' data-parallel size when it differs from the decode "
         "instances' (--dp); default --dp.")
+    prefill_dcp: Optional[_bounded(1, MAX_PARALLEL)] = Field(
+        None, description="With --pd: the prefill instances' decode context parallel size when it differs from the "
+        "decode instances' (--dcp), as GLM5.2.md's A3 pair sizes it per role (DCP 16 on its TP 16 prefillers, 8 on "
+        "its TP 8 decoders); default --dcp.")
     prefill_pp: Optional[_bounded(1, MAX_PARALLEL)] = Field(
         None, description="With --pd: the prefill instances' pipeline-parallel size (the decode instances run PP 1: "
         "optkit.resolve.pipeline); default 1.")

@@ -100,10 +100,11 @@ class RequestBehaviour:
 
     @property
     def asymmetric_pd(self) -> bool:
-        """A PD plan whose prefill instances have another shape than its decode instances (TP, DP, or a pipeline of
-        their own, ``--prefill-pp``)."""
+        """A PD plan whose prefill instances have another shape than its decode instances (TP, DP, a pipeline of
+        their own, ``--prefill-pp``, or a DCP size of their own, ``--prefill-dcp``)."""
         return self.pd is not None and (self.prefill_shape != (self.tp, self.dp)
-                                        or (self.prefill_pp or 1) != (self.pp or 1))
+                                        or (self.prefill_pp or 1) != (self.pp or 1)
+                                        or self.prefill_dcp not in (None, self.dcp or 1))
 
 
 class RequestRecord(RequestBehaviour, Record):

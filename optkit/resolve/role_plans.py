@@ -138,8 +138,10 @@ def shaped_prefill_plan(result: Any, plan_for: Callable[[Any], Any], has_patches
     given = result.given or result.request
     tp, dp = result.pd.shape("prefill")
     pp = result.pd.pipeline("prefill")  # the shape's own pipeline: pp and prefill_pp both (optkit.resolve.pipeline)
+    dcp = given.prefill_dcp if given.prefill_dcp is not None else given.dcp
     fields = {**given.dump(mode="json", by_alias=True), "tp": tp, "dp": dp, "pp": pp if pp > 1 else None,
-              "prefill_tp": None, "prefill_dp": None, "prefill_pp": pp if pp > 1 else None}
+              "dcp": dcp, "prefill_tp": None, "prefill_dp": None, "prefill_pp": pp if pp > 1 else None,
+              "prefill_dcp": None}
     other = plan_for(Request(**fields))
     patched = [{rid for rid in plan.selected if has_patches(rid)} for plan in (result, other)]
     if patched[0] != patched[1]:

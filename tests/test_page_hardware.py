@@ -64,6 +64,17 @@ def test_alternatives_give_the_family_of_the_commands_node_count():
     assert placed.family == "A2" and "2 A2 nodes" in placed.why
 
 
+def test_a_group_over_nnodes_nodes_runs_its_share_on_each():
+    """GLM5.3.md (0.30.0rc2 :552): a TP 16 × PP 2 prefiller with --nnodes 2 runs 16 devices a node, which only an A3
+    node holds; before, its 32 ranks were counted on one node and no family fitted."""
+    text = ("# Example\n\nRequires 2 Atlas 800 A3 (64GB × 16) nodes or 4 Atlas 800 A2 (64GB × 8) nodes.\n\n"
+            "## Deployment\n\n")
+    data = page(text + serve(16, " \\\n  --pipeline-parallel-size 2 \\\n  --nnodes 2 \\\n  --node-rank 0"))
+    command = data["commands"][0]
+    assert ranks_per_node(command) == 16
+    assert placement(data, command).family == "A3"
+
+
 def test_the_enclosing_section_decides_before_the_page():
     data = page("# Example\n\nRecommended for Atlas 800 A3 (64GB × 16) and Atlas 800 A2 (64GB × 8).\n\n"
                 "## PD Deployment\n\n- 1 Prefill node: 1 Atlas 800 A3 (64G x 16), DP2 + TP8.\n\n### Prefill Node\n\n"

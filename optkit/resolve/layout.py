@@ -1,6 +1,6 @@
-"""How a request's TP × DP ranks (TP × PCP × PP × DP with prefill context or pipeline parallelism) sit on nodes: one node, DP
-ranks spread over nodes, or one TP group spanning nodes. Every other stage reads the layout from here (facts,
-serve.sh, the k8s manifests).
+"""How a request's TP × DP ranks (TP × PCP × PP × DP with prefill context or pipeline parallelism) sit on nodes:
+one node, DP ranks spread over nodes, one TP group or a pipeline's stages spanning nodes. Every other stage reads
+the layout from here (facts, serve.sh, the k8s manifests).
 
 The node count is ``--nodes`` when given, else the fewest nodes that hold TP × DP
 (``ceil(TP × DP / devices_per_node)``): TP × DP already says how many devices the plan runs, and the

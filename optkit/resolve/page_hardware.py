@@ -66,7 +66,8 @@ def placement(page: Mapping, command: Mapping) -> Placement | None:
 
 def ranks_per_node(command: Mapping) -> int | None:
     """The devices a command runs on one node: TP × PCP × PP × DP over its nodes (``--data-parallel-size-local``
-    where given); None where the page gives neither its node count nor its local DP size."""
+    where given, else ``--nnodes``: GLM5.3.md's TP 16 × PP 2 prefiller over two nodes); None where the page gives
+    neither its node count nor its local DP size."""
     tp, dp, _ = command_layout(command)
     options = command.get("options", {})
     pcp = leading_int(str((options.get("--prefill-context-parallel-size") or {}).get("value", "1"))) or 1
@@ -75,6 +76,9 @@ def ranks_per_node(command: Mapping) -> int | None:
              or {}).get("value")
     if local is not None and leading_int(str(local)):
         return tp * pcp * pp * leading_int(str(local))
+    spanned = leading_int(str((options.get("--nnodes") or {}).get("value", "")))
+    if spanned:  # one group over --nnodes nodes (vLLM's multi-node executor): its ranks split evenly over them
+        return -(-tp * pcp * pp * dp // spanned)
     if command.get("nodes"):
         return tp * pcp * pp * -(-dp // command["nodes"])
     if _is_template(command):  # launch_online_dp.py gives each DP rank its node's devices i·TP … (i+1)·TP − 1

@@ -649,13 +649,15 @@ def _reason_class(reason: str) -> str:
 def _tab_shown(release: str, row: Row) -> str:
     """The row's tab, with the page line that places it where the command's own context names none
     (``optkit.resolve.page_hardware``: 'A3 by :29 (the page's hardware statement)')."""
-    from optkit.resolve.page_hardware import placement
+    from optkit.resolve.page_hardware import placement, tab_overruled
     from optkit.resolve.page_tables import scenario_words
     from optkit.versions.tutorial_data import load
 
     command = row.command
-    if row.tab is None or command.get("hardware") or command.get("hardware_families") or \
-            scenario_words(command.get("scenario")):
+    if row.tab is not None and command.get("hardware"):
+        overruled = tab_overruled(load(release).pages[row.page], command)
+        return overruled.note() if overruled else str(row.tab)
+    if row.tab is None or command.get("hardware_families") or scenario_words(command.get("scenario")):
         return str(row.tab)
     placed = placement(load(release).pages[row.page], command)
     return placed.note() if placed else str(row.tab)

@@ -174,3 +174,19 @@ def test_a_pd_plan_whose_roles_run_their_own_plans_fits_by_them():
                           enforce_eager=False, flashcomm1=False), load_workspace())
     assert result.fit is result.roles["decode"].fit and result.fit.fits
     assert result.fit.inputs.max_model_len == 256000
+
+
+def test_a_tab_that_cannot_hold_its_command_yields_to_the_statement_above_it():
+    """GLM5.md (0.23.0) writes its W8A8 TP 16 × DP 2 scripts, one DP rank a node, inside its A2 tab, under
+    "`glm-5-w8a8`: require 2 Atlas 800 A3 (64GB × 16)" (:677): 16 devices a node, which an A2 node does not hold.
+    Before, the harness compared them on A2 and optkit refused the layout."""
+    from optkit.resolve.page_hardware import tab_overruled
+
+    data = load("0.23.0").pages["models/GLM5.md"]
+    command = next(c for c in data["commands"] if c["line"] == 706)
+    assert command["hardware"] == "A2" and ranks_per_node(command) == 16
+    overruled = tab_overruled(data, command)
+    assert (overruled.family, overruled.line) == ("A3", 677)
+    assert command_tabs(data, command) == ("A3",)
+    fitting = next(c for c in data["commands"] if c.get("hardware") == "A2" and ranks_per_node(c) == 8)
+    assert tab_overruled(data, fitting) is None and command_tabs(data, fitting) == ("A2",)

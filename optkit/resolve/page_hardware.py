@@ -50,7 +50,7 @@ def placement(page: Mapping, command: Mapping) -> Placement | None:
     """The family ``page`` places ``command`` on by its statements (module docstring), or None."""
     if _is_template(command) and (placed := _by_launchers(page, command)):
         return placed
-    statements = page.get("hardware") or ()
+    statements = [s for s in page.get("hardware") or () if not s.get("tabs")]  # a tab's own: tab_overruled
     if not statements:
         return None
     ranks = ranks_per_node(command)
@@ -61,6 +61,25 @@ def placement(page: Mapping, command: Mapping) -> Placement | None:
             return Placement(fitting[0], line, _why(scope, ranks, fitting[0]))
         if len(fitting) > 1:
             return _by_node_count(scope, fitting, command.get("nodes"))
+    return None
+
+
+def tab_overruled(page: Mapping, command: Mapping) -> Placement | None:
+    """The family a command runs on where its own tab cannot hold it: its ranks per node exceed the tab family's
+    node, and the nearest hardware statement above it in the same tab names one family that holds them (GLM5.md in
+    0.23.0: TP 16 × DP 2 with one DP rank a node, 16 devices a node, in the A2 tab under "`glm-5-w8a8`: require 2
+    Atlas 800 A3 (64GB × 16)", :677). None where the tab holds the command, or nothing above it says otherwise."""
+    tab, ranks = command.get("hardware"), ranks_per_node(command)
+    if not tab or ranks is None or ranks <= NODE_DEVICES.get(tab, ranks):
+        return None
+    above = [s for s in page.get("hardware") or () if s.get("tabs") and tuple(s["tabs"]) == tuple(command.get("tabs", ()))
+             and s["line"] < command["line"]]
+    for statement in sorted(above, key=lambda s: -s["line"]):
+        fitting = sorted({f for f in statement["families"] if ranks <= NODE_DEVICES.get(f, 0)})
+        if len(fitting) == 1:
+            return Placement(fitting[0], statement["line"],
+                             f"the {tab} tab's node holds {NODE_DEVICES[tab]} devices, the command runs {ranks} a "
+                             "node; the statement above it in the tab names " + fitting[0])
     return None
 
 
@@ -144,4 +163,4 @@ def _by_launchers(page: Mapping, template: Mapping) -> Placement | None:
     return Placement(family, runs[0]["line"], "the launch_online_dp.py runs that start this template")
 
 
-__all__ = ["NODE_DEVICES", "Placement", "placement", "ranks_per_node"]
+__all__ = ["NODE_DEVICES", "Placement", "placement", "ranks_per_node", "tab_overruled"]

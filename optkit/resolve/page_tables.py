@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from optkit.resolve.page_hardware import placement
+from optkit.resolve.page_hardware import placement, tab_overruled
 from optkit.resolve.page_values import (PageSource, PageValue, command_layout, command_settings, command_values,
                                         leading_int)
 
@@ -163,12 +163,14 @@ def layout_commands(page: Mapping, tab: str, release: str, name: str, exclude: i
 
 
 def command_tabs(page: Mapping, command: Mapping) -> tuple[str, ...]:
-    """The hardware tabs a command holds for: its own tab; else every family its context names ('Atlas 800 A3 /
+    """The hardware tabs a command holds for: its own tab (unless the tab's node cannot hold it and a statement
+    above it in the tab names the family that can: ``page_hardware.tab_overruled``); else every family its context names ('Atlas 800 A3 /
     Atlas 800 A2' → A2, A3); else, for a command the page places under a scenario, the one tab that scenario's
     rows name (Qwen3-30B-A3B.md's 'Low Latency' command under a table whose row says '2 (A3)'); else the family
     the page's hardware statements place it on (``page_hardware.placement``); else none."""
     if command.get("hardware"):
-        return (command["hardware"],)
+        overruled = tab_overruled(page, command)
+        return (overruled.family if overruled else command["hardware"],)
     if command.get("hardware_families"):
         return tuple(sorted(command["hardware_families"]))
     scenario = scenario_words(command.get("scenario"))

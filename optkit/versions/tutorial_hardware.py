@@ -1,4 +1,4 @@
-"""What a tutorial page says about its hardware outside its tabs: the page's hardware statements.
+"""What a tutorial page says about its hardware in prose and tables: the page's hardware statements.
 
 Most commands stand under a tab or a heading that names their hardware family (``tutorial_tabs``). Some
 pages write their commands under none, and say the hardware once, in prose or in a table:
@@ -9,9 +9,10 @@ pages write their commands under none, and say the hardware once, in prose or in
   top of the section whose Prefill and Decode subsections hold the commands;
 - DeepSeek-R1.md: "can be deployed on 1 Atlas 800 A3 (64GB × 16) or 2 Atlas 800 A2 (64GB × 8)".
 
-``statements(lines)`` reads every such sentence (page lines outside code blocks and tabs; a table row's
-cells one by one) into
-``{line, heading, families, requirements}``: a sentence stating hardware (``tutorial_pages``'s words:
+``statements(lines)`` reads every such sentence (page lines outside code blocks; a table row's cells one by one)
+into ``{line, heading, families, requirements}``, with ``tabs`` where the sentence stands under a tab (GLM5.md in
+0.23.0 writes "`glm-5-w8a8`: require 2 Atlas 800 A3 (64GB × 16)" inside its A2 tab, :677, above the commands it
+sizes): a sentence stating hardware (``tutorial_pages``'s words:
 "hardware", "requires", "recommended for", "assume you have", or a sized product such as
 ``1 Atlas 800 A3 (64GB × 16)``), or any sentence in a section whose heading names "hardware"; a sentence
 that negates ("Other Ascend hardware (e.g., Atlas A2 Products) is not supported") states nothing.
@@ -47,7 +48,7 @@ def statements(lines: list[TextLine]) -> list[dict]:
     found = []
     for line in lines:
         text = line.text.strip()
-        if line.tabs or not text or _RULE_ROW.fullmatch(text):
+        if not text or _RULE_ROW.fullmatch(text):
             continue
         under_hardware = any(re.search(r"\bhardware\b", heading, re.IGNORECASE) for heading in line.headings)
         pieces = [cell.strip() for cell in text.strip("|").split("|")] if text.startswith("|") else _SENTENCE.split(text)
@@ -58,7 +59,8 @@ def statements(lines: list[TextLine]) -> list[dict]:
             if under_hardware or _STATES.search(sentence) or _SIZED.search(sentence):
                 counted = _COUNTED.search(sentence)  # "deployed on 1 Atlas 800 A3 (…)": read from its count
                 found.append({"line": line.number, "heading": SEPARATOR.join(line.headings), "families": named,
-                              "requirements": requirements(sentence[counted.start():] if counted else sentence)})
+                              "requirements": requirements(sentence[counted.start():] if counted else sentence),
+                              **({"tabs": list(line.tabs)} if line.tabs else {})})
     return found
 
 

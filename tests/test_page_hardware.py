@@ -147,10 +147,11 @@ GLM52_PD = {"model": "glm-5.2", "target": "910c", "vllm_ascend_version": "0.23.0
 """GLM5.2.md's 0.23.0 A3 W4A8C8 PD pair (:729 prefill TP8 DP4, :743 decode TP1 DP32) as the catalog harness asks it."""
 
 
-def test_a_role_command_serving_other_weights_is_not_the_roles():
-    """GLM5.2.md (0.23.0) places its W8A8 1M-context PD decoder (TP8 DP4, :1501) on A3 by its section's statement;
-    a W4A8C8 plan of that shape does not take it for its decode role (it would serve a 1M context that does not
-    fit), and an asymmetric plan whose prefill shape is TP8 DP4 is planned."""
+def test_a_role_command_of_another_deployment_is_not_the_roles():
+    """GLM5.2.md (0.23.0) places its 1M-context PD decoder (TP8 DP4 DCP 8, :1501; W4A8C8 as its section states,
+    :1263) on A3 by its section's statement; a plan of that shape without DCP does not take it for its decode role
+    (it would serve a 1M context that does not fit), and an asymmetric plan whose prefill shape is TP8 DP4 is
+    planned."""
     from optkit.resolve.plan import load_workspace, plan
     from optkit.resolve.request import Request
 

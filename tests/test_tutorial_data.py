@@ -570,3 +570,43 @@ def test_a_json_value_the_shell_computes_is_read_as_its_placeholder():
     options = command["options"]
     assert options["--kv-transfer-config.kv_connector_extra_config.lookup_rpc_port"]["value"] == "$((37000+$4))"
     assert options["--kv-transfer-config.kv_connector_extra_config.backend"]["value"] == "mooncake"
+
+
+def test_the_prose_above_a_placeholder_path_states_its_weights():
+    """GLM5.2.md (0.23.0 :1263): "… 1M context window on Atlas 800 A3 (64GB x 16) and quantized GLM-5.2(W4A8C8)
+    weights" above its 1M commands, whose path is <MODEL_PATH>: before, they were read as W8A8 (--quantization
+    ascend with an unnamed checkpoint) and the single-node one refused as too large. A line naming several formats
+    states none; a named checkpoint is read off its name."""
+    from optkit.resolve.page_commands import command_weights
+
+    text = '''\
+        ## 1M Context
+
+        Recommended configurations with quantized GLM-5.2(W4A8C8) weights:
+
+        ### Single node
+
+        ```bash
+        vllm serve <MODEL_PATH> --quantization ascend --tensor-parallel-size 16
+        ```
+
+        ```bash
+        vllm serve org/GLM-5.2-w8a8 --quantization ascend --tensor-parallel-size 16
+        ```
+
+        ## Other
+
+        Use the W8A8 or the BF16 weights.
+
+        ```bash
+        vllm serve <MODEL_PATH> --tensor-parallel-size 16
+        ```
+        '''
+    placeholder, named, other = [c for c in page(text)["commands"] if c["launcher"] == "vllm serve"]
+    assert placeholder["stated_weights"] == {"quantization": "w4a8c8", "line": 3}
+    assert command_weights(placeholder) == ("w4a8c8", "the page states w4a8c8 weights above it (:3)")
+    assert "stated_weights" not in named and command_weights(named)[0] == "w8a8"
+    assert "stated_weights" not in other
+    data = load("0.23.0").pages["models/GLM5.2.md"]
+    assert next(c for c in data["commands"] if c["line"] == 1296)["stated_weights"] == \
+        {"quantization": "w4a8c8", "line": 1263}

@@ -82,7 +82,9 @@ METHOD_FORMATS = {"mxfp8": "w8a8-mxfp8"}
 
 def command_weights(command: Mapping, checkpoints: Iterable[Mapping] = ()) -> tuple[str, str]:
     """The weight format the command serves and how it was read: the checkpoint (``{"id", "quantization"}``, from
-    the page's weights table or the profile) its model path names, else a format word in its path, else, for a
+    the page's weights table or the profile) its model path names, else a format word in its path, else the format
+    the prose above a placeholder path states (``stated_weights``, the extraction's, where ``--quantization`` agrees:
+    given for a quantized format, absent for bf16), else, for a
     placeholder path (``$MODEL_PATH``, ``<KIMI_K3_MODEL_PATH>``), the one format all those checkpoints share
     (Kimi-K3.md in 0.23.0 serves only its W4A8 weights, without ``--quantization``), else a ``--quantization``
     method that names a format (``METHOD_FORMATS``), else ``--quantization`` with an unnamed checkpoint read as
@@ -94,6 +96,10 @@ def command_weights(command: Mapping, checkpoints: Iterable[Mapping] = ()) -> tu
     for word, quantization in QUANT_WORDS:
         if word in tail:
             return quantization, f"the model path says {word}"
+    stated = command.get("stated_weights")
+    quantized = "--quantization" in command.get("options", {})
+    if stated and (stated["quantization"] != "bf16") == quantized:  # the prose's format, as the flags agree with it
+        return stated["quantization"], f"the page states {stated['quantization']} weights above it (:{stated['line']})"
     formats = sorted({c["quantization"] for c in checkpoints if c.get("quantization")})
     if _placeholder_path(command.get("model")) and len(formats) == 1:
         return formats[0], f"the model path is a placeholder and the page's weights are {formats[0]} alone"

@@ -37,8 +37,8 @@ from optkit.resolve.page_kin import kinship as _kinship, nearest_models
 from optkit.resolve.page_tables import (agreeing_scenario, layout_commands as _layout_commands, on_tab,
                                         row_deployment, row_hardware, row_values, scenario_commands, scenario_row,
                                         scenario_words)
-from optkit.resolve.page_values import (EP_SETTING, PAGE_DIR, PCP_SETTING, PP_SETTING, SPEC_METHOD_SETTING,
-                                        WEIGHTS_SETTING, command_layout as _command_layout, command_settings,
+from optkit.resolve.page_values import (DCP_SETTING, EP_SETTING, PAGE_DIR, PCP_SETTING, PP_SETTING,
+                                        SPEC_METHOD_SETTING, WEIGHTS_SETTING, command_layout as _command_layout, command_settings,
                                         command_values as _command_values, leading_int as _leading_int,
                                         plain as _plain)
 from optkit.value import replace, valueclass
@@ -128,15 +128,17 @@ class PageAdvice:
         return replace(self, by_layout=())
 
     def for_role(self, role: str, tp: int, dp: int, weights: str | None = None,
-                 method: str | None = None) -> "PageAdvice":
+                 method: str | None = None, dcp: int = 1) -> "PageAdvice":
         """This advice with the settings of the page's command for PD ``role`` with this instance shape (TP, DP) on
         the plan's tab, when the page runs one (its prefill and decode nodes' commands, each role's own
         environment, context length and memory share); else this advice, whose settings then hold for both roles.
-        A role command serving other weights than the plan's ``weights`` is another deployment (GLM5.2.md's 0.23.0
-        1M-context W8A8 decoder beside its W4A8C8 pair): not this plan's role; nor is one drafting with another
-        speculative ``method`` than the plan's (DeepSeek-V4-Pro.md's MTP and DSpark PD pairs of one shape)."""
+        A role command serving other weights than the plan's ``weights`` is another deployment: not this plan's
+        role; nor is one drafting with another speculative ``method`` than the plan's (DeepSeek-V4-Pro.md's MTP and
+        DSpark PD pairs of one shape), nor one of another decode context parallel size than the plan's ``dcp``
+        (GLM5.2.md's 0.23.0 1M-context pair of DCP 8 beside its W4A8C8 pair of DCP 1, both with TP 8 × DP 4
+        prefillers)."""
         for said, layout, line, settings in self.roles:
-            if _other_deployment(settings, weights, method):
+            if _other_deployment(settings, weights, method) or (_setting(settings, DCP_SETTING) or 1) != dcp:
                 continue
             if said == role and layout == (tp, dp):
                 note = "; ".join(n for n in (self.note, f"the {role} role's settings are its command at :{line} "
@@ -392,8 +394,8 @@ def _read_page(empty: PageAdvice, name: str, source: TutorialSource, generalized
 
 def _role_commands(page: Mapping, tab: str, release: str, name: str) -> tuple:
     """(role, (tp, dp), line, settings) of the page's PD role commands on ``tab`` (its own first, then those written
-    for it and others; a role's first node's command of a shape), one per role, instance shape, weight format and
-    speculative method."""
+    for it and others; a role's first node's command of a shape), one per role, instance shape, weight format,
+    speculative method and decode context parallel size."""
     found: dict[tuple, tuple] = {}
     for command in on_tab(page, tab, (c for c in page.get("commands", ()) if c.get("pd_role"))):
         shape = [(command.get(k, {}).get(flag) or {}).get("value") for k in ("options", "launcher_options")
@@ -402,9 +404,10 @@ def _role_commands(page: Mapping, tab: str, release: str, name: str) -> tuple:
             continue  # a per-rank script's positional TP or DP ($7): its launch_online_dp.py command has the shape
         tp, dp, _ = _command_layout(command)
         settings = command_settings(command, release, name, page.get("checkpoints", ()))
-        key = (command["pd_role"], (tp, dp), _setting(settings, WEIGHTS_SETTING), _setting(settings, SPEC_METHOD_SETTING))
+        key = (command["pd_role"], (tp, dp), _setting(settings, WEIGHTS_SETTING), _setting(settings, SPEC_METHOD_SETTING),
+               _setting(settings, DCP_SETTING))
         found.setdefault(key, (command["line"], settings))
-    return tuple((role, layout, line, settings) for (role, layout, _, _), (line, settings) in found.items())
+    return tuple((role, layout, line, settings) for (role, layout, *_), (line, settings) in found.items())
 
 
 def _names_goal(scenario: str) -> bool:

@@ -36,7 +36,7 @@ def role_plans(result: Any, collect: Callable[[Any], None], catalog: Any) -> dic
     roles = {}
     for role in ROLES:
         mine = advice.for_role(role, result.request.tp, result.request.dp, result.request.weight_format,
-                               result.request.speculative_method)
+                               result.request.speculative_method, result.facts["parallel.dcp"])
         if not mine.role:
             continue
         role_plan = copy.copy(result)

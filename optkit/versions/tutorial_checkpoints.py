@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from optkit.versions.tutorial_commands import TextLine
+from optkit.versions.tutorial_commands import SEPARATOR, TextLine
 from optkit.versions.tutorial_tabs import families
 
 NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
@@ -111,3 +111,30 @@ def bullet_checkpoints(lines: list[TextLine]) -> list[dict]:
 
 
 __all__ = ["NUMBER_WORDS", "REQUIREMENT", "bullet_checkpoints", "in_weights", "requirements", "table_checkpoints"]
+
+
+_WEIGHT_WORD = re.compile(r"\bweights?\b", re.IGNORECASE)
+
+
+def stated_weights(command: dict, lines: list) -> dict | None:
+    """The weight format the page's prose states for a command whose model path it leaves to the reader (``$MODEL``,
+    ``<MODEL_PATH>``): the nearest line above it, in its section or an enclosing one and its tab or none, that speaks
+    of weights and names one format (GLM5.2.md in 0.23.0, :1263: "Recommended configurations for serving `GLM-5.2`
+    with a 1M context window on Atlas 800 A3 (64GB x 16) and quantized GLM-5.2(W4A8C8) weights", above its 1M
+    commands): ``{"quantization", "line"}``, or None where no such line is, or it names several formats."""
+    model = str(command.get("model") or "").strip("'\"")
+    if not model.startswith(("$", "<")):
+        return None
+    headings, tabs = tuple(command["heading"].split(SEPARATOR)) if command.get("heading") else (), tuple(command["tabs"])
+    for line in sorted(lines, key=lambda line: -line.number):
+        if line.number >= command["line"] or tuple(line.headings) != headings[:len(line.headings)] \
+                or tuple(line.tabs) != tabs[:len(line.tabs)] or not _WEIGHT_WORD.search(line.text):
+            continue
+        named = {q for pattern, q in _QUANTIZATIONS if re.search(pattern, line.text.lower())}
+        named -= {q for q in named for other in named if other != q and other.startswith(q)}  # w4a8c8 names w4a8 too
+        if len(named) == 1:
+            return {"quantization": named.pop(), "line": line.number}
+        if named:
+            return None
+    return None
+

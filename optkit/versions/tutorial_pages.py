@@ -27,7 +27,7 @@ from pathlib import Path
 
 from optkit.versions.tutorial_commands import SEPARATOR, Block, Command, TextLine, block_commands, command_tokens, options, walk
 from optkit.versions.tutorial_checkpoints import (NUMBER_WORDS, REQUIREMENT, bullet_checkpoints, in_weights,
-                                                  table_checkpoints)
+                                                  stated_weights, table_checkpoints)
 from optkit.versions.tutorial_hardware import statements
 from optkit.versions.tutorial_tabs import families
 
@@ -82,6 +82,9 @@ def read_page(path: str, text: str) -> dict:
     weights = [table for table in tables if _table_kind(table) == "weights"]
     checkpoints = sorted(table_checkpoints(weights) + bullet_checkpoints(lines), key=lambda c: c["line"])
     tabs = sorted({tab for item in items for tab in item.tabs})
+    for command in commands:  # a placeholder model path: the weights the prose above it states, where it does
+        if stated := stated_weights(command, lines):
+            command["stated_weights"] = stated
     return {"title": title, "kind": _kind(path, title, commands or unread), "checkpoints": checkpoints, "tabs": tabs,
             "tables": [_table_data(table) for table in tables], "commands": commands, "unread": unread,
             "hardware": statements(lines)}

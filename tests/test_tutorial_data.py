@@ -610,3 +610,31 @@ def test_the_prose_above_a_placeholder_path_states_its_weights():
     data = load("0.23.0").pages["models/GLM5.2.md"]
     assert next(c for c in data["commands"] if c["line"] == 1296)["stated_weights"] == \
         {"quantization": "w4a8c8", "line": 1263}
+
+
+def test_a_block_that_only_sets_variables_sets_them_for_its_sections_commands():
+    """Kimi-K3.md (0.30.0rc2 :139-166) sets TP_SIZE, DP_SIZE and the HCCL env once "on every node", then runs one
+    `vllm serve` per node reading them: before, their TP and DP read as unresolved variables and no run was
+    compared. A block of another section does not inherit them."""
+    text = '''\
+        ## Four nodes
+
+        ```shell
+        export TP_SIZE=16
+        export HCCL_BUFFSIZE=1024
+        ```
+
+        ```shell
+        vllm serve org/M --tensor-parallel-size $TP_SIZE
+        ```
+
+        ## Other
+
+        ```shell
+        vllm serve org/M --tensor-parallel-size $TP_SIZE
+        ```
+        '''
+    inherits, other = [c for c in page(text)["commands"] if c["launcher"] == "vllm serve"]
+    assert inherits["options"]["--tensor-parallel-size"]["value"] == "16"
+    assert inherits["env"] == {"HCCL_BUFFSIZE": {"value": "1024", "line": 5}, "TP_SIZE": {"value": "16", "line": 4}}
+    assert other["options"]["--tensor-parallel-size"]["value"] == "$TP_SIZE" and other["env"] == {}

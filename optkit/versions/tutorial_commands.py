@@ -187,11 +187,33 @@ def _dedent(lines: list[str], indent: int) -> list[str]:
     return [line[indent:] if line[:indent].strip() == "" else line.lstrip() for line in lines]
 
 
-def block_commands(block: Block, keep: tuple[str, ...] = ()) -> list[Command]:
-    """The ``vllm serve`` commands of one code block, with what the block exported before each."""
-    found: list[Command] = []
+def settings_only(block: Block) -> tuple[dict[str, str], dict[str, tuple[str, int]]] | None:
+    """(variables, exported env) of a block that only sets them (assignments, ``export``s, comments, blank lines:
+    Kimi-K3.md's "Set these variables on every node" block before its per-node ``vllm serve`` blocks, 0.30.0rc2
+    :139-166), else None."""
     variables: dict[str, str] = {}
     env: dict[str, tuple[str, int]] = {}
+    for index, raw in enumerate(block.lines):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = _ASSIGN.match(line)
+        if not match:
+            return None
+        value = _expand(_shell_word(match.group(3)), variables)
+        variables[match.group(2)] = value
+        if match.group(1):
+            env[match.group(2)] = (value, block.start + index)
+    return (variables, env) if variables else None
+
+
+def block_commands(block: Block, keep: tuple[str, ...] = (),
+                   inherited: tuple[dict[str, str], dict[str, tuple[str, int]]] | None = None) -> list[Command]:
+    """The ``vllm serve`` commands of one code block, with what the block exported before each (``inherited``:
+    what an earlier block of its section that only sets variables set, ``settings_only``)."""
+    found: list[Command] = []
+    variables: dict[str, str] = dict(inherited[0]) if inherited else {}
+    env: dict[str, tuple[str, int]] = dict(inherited[1]) if inherited else {}
     index = 0
     while index < len(block.lines):
         line = block.lines[index].strip()
@@ -410,5 +432,5 @@ def _int_option(words: list[str], flag: str) -> int | None:
     return None
 
 
-__all__ = ["JSON_FLAGS", "SEPARATOR", "Block", "Command", "TextLine", "bench_lengths", "block_commands", "command_tokens", "commands", "flatten",
-           "option_entries", "options", "walk"]
+__all__ = ["JSON_FLAGS", "SEPARATOR", "Block", "Command", "TextLine", "bench_lengths", "block_commands",
+           "command_tokens", "commands", "flatten", "option_entries", "options", "settings_only", "walk"]

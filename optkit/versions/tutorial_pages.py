@@ -25,7 +25,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from optkit.versions.tutorial_commands import SEPARATOR, Block, Command, TextLine, block_commands, command_tokens, options, walk
+from optkit.versions.tutorial_commands import (SEPARATOR, Block, Command, TextLine, block_commands, command_tokens,
+                                               options, settings_only, walk)
 from optkit.versions.tutorial_checkpoints import (NUMBER_WORDS, REQUIREMENT, bullet_checkpoints, in_weights,
                                                   stated_weights, table_checkpoints)
 from optkit.versions.tutorial_hardware import statements
@@ -159,11 +160,15 @@ def _commands(blocks: list[Block]) -> tuple[list[dict], list[dict]]:
                    for offset, raw in enumerate(block.lines) if _LAUNCHER.match(raw.strip()))
     commands: list[dict] = []
     unread: list[dict] = []
+    carried: list[tuple[Block, tuple]] = []  # blocks that only set variables, with what they set
     for block in blocks:
         if why := _unread_block(block):
             unread.append({"line": block.start - 1, "why": why})
             continue
-        read = {command.line: command for command in block_commands(block)}
+        if (settings := settings_only(block)) is not None:
+            carried.append((block, settings))
+            continue
+        read = {command.line: command for command in block_commands(block, inherited=_inherited(block, carried))}
         for offset, raw in enumerate(block.lines):
             line = raw.strip()
             number = block.start + offset
@@ -345,6 +350,15 @@ def _placeholders(command: Command) -> list[str]:
 
 
 # --------------------------------------------------------------------------- launch_online_dp.py
+
+
+def _inherited(block: Block, carried: list[tuple[Block, tuple]]) -> tuple | None:
+    """What the nearest earlier block that only sets variables, in ``block``'s own section (its headings, a prefix of
+    its tabs), set: a page that sets them once for the per-node commands after it."""
+    for earlier, settings in reversed(carried):
+        if earlier.headings == block.headings and earlier.tabs == block.tabs[:len(earlier.tabs)]:
+            return settings
+    return None
 
 
 def _launch_key(block: Block, offset: int) -> tuple[str | None, str | None]:

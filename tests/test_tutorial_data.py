@@ -638,3 +638,27 @@ def test_a_block_that_only_sets_variables_sets_them_for_its_sections_commands():
     assert inherits["options"]["--tensor-parallel-size"]["value"] == "16"
     assert inherits["env"] == {"HCCL_BUFFSIZE": {"value": "1024", "line": 5}, "TP_SIZE": {"value": "16", "line": 4}}
     assert other["options"]["--tensor-parallel-size"]["value"] == "$TP_SIZE" and other["env"] == {}
+
+
+def test_a_word_that_is_one_variable_splits_as_the_shell_splits_it():
+    """GLM5.2.md (0.30.0rc2 :575): `server_role_args="--api-server-count 16"` then `$server_role_args` in the
+    command: two words, a flag and its value (before: one flag named '--api-server-count 16')."""
+    command = only(page('''\
+        ```bash
+        server_role_args="--api-server-count 16"
+        vllm serve /w \\
+            $server_role_args \\
+            --port 8000
+        ```
+        '''), "vllm serve")
+    assert command["options"]["--api-server-count"]["value"] == "16" and command["problems"] == []
+
+
+def test_one_script_per_node_pairs_with_its_runs_set_by_set():
+    """GLM5.2.md (0.30.0rc2) writes decode node 0's and node 1's scripts (:588, :649) started by :708 and :715, and
+    its 1M section two more (:1383, :1446) started by :1510 and :1517: each set pairs with the runs after it (before,
+    the page's four decode runs did not count as the first set's two, and both its runs took :649)."""
+    data = load("0.30.0rc2").pages["models/GLM5.2.md"]
+    runs = {c["line"]: c["template_line"] for c in data["commands"] if c["launcher"] == "launch_online_dp.py"
+            and c["line"] in (708, 715, 1510, 1517)}
+    assert runs == {708: 588, 715: 649, 1510: 1383, 1517: 1446}

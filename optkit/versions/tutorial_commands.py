@@ -246,6 +246,14 @@ def _shell_word(text: str) -> str:
     return words[0] if words else ""
 
 
+def _words(token: str, variables: dict[str, str]) -> list[str]:
+    """A shell word after expansion: a word that is one variable alone (``$server_role_args``) splits at the
+    spaces of its value, as the shell splits an unquoted expansion (GLM5.2.md's ``server_role_args="--api-server-count
+    16"``, 0.30.0rc2 :575); any other word is one word."""
+    expanded = _expand(token, variables)
+    return expanded.split() if _VAR.fullmatch(token) and expanded != token else [expanded]
+
+
 def _expand(text: str, variables: dict[str, str]) -> str:
     return _VAR.sub(lambda m: variables.get(m.group(1), m.group(0)), text)
 
@@ -303,14 +311,15 @@ def _open_quote(text: str, quote: str) -> str:
 def _command(block: Block, number: int, tokens: list[str], variables: dict[str, str],
              env: dict[str, tuple[str, int]]) -> Command:
     tokens = _argv(tokens[tokens[0] == "exec":])
-    words = [_expand(t, variables) for t in tokens]
+    split = [(word, token) for token in tokens for word in _words(token, variables)]  # each word, its raw token
+    words = [word for word, _ in split]
     command = Command(block.where, number, words[2] if len(words) > 2 else "", env=env)
     span = block.lines[number - block.start:]
     read = {0, 1, 2}  # vllm serve MODEL
     for flag, value, index in options(words):
         _add_option(command, flag, value, number + _line_of(span, words[index].split("=", 1)[0]))
         read |= {index, index + 1} if value is not None and "=" not in words[index] else {index}
-    command.problems += [_stray(tokens[index], span, number) for index in sorted(set(range(len(words))) - read)]
+    command.problems += [_stray(split[index][1], span, number) for index in sorted(set(range(len(words))) - read)]
     return command
 
 

@@ -158,24 +158,31 @@ def _commands(blocks: list[Block]) -> tuple[list[dict], list[dict]]:
     a second command of one launcher under one name gets `` #2`` (as ``tutorial_commands.commands`` does)."""
     runs = Counter(_launch_key(block, offset) for block in blocks if not _unread_block(block)
                    for offset, raw in enumerate(block.lines) if _LAUNCHER.match(raw.strip()))
+    readable = [block for block in blocks if not _unread_block(block)]
+    carried: list[tuple[Block, tuple]] = []  # blocks that only set variables, with what they set
+    read_of: dict[int, dict[int, Command]] = {}
+    for block in readable:
+        if (settings := settings_only(block)) is not None:
+            carried.append((block, settings))
+            continue
+        read_of[block.start] = {c.line: c for c in block_commands(block, inherited=_inherited(block, carried))}
+    paired = _paired_runs(readable, read_of)
     commands: list[dict] = []
     unread: list[dict] = []
-    carried: list[tuple[Block, tuple]] = []  # blocks that only set variables, with what they set
     for block in blocks:
         if why := _unread_block(block):
             unread.append({"line": block.start - 1, "why": why})
             continue
-        if (settings := settings_only(block)) is not None:
-            carried.append((block, settings))
+        if block.start not in read_of:  # it only sets variables
             continue
-        read = {command.line: command for command in block_commands(block, inherited=_inherited(block, carried))}
+        read = read_of[block.start]
         for offset, raw in enumerate(block.lines):
             line = raw.strip()
             number = block.start + offset
             if number in read:
                 commands.append(_command_data(block, read[number], _comment_above(block, offset)))
             elif _LAUNCHER.match(line):
-                commands.append(_launcher(block, offset, commands, runs))
+                commands.append(_launcher(block, offset, commands, runs, paired.get(number)))
             elif why := _unread(block, line):
                 unread.append({"line": number, "why": why})
     seen: dict[tuple[str, str], int] = {}
@@ -352,6 +359,32 @@ def _placeholders(command: Command) -> list[str]:
 # --------------------------------------------------------------------------- launch_online_dp.py
 
 
+def _paired_runs(blocks: list[Block], read_of: dict[int, dict[int, Command]]) -> dict[int, int]:
+    """{launch line: template line} where a page writes one ``run_dp_template.sh`` per node and then as many
+    ``launch_online_dp.py`` runs of their PD role and family, in page order: the templates of a role and family
+    written since its last run, and the runs after them, pair in order when they count alike (GLM5.2.md in
+    0.30.0rc2: decode node 0's script, :588, and node 1's, :649, started by :708 and :715; its 1M section's two
+    more, :1383 and :1446, by :1510 and :1517)."""
+    sets: dict[tuple, list[tuple[list[int], list[int]]]] = {}
+    for block in blocks:
+        read = read_of.get(block.start, {})
+        for offset, raw in enumerate(block.lines):
+            number = block.start + offset
+            if number in read and any(value in _TEMPLATE_POSITIONS for value, _ in read[number].options.values()
+                                      if isinstance(value, str)):
+                context = _context(block, read[number], _comment_above(block, offset))
+                groups = sets.setdefault((context["pd_role"], context["hardware"]), [])
+                if not groups or groups[-1][1]:  # the first template after runs starts a new set
+                    groups.append(([], []))
+                groups[-1][0].append(number)
+            elif _LAUNCHER.match(raw.strip()):
+                groups = sets.setdefault(_launch_key(block, offset), [])
+                if groups:
+                    groups[-1][1].append(number)
+    return {run: template for groups in sets.values() for templates, runs in groups
+            if len(templates) > 1 and len(templates) == len(runs) for template, run in zip(templates, runs)}
+
+
 def _inherited(block: Block, carried: list[tuple[Block, tuple]]) -> tuple | None:
     """What the nearest earlier block that only sets variables, in ``block``'s own section (its headings, a prefix of
     its tabs), set: a page that sets them once for the per-node commands after it."""
@@ -369,7 +402,7 @@ def _launch_key(block: Block, offset: int) -> tuple[str | None, str | None]:
             _context(block, Command(block.where, number, ""), comment)["hardware"])
 
 
-def _launcher(block: Block, offset: int, earlier: list[dict], runs: Counter) -> dict:
+def _launcher(block: Block, offset: int, earlier: list[dict], runs: Counter, paired: int | None = None) -> dict:
     """A ``python launch_online_dp.py`` run as the command it starts on its first local DP rank (``runs``: the
     page's runs per ``_launch_key``, which pair with its templates in order where they count as many)."""
     number = block.start + offset
@@ -380,7 +413,8 @@ def _launcher(block: Block, offset: int, earlier: list[dict], runs: Counter) -> 
         args[flag] = {"value": value, "line": number + next((i for i, line in enumerate(span) if flag in line), 0)}
     comment = _comment_above(block, offset)
     role, hardware = _launch_key(block, offset)
-    template = _template(earlier, role, hardware, runs[(role, hardware)])
+    template = next((c for c in earlier if c["line"] == paired), None) if paired else None
+    template = template or _template(earlier, role, hardware, runs[(role, hardware)])
     command = Command(block.where, number, template["model"] if template else "")
     if template is None:
         command.problems.append(f"line {number}: launch_online_dp.py runs run_dp_template.sh, but no `vllm serve` "

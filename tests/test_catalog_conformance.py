@@ -314,10 +314,10 @@ def test_a_pd_prefiller_of_its_own_pipeline_and_its_decoders_are_compared():
 def test_a_pd_pair_of_two_shapes_sizes_dcp_per_role():
     """GLM5.2.md's A3 PD (0.30.0rc2): TP 16 prefillers with DCP 16 (:1496), TP 8 decoders with DCP 8 (:1510). Each
     role command's own DCP is its role's, its partner's the page's command of that role and shape; before, a request
-    had one --dcp for both roles and neither was compared. The prefillers are explained; the decoders are refused
-    as one tree for two shapes whose plans select different source patches (optkit.resolve.role_plans)."""
+    had one --dcp for both roles and neither was compared. Both roles are explained (the pair serves the W8A8C8
+    weights its section states, :1129)."""
     rows = {r.command["line"]: r for r in cc.release_rows("0.30.0rc2") if r.page == "models/GLM5.2.md"
             and r.command["line"] in (1496, 1510)}
     assert [(rows[line].request["dcp"], rows[line].request["prefill_dcp"]) for line in (1496, 1510)] == [(8, 16)] * 2
-    assert rows[1496].outcome == "explained"
-    assert rows[1510].outcome == "not comparable" and "selects source patches the other does not" in rows[1510].reason
+    assert [rows[line].request["quantization"] for line in (1496, 1510)] == ["w8a8c8"] * 2
+    assert rows[1496].outcome == rows[1510].outcome == "explained"

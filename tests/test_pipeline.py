@@ -116,8 +116,6 @@ def test_the_pd_bundle_of_a_prefill_pipeline_passes_its_check(workspace, tmp_pat
 
 def test_a_pd_prefiller_sizes_its_own_dcp(workspace):
     """GLM5.2.md's A3 pair (0.30.0rc2): DCP 16 on the TP 16 prefillers (:1496), 8 on the TP 8 decoders (:1510)."""
-    from optkit.resolve.pd import pd_layout  # noqa: F401 - the PD layout is what the roles' plans are placed on
-
     result = plan(Request(model="glm-5.2", target="910c", quantization="w8a8", vllm_ascend_version="0.30.0rc2",
                           pd="1:1", tp=8, dp=4, dcp=8, prefill_tp=16, prefill_dp=2, prefill_dcp=16,
                           max_model_len=131072, enforce_eager=True), workspace)

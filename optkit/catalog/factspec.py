@@ -99,7 +99,8 @@ _SPECS = [
     # runtime
     _f("runtime.dtype", "str", "Serving dtype.", ("bfloat16", "float16", "float32")),
     _f("runtime.quantization", "str", "Weight format served (bf16, or a quantization served with --quantization "
-       "ascend; optkit.resolve.quantization).", QUANTIZATION_CHOICES, flag="--quantization"),
+       "as runtime.quantization_method says; optkit.resolve.quantization).", QUANTIZATION_CHOICES,
+       flag="--quantization"),
     _f("runtime.quantized", "bool", "Weights are quantized (any format but bf16).", flag="--quantization"),
     _f("runtime.quantization_method", "str", "What --quantization loads the weights with: 'ascend' (msModelSlim), "
        "'mxfp8' (a ModelOpt MXFP8 checkpoint whose page says so, Checkpoint.method); '' for bf16.",

@@ -106,6 +106,46 @@ def test_mkdocs_tabs_give_the_hardware_and_where():
     assert data["tabs"] == ["A3 series", "Atlas 300I DUO"]
 
 
+def test_the_list_item_a_block_is_nested_in_titles_it():
+    """DeepSeek-V3.1.md 0.30.0rc2 :496-793: a numbered item names A3 once, above four per-node tabs; its later
+    blocks are A3 too, not placed by the section's last statement (a 950DT requirement above the item)."""
+    data = page('''\
+        ## 5.3 Multi-Node PD Separation Deployment
+
+        - `V3 2P1D` require 4 Atlas 800 A3 (64GB × 16).
+        - `V3 2P1D` require 8 950DT Products (96GB × 8).
+
+        1. `run_dp_template.sh` script(A3)
+
+            === "Node 0(Prefill)"
+
+                ```shell
+                vllm serve /w --port $2
+                ```
+
+            === "Node 1(Prefill)"
+
+                ```shell
+                vllm serve /w --port $2
+                ```
+
+        2. `run_dp_template.sh` script(950DT Products)
+
+            === "Prefill Node"
+
+                ```shell
+                vllm serve /w --port $2
+                ```
+
+        Not in a list item:
+
+        ```shell
+        vllm serve /w --port $2
+        ```
+        ''')
+    assert [c["hardware"] for c in data["commands"]] == ["A3", "A3", "A5", "A5"]
+
+
 def test_myst_tabs_give_the_hardware():
     data = page('''\
         ## Online Serving

@@ -250,13 +250,13 @@ generation``, ``| Low Latency | 2 (A3) |``) are no statement about the command."
 
 def _context(block: Block, command: Command, comment: str) -> dict:
     """Hardware, scenario, deployment, nodes, rank and PD role, nearest first: the command's comment, the
-    block's tabs and the short lines just before it; for hardware also its section's lines stating the
+    block's tabs, the short lines just before it and the list item it is nested in; for hardware also its section's lines stating the
     hardware or what it requires, the headings and the block's comments; the command's own flags and, where no
     text names a family, its environment (``_env_family``)."""
     comments = [line.strip() for line in block.lines[:command.line - block.start] if line.strip().startswith("#")]
     titles = [line for line in reversed(block.lead) if len(line) <= _TITLE and not re.match(r"[|>]|[-*] |!!!", line)]
     stated = [line for line in reversed(block.section) if _STATES_HARDWARE.search(line) or REQUIREMENT.search(line)]
-    near = [comment, *reversed(block.tabs), *titles]
+    near = [comment, *reversed(block.tabs), *titles, *([block.item][:len(block.item) <= _TITLE])]
     named = next((found for text in [*near, *stated, *reversed(block.headings), *reversed(comments)]
                   if (found := families(text))), None) or _env_family(command)
     scenario = next((m.group(0) for text in [*near, *reversed(block.headings)] if (m := _SCENARIO.search(text))), None)

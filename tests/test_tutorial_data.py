@@ -146,6 +146,23 @@ def test_the_list_item_a_block_is_nested_in_titles_it():
     assert [c["hardware"] for c in data["commands"]] == ["A3", "A3", "A5", "A5"]
 
 
+def test_a_line_denying_hardware_places_no_command_on_it():
+    """Qwen3.5-27B-Qwen3.6-27B.md 0.30.0rc2 :466: "not supported on Atlas 300I DUO" above the A3 PD scripts."""
+    data = page('''\
+        ## 5.3 Multi-Node PD Separation Deployment
+
+        !!! note
+            Multi-node PD separation deployment is **not supported** on Atlas 300I DUO.
+
+        A typical 1P1D configuration requires **2 Atlas 800 A3 (64GB × 16) nodes**.
+
+        ```shell
+        vllm serve /w --port $2
+        ```
+        ''')
+    assert only(data)["hardware"] == "A3"
+
+
 def test_myst_tabs_give_the_hardware():
     data = page('''\
         ## Online Serving

@@ -241,6 +241,10 @@ _STATES_HARDWARE = re.compile(r"\bhardware\b|\brequires?\b|\brecommended for\b|\
 """A section line stating the hardware its commands run on (``**Hardware**: 3 × Atlas 800 A3``, ``It is
 recommended for the W8A8 model on 2 Atlas 800 A2 (64GB x 8) nodes``), as does any sized product
 (``1 Atlas 800 A3 (64GB × 16) node``)."""
+_DENIES = re.compile(r"\bnot (?:be )?supported\b|\bunsupported\b|\bdo(?:es)? not support\b|\bnot available\b",
+                     re.IGNORECASE)
+"""A line saying what hardware a deployment does *not* run on (``Multi-node PD separation deployment is **not
+supported** on Atlas 300I DUO.``, Qwen3.5-27B-Qwen3.6-27B.md 0.30.0rc2 :466) places no command on it."""
 _TITLE = 120
 """A lead line this short titles the block (``**Low Latency Configuration:**``); a longer one is prose
 (``Suitable for pure text dialogue, mathematical reasoning, and long-context scenarios. …``), and so are
@@ -254,8 +258,10 @@ def _context(block: Block, command: Command, comment: str) -> dict:
     hardware or what it requires, the headings and the block's comments; the command's own flags and, where no
     text names a family, its environment (``_env_family``)."""
     comments = [line.strip() for line in block.lines[:command.line - block.start] if line.strip().startswith("#")]
-    titles = [line for line in reversed(block.lead) if len(line) <= _TITLE and not re.match(r"[|>]|[-*] |!!!", line)]
-    stated = [line for line in reversed(block.section) if _STATES_HARDWARE.search(line) or REQUIREMENT.search(line)]
+    titles = [line for line in reversed(block.lead) if len(line) <= _TITLE and not re.match(r"[|>]|[-*] |!!!", line)
+              and not _DENIES.search(line)]
+    stated = [line for line in reversed(block.section) if (_STATES_HARDWARE.search(line) or REQUIREMENT.search(line))
+              and not _DENIES.search(line)]
     near = [comment, *reversed(block.tabs), *titles, *([block.item][:len(block.item) <= _TITLE])]
     named = next((found for text in [*near, *stated, *reversed(block.headings), *reversed(comments)]
                   if (found := families(text))), None) or _env_family(command)

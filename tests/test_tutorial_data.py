@@ -719,3 +719,14 @@ def test_one_script_per_node_pairs_with_its_runs_set_by_set():
     runs = {c["line"]: c["template_line"] for c in data["commands"] if c["launcher"] == "launch_online_dp.py"
             and c["line"] in (708, 715, 1510, 1517)}
     assert runs == {708: 588, 715: 649, 1510: 1383, 1517: 1446}
+
+
+def test_a_node_that_runs_its_script_itself_uses_up_its_script():
+    """GLM5.2.md (0.30.0rc2) runs its first prefill scripts (:463, :526) with ``bash run_dp_template.sh`` (:695,
+    :701): its 1M section's prefill scripts (:1256, :1320) are a set of their own, started by :1496 and :1503
+    (before, the four prefill scripts were one set of four for two runs, and both runs took :1320)."""
+    data = load("0.30.0rc2").pages["models/GLM5.2.md"]
+    runs = {c["line"]: c["template_line"] for c in data["commands"] if c["launcher"] == "launch_online_dp.py"
+            and c["line"] in (1496, 1503)}
+    assert runs == {1496: 1256, 1503: 1320}
+    assert not [c for c in data["commands"] if c["line"] in (695, 701)]  # a script run is no command of its own

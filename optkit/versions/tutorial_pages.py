@@ -43,6 +43,9 @@ _NODES = re.compile(r"\b(\d+|" + "|".join(NUMBER_WORDS) + r")[- ]?nodes?\b", re.
 _NODE_RANK = re.compile(r"\bnode[ _-]?(\d+)\b", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"<[A-Za-z_][^<>]*>|\$\{[^{}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|\$\d|\{[A-Za-z_][A-Za-z0-9_]*\}")
 _LAUNCHER = re.compile(r"^python3?\s+(\S*/)?launch_online_dp\.py\b")
+_SCRIPT_RUN = re.compile(r"^(?:(?:ba)?sh\s+|\./)(\S*/)?run_dp_template\.sh\s*$")
+"""``bash run_dp_template.sh``: a node runs its script itself, with no launcher (GLM5.2.md 0.30.0rc2 :695): the
+script is started, and starts no command beyond the script's own ``vllm serve``."""
 _LAUNCHER_ARGS = ("--dp-size", "--tp-size", "--dp-size-local", "--dp-rank-start", "--dp-address", "--dp-rpc-port",
                   "--vllm-start-port", "--pp-size")
 _TEMPLATE_POSITIONS = {"$2": "--vllm-start-port", "$3": "--dp-size", "$4": "--dp-rank-start", "$5": "--dp-address",
@@ -370,7 +373,8 @@ def _paired_runs(blocks: list[Block], read_of: dict[int, dict[int, Command]]) ->
     ``launch_online_dp.py`` runs of their PD role and family, in page order: the templates of a role and family
     written since its last run, and the runs after them, pair in order when they count alike (GLM5.2.md in
     0.30.0rc2: decode node 0's script, :588, and node 1's, :649, started by :708 and :715; its 1M section's two
-    more, :1383 and :1446, by :1510 and :1517)."""
+    more, :1383 and :1446, by :1510 and :1517). A node that runs its script itself (``_SCRIPT_RUN``) counts as a run:
+    GLM5.2.md's first prefill scripts, :463 and :526, run by :695 and :701, are no part of the 1M section's set."""
     sets: dict[tuple, list[tuple[list[int], list[int]]]] = {}
     for block in blocks:
         read = read_of.get(block.start, {})
@@ -383,7 +387,7 @@ def _paired_runs(blocks: list[Block], read_of: dict[int, dict[int, Command]]) ->
                 if not groups or groups[-1][1]:  # the first template after runs starts a new set
                     groups.append(([], []))
                 groups[-1][0].append(number)
-            elif _LAUNCHER.match(raw.strip()):
+            elif _LAUNCHER.match(raw.strip()) or _SCRIPT_RUN.match(raw.strip()):
                 groups = sets.setdefault(_launch_key(block, offset), [])
                 if groups:
                     groups[-1][1].append(number)

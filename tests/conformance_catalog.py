@@ -257,9 +257,48 @@ def _command(command: dict) -> Command:
 
     return Command(
         where=command["where"], line=command["line"], model=command.get("model") or "",
-        options={k: (plain(v["value"]), v["line"]) for k, v in command.get("options", {}).items()},
+        options=_p2p_unwrapped({k: (plain(v["value"]), v["line"]) for k, v in command.get("options", {}).items()}),
         env={k: (v["value"], v["line"]) for k, v in command.get("env", {}).items()},
         problems=list(command.get("problems", ())))
+
+
+_KV = "--kv-transfer-config."
+
+
+def _p2p_unwrapped(options: dict) -> dict:
+    """A command's flags with a MultiConnector's P2P connector in its place: the entry of its ``connectors`` that
+    names a P2P connector optkit writes (optkit.versions.pd PAGE_CONNECTORS) is compared, key by key, with optkit's
+    connector, and the list keeps the other entries (the KV pool's AscendStoreConnector, which optkit does not
+    deploy: tests/conformance/catalog.yaml explains it per page). Before, the wrapper's name and the whole list were
+    two differences, and the P2P connector's shapes, port and engine keys inside it were never compared."""
+    from optkit.versions.pd import PAGE_CONNECTORS
+
+    connectors = options.get(_KV + "kv_connector_extra_config.connectors")
+    if options.get(_KV + "kv_connector", (None,))[0] != "MultiConnector" or connectors is None \
+            or not isinstance(connectors[0], (list, tuple)):
+        return options
+    entries, line = connectors
+    p2p = next((e for e in entries if isinstance(e, Mapping) and e.get("kv_connector") in PAGE_CONNECTORS), None)
+    if p2p is None:
+        return options
+    unwrapped = {k: v for k, v in options.items() if k != _KV + "kv_connector"}
+    others = [e for e in entries if e is not p2p]
+    if others:
+        unwrapped[_KV + "kv_connector_extra_config.connectors"] = (others, line)
+    else:
+        del unwrapped[_KV + "kv_connector_extra_config.connectors"]
+
+    def put(prefix: str, value) -> None:
+        if isinstance(value, Mapping):
+            for key, inner in value.items():
+                put(f"{prefix}.{key}", inner)
+        else:
+            unwrapped.setdefault(prefix, (value, line))  # the wrapper's own keys (its kv_role) stand
+
+    for key, value in p2p.items():
+        put(_KV + key, value)
+    unwrapped[_KV + "kv_connector"] = (p2p["kv_connector"], line)
+    return unwrapped
 
 
 def _placeholder(value: Any) -> bool:
@@ -436,8 +475,16 @@ def _matches(entry: dict, d: cs.Difference, command: dict) -> bool:
         return False
     if "command_option" in entry and entry["command_option"] not in command.get("options", {}):
         return False
-    connector = command.get("options", {}).get("--kv-transfer-config.kv_connector", {}).get("value")
-    return "pd_connector" not in entry or entry["pd_connector"] == connector
+    return "pd_connector" not in entry or entry["pd_connector"] in _connectors(command)
+
+
+def _connectors(command: dict) -> set:
+    """The KV connectors a command names: its own and, for a MultiConnector, the P2P one inside it
+    (``_p2p_unwrapped``): a class of one connector holds for a pool that wraps it (GLM5.3.md's §5.3)."""
+    options = command.get("options", {})
+    named = {options.get(_KV + "kv_connector", {}).get("value")}
+    unwrapped = _p2p_unwrapped({k: (v["value"], v["line"]) for k, v in options.items()})
+    return named | {unwrapped.get(_KV + "kv_connector", (None,))[0]}
 
 
 def compare_command(release: str, page: str, page_data: dict, command: dict, models, workspace,

@@ -287,15 +287,16 @@ def compare(release: str, tutorial: str, command: Command, entry: dict, plan, la
 
 
 def _default(entry: dict, vllm: str, quantized: bool) -> Any:
-    """A ``defaults:`` value: one for every vLLM, or the one of the paired vLLM's range (``by_vllm``);
-    none for unquantized weights where it holds for quantized ones only (``quantized_only``)."""
+    """A ``defaults:`` value: one for every vLLM, or the one of the paired vLLM's range (``by_vllm``, none outside
+    every range: a default not proved there); none for unquantized weights where it holds for quantized ones only
+    (``quantized_only``)."""
     if entry.get("quantized_only") and not quantized:
         return ABSENT
     if "value" in entry:
         return entry["value"]
     from packaging.specifiers import SpecifierSet
 
-    return next(d["value"] for d in entry["by_vllm"] if SpecifierSet(d["versions"]).contains(vllm))
+    return next((d["value"] for d in entry["by_vllm"] if SpecifierSet(d["versions"]).contains(vllm)), ABSENT)
 
 
 def _same(a: Any, b: Any) -> bool:

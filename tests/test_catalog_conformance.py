@@ -321,3 +321,28 @@ def test_a_pd_pair_of_two_shapes_sizes_dcp_per_role():
     assert [(rows[line].request["dcp"], rows[line].request["prefill_dcp"]) for line in (1496, 1510)] == [(8, 16)] * 2
     assert [rows[line].request["quantization"] for line in (1496, 1510)] == ["w8a8c8"] * 2
     assert rows[1496].outcome == rows[1510].outcome == "explained"
+
+
+def test_a_kv_pool_is_compared_through_its_p2p_connector():
+    """MiniMax-M3.md (0.30.0rc2) §5.4's KV-pool scripts run a MultiConnector of MooncakeConnectorV1 and an
+    AscendStoreConnector, started by §5.3's runs (:1069 "Reuse Section 5.3 launch_online_dp.py"). The P2P entry is
+    compared key by key with optkit's connector (its shapes, port, engine and buffer device agree); the pool entry is
+    the one connector difference, explained by the catalog's KV-pool class."""
+    rows = [r for r in cc.release_rows("0.30.0rc2") if r.page == "models/MiniMax-M3.md"]
+    script = next(r for r in rows if r.command["line"] == 1104)
+    assert script.outcome == "explained" and script.reason.endswith("(:699)")
+    run = next(r for r in rows if r.command["line"] == 699 and r.command.get("template_line") == 1104)
+    plain = next(r for r in rows if r.command["line"] == 699 and r.command.get("template_line") == 591)
+
+    def connector(row) -> dict:
+        return {d.key: d for d in row.differences if d.key.startswith("--kv-transfer-config.")}
+
+    pool = set(connector(run)) - set(connector(plain))  # what the pool adds to §5.3's own pair
+    assert pool == {"--kv-transfer-config.kv_connector_extra_config.connectors"}
+    key = pool.pop()
+    assert [e["kv_connector"] for e in connector(run)[key].tutorial_value] == ["AscendStoreConnector"]
+    options = {k: (v["value"], v["line"]) for k, v in run.command["options"].items()}
+    unwrapped = cc._p2p_unwrapped(options)
+    assert unwrapped["--kv-transfer-config.kv_connector"][0] == "MooncakeConnectorV1"
+    assert unwrapped["--kv-transfer-config.kv_connector_extra_config.prefill.pp_size"][0] == 2
+    assert cc._p2p_unwrapped({"--x": ("1", 3)}) == {"--x": ("1", 3)}  # no MultiConnector: as written

@@ -570,7 +570,7 @@ def test_extract_summary_prints_the_committed_counts():
     result = CliRunner().invoke(cli, ["tutorials", "extract", "--summary"])
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if line.startswith("| 0.30.0rc2 |"))
-    assert row.startswith("| 0.30.0rc2 | 60 | 54 | 44 | 28 | 363 | 266 | 249 | 97 |")
+    assert row.startswith("| 0.30.0rc2 | 60 | 54 | 44 | 28 | 369 | 266 | 249 | 103 |")
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -730,3 +730,50 @@ def test_a_node_that_runs_its_script_itself_uses_up_its_script():
             and c["line"] in (1496, 1503)}
     assert runs == {1496: 1256, 1503: 1320}
     assert not [c for c in data["commands"] if c["line"] in (695, 701)]  # a script run is no command of its own
+
+
+def test_a_run_after_alternative_tabs_starts_each_tabs_script():
+    """DeepSeek-V4-Flash.md (0.30.0rc2) writes its A3 PD scripts twice, in an "A3 series" tab (MTP) and an "A3
+    series with dspark" tab, and then one prefill and one decode run for both: each run starts the script in its
+    place in each tab, one command per script (before, the MTP tab's scripts :524 and :594 were started by none)."""
+    data = load("0.30.0rc2").pages["models/DeepSeek-V4-Flash.md"]
+    runs = sorted((c["line"], c["template_line"], c.get("alternative")) for c in data["commands"]
+                  if c["launcher"] == "launch_online_dp.py" and c["line"] in (809, 816))
+    assert runs == [(809, 524, "a tab alternative of :677"), (809, 677, None),
+                    (816, 594, "a tab alternative of :747"), (816, 747, None)]
+
+
+def test_per_node_tabs_are_no_alternatives():
+    """Tabs naming nodes ("Prefiller node 1", "Decoder node 2") hold one script per node, not alternatives."""
+    data = page('''\
+        ## Deploy
+
+        === "Prefiller node 1"
+
+            ```shell
+            vllm serve /w --port $2 --data-parallel-size $3 --tensor-parallel-size $7
+            ```
+
+        === "Prefiller node 2"
+
+            ```shell
+            vllm serve /w --port $2 --data-parallel-size $3 --tensor-parallel-size $7
+            ```
+
+        ```shell
+        python launch_online_dp.py --dp-size 2 --tp-size 8 --dp-size-local 1 --dp-rank-start 0 --dp-address a
+        ```
+        ''')
+    assert [c["template_line"] for c in data["commands"] if c["launcher"] == "launch_online_dp.py"] == [12]  # the last script; :6 is no alternative
+
+
+def test_a_section_reusing_anothers_runs_is_started_by_them():
+    """MiniMax-M3.md (0.30.0rc2) §5.4.3: "Reuse Section 5.3 `launch_online_dp.py`" (:1069) above its KV-pool scripts:
+    §5.3's runs of each role and family start them too; a statement in another tab (:1243, A3) places no 950 script."""
+    data = load("0.30.0rc2").pages["models/MiniMax-M3.md"]
+    runs = {(c["line"], c["template_line"]): c.get("alternative") for c in data["commands"]
+            if c["launcher"] == "launch_online_dp.py"}
+    assert runs == {(699, 591): None, (699, 1104): "Section 5.3's run, as :1069 says",
+                    (711, 656): None, (711, 1189): "Section 5.3's run, as :1069 says",
+                    (875, 768): None, (875, 1277): "Section 5.3's run, as :1069 says",
+                    (887, 831): None, (887, 1364): "Section 5.3's run, as :1069 says"}

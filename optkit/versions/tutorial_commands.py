@@ -75,6 +75,8 @@ class Block:
     """the fence's info string: ``bash``, ``shell``, ``python``, ``{code-block} bash``."""
     section: tuple[str, ...] = ()
     """the text lines (stripped, non-empty) between the last heading and this block."""
+    numbers: tuple[str, ...] = ()
+    """the section numbers of its headings as written (``5.3``), '' for an unnumbered one, outermost first."""
     item: str = ""
     """the innermost list item the block is indented under (``1. `run_dp_template.sh` script(A3)``), stripped,
     or '': it titles every block nested in it, not only the first (DeepSeek-V3.1.md 0.30.0rc2 :496-793)."""
@@ -123,13 +125,14 @@ def walk(lines: list[str]) -> list[Block | TextLine]:
     lead: list[str] = []
     section: list[str] = []
     items_open: list[tuple[int, str]] = []  # (indent, text) of the list items a later line may nest in
+    numbers: list[tuple[int, str]] = []  # (level, section number) beside ``headings``
     for number, line in enumerate(lines, 1):
         if fence is not None:
             match = _FENCE.match(line)
             if match and len(match.group(2)) >= len(fence[0]) and not match.group(3).strip():
                 items.append(Block(fence[2], _dedent(fence[3], fence[1]), _where(headings, tabs),
                                    tuple(name for _, name in headings), _names(tabs), tuple(lead), fence[4],
-                                   tuple(section), _enclosing(items_open, fence[1])))
+                                   tuple(section), tuple(n for _, n in numbers), _enclosing(items_open, fence[1])))
                 fence, lead = None, []
             else:
                 fence[3].append(line)
@@ -141,8 +144,10 @@ def walk(lines: list[str]) -> list[Block | TextLine]:
             continue
         headings, tabs = _structure(line, headings, tabs)
         items_open = _list_items(items_open, line)
-        if _HEADING.match(line):
+        if heading := _HEADING.match(line):
             lead, section, items_open = [], [], []
+            numbered, level = _NUMBER.match(heading.group(2)), len(heading.group(1))
+            numbers = [*(n for n in numbers if n[0] < level), (level, numbered.group(1).rstrip(".") if numbered else "")]
         elif line.strip() and not any(p.match(line) for p in (_MKDOCS_TAB, _MYST_OPEN, _MYST_CLOSE, _MYST_OPTION)):
             lead.append(line.strip())
             section.append(line.strip())

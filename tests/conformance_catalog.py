@@ -398,10 +398,11 @@ def _unread_by_release(d: cs.Difference) -> str:
                                      f"{found[1].unknown_keys}): optkit leaves it out")
 
 
-def _decoder_step(command: dict) -> tuple[int, int, int]:
+def _decoder_step(command: dict, colocated: bool = False) -> tuple[int, int, int]:
     """A PD decoder command's (max-num-seqs, full decode step max-num-seqs × (1 + k), --max-num-batched-tokens);
-    zeros where it does not say (or is no decoder)."""
-    if command.get("pd_role") != "decode":
+    with ``colocated``, a server that prefills and decodes alike too (no PD role); zeros where it does not say (or
+    is no decoder)."""
+    if command.get("pd_role") != "decode" and (not colocated or command.get("pd_role") is not None):
         return 0, 0, 0
     options = {k: v.get("value") for k, v in command.get("options", {}).items()}
     seqs = _int(options.get("--max-num-seqs"), 0)
@@ -427,11 +428,13 @@ def _short_decode_step(d: cs.Difference, command: dict) -> str:
 
 
 def _captures_full_step(d: cs.Difference, command: dict) -> str:
-    """A PD decoder whose page captures graphs only up to a size below its full decode step, max-num-seqs × (1 + k)
-    (its step capped below that too, or not: GLM5.2.md's 0.23.0 A2 decoder steps 768 tokens and captures up to
-    384), where optkit's capture ladder reaches the full step: the capture recipes' effective_when (the page's list
+    """A PD decoder, or a server without a PD role, whose page captures graphs only up to a size below its full
+    decode step, max-num-seqs × (1 + k) (its step capped below that too, or not: GLM5.2.md's 0.23.0 A2 decoder steps
+    768 tokens and captures up to 384; Qwen-VL-Dense.md's 0.30.0rc2 server runs 128 sequences and captures up to
+    32), where optkit's capture ladder reaches the full step: the capture recipes' effective_when (the page's list
     stops short of the load's decode step); '' otherwise."""
-    _, step, budget = _decoder_step(command)
+    _, step, budget = _decoder_step(command, colocated=True)
+    who = "decoder" if command.get("pd_role") == "decode" else "server"
     if d.key != "--compilation-config.cudagraph_capture_sizes" or not str(d.source).startswith("cudagraph-capture-sizes-"):
         return ""
     page = [n for n in d.tutorial_value or () if isinstance(n, int)] if isinstance(d.tutorial_value, list) else []
@@ -439,7 +442,7 @@ def _captures_full_step(d: cs.Difference, command: dict) -> str:
     if not (page and mine and max(page) < max(mine) <= step):
         return ""
     capped = f"caps its step at {budget} tokens and " if 0 < budget < step else ""
-    return (f"the page's decoder {capped}captures graphs up to {max(page)} rows; optkit keeps the full step, {step} "
+    return (f"the page's {who} {capped}captures graphs up to {max(page)} rows; optkit keeps the full step, {step} "
             f"rows (max-num-seqs × (1 + k)), and captures up to {max(mine)}: where a page's list stops short of the "
             "load's largest decode step, the capture recipes' sizes apply (their effective_when, "
             "page.command_capture_sizes_max). Neither list is measured")
@@ -499,6 +502,7 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
     def row(outcome: str, reason: str = "", **extra) -> Row:
         return Row(release, page, command, outcome, reason, tab=hardware, **extra)
 
+    command = on_one_device(command)
     if command.get("launcher") not in ("vllm serve", "launch_online_dp.py"):
         return row("not comparable", f"launched by {command.get('launcher')} (a wrapper optkit does not emit)")
     role = command.get("pd_role")
@@ -540,6 +544,19 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
     outcome = "reproduced" if not differences else "unexplained" if unexplained else "explained"
     return row(outcome, request=request, differences=differences, unexplained=unexplained, siblings=siblings,
                spanned=spanned)
+
+
+def on_one_device(command: dict) -> dict:
+    """A script whose TP and DP are positional arguments no run passes, where its section says the server runs on
+    one NPU (the extraction's ``devices: 1``: Qwen-VL-Dense.md's "start the vLLM server on single-NPU", 0.30.0rc2
+    :199): TP × DP is 1, so both are 1, filled in as the page's statement gives them; any other command as it is."""
+    options = command.get("options", {})
+    flags = ("--tensor-parallel-size", "--data-parallel-size")
+    if command.get("devices") != 1 or not any(re.fullmatch(r"\$\d", str((options.get(f) or {}).get("value", "")))
+                                              for f in flags):
+        return command
+    filled = {f: {**options[f], "value": "1"} for f in flags if f in options}
+    return {**command, "options": {**options, **filled}}
 
 
 def partner_shape(command: dict, role: str, own: tuple[int, int]) -> dict:

@@ -187,11 +187,25 @@ def test_a_pd_roles_command_is_compared_with_that_roles_launch():
 
 def test_a_command_whose_layout_is_a_scripts_argument_is_not_compared():
     """Per-rank scripts write --tensor-parallel-size $7: the layout is what launch_online_dp.py passes, so the
-    script is not planned with TP 1 (the launch_online_dp.py command is compared)."""
-    rows = [r for r in cc.release_rows("0.30.0rc2") if "positional argument ($N)" in r.reason]
-    assert rows and all(r.outcome == "not comparable" for r in rows)
-    assert all(any(cc._placeholder(r.command["options"].get(flag, {}).get("value"))
-                   for flag in ("--tensor-parallel-size", "--data-parallel-size")) for r in rows)
+    script is not planned with TP 1 (the launch_online_dp.py command is compared), unless its section says the
+    server runs on one NPU (Qwen-VL-Dense.md 0.30.0rc2 :199, "on single-NPU": TP × DP is 1, both filled in)."""
+    from optkit.versions.tutorial_data import load
+
+    command = next(c for c in load("0.30.0rc2").pages["models/Qwen-VL-Dense.md"]["commands"] if c["line"] == 235)
+    assert command["devices"] == 1
+    filled = cc.on_one_device(command)["options"]
+    assert filled["--tensor-parallel-size"]["value"] == filled["--data-parallel-size"]["value"] == "1"
+    unstated = {k: v for k, v in command.items() if k != "devices"}
+    assert cc.on_one_device(unstated) is unstated
+    profile, _ = cc.profile_for("models/Qwen-VL-Dense.md", unstated, cc._models())
+    with pytest.raises(cc.NotComparable, match=r"positional argument \(\$N\)"):
+        cc.request_for("0.30.0rc2", "models/Qwen-VL-Dense.md", unstated, profile, "910c", "bf16")
+    rows = [r for r in cc.release_rows("0.30.0rc2") if r.page == "models/Qwen-VL-Dense.md"]
+    assert rows and all(r.outcome == "explained" for r in rows)
+    row = next(r for r in rows if r.tab == "A3")  # 128 sequences, graphs captured up to 32 rows: the full step kept
+    capture = next(d for d in row.differences if d.key == "--compilation-config.cudagraph_capture_sizes")
+    assert cc.explained_by(capture, row.siblings, row.command).startswith(
+        "the page's server captures graphs up to 32 rows; optkit keeps the full step, 128 rows")
 
 
 def test_a_script_takes_the_outcome_of_the_runs_that_start_it():

@@ -62,9 +62,10 @@ generation``, ``| Low Latency | 2 (A3) |``) are no statement about the command."
 
 def context(block: Block, command: Command, comment: str) -> dict:
     """Hardware, scenario, deployment, nodes, rank and PD role, nearest first: the command's comment, the
-    block's tabs, the short lines just before it and the list item it is nested in; for hardware also its section's lines stating the
-    hardware or what it requires, the headings and the block's comments; the command's own flags and, where no
-    text names a family, its environment (``_env_family``)."""
+    block's tabs, the short lines just before it and the list item it is nested in; for hardware also its
+    section's lines stating the hardware or what it requires, the headings and the block's comments; the
+    command's own flags and, where no text names a family, its environment (``_env_family``); ``devices`` where
+    the section says the server runs on one NPU (``_ON_DEVICES``)."""
     comments = [line.strip() for line in block.lines[:command.line - block.start] if line.strip().startswith("#")]
     titles = [line for line in reversed(block.lead) if len(line) <= _TITLE and not re.match(r"[|>]|[-*] |!!!", line)
               and not _DENIES.search(line)]
@@ -76,8 +77,20 @@ def context(block: Block, command: Command, comment: str) -> dict:
     scenario = next((m.group(0) for text in [*near, *reversed(block.headings)] if (m := _SCENARIO.search(text))), None)
     role = pd_role(block, command, comment)
     deployment, nodes, rank = _layout(block, command, role, comment)
-    return {"hardware": named[0] if len(named) == 1 else None, "hardware_families": named, "scenario": scenario,
-            "deployment": deployment, "nodes": nodes, "node_rank": rank, "pd_role": role}
+    found = {"hardware": named[0] if len(named) == 1 else None, "hardware_families": named, "scenario": scenario,
+             "deployment": deployment, "nodes": nodes, "node_rank": rank, "pd_role": role}
+    said = next((m.group(1).lower() for line in [comment, *reversed(block.section)] if (m := _ON_DEVICES.search(line))),
+                None)
+    if said in ("single", "one"):
+        found["devices"] = 1
+    return found
+
+
+_ON_DEVICES = re.compile(r"\bon (?:a |an )?(single|one|multi(?:ple)?|\d+)[- ]NPUs?\b", re.IGNORECASE)
+"""A section line saying how many NPUs its server runs on, the nearest above the command deciding: ``Run docker
+container to start the vLLM server on single-NPU:`` (Qwen-VL-Dense.md 0.30.0rc2 :199, above three tabs of scripts
+taking TP and DP as ``$4`` and ``$3`` with no runner), not a later "on multi-NPU" tab's. One NPU gives the command
+``devices: 1``: its TP × DP is 1. "Fits in a single NPU" states no deployment."""
 
 
 def _env_family(command: Command) -> list[str]:

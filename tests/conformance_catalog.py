@@ -202,8 +202,8 @@ def request_for(release: str, page: str, command: dict, profile, target: str, qu
             request["draft_model"] = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", r"<\1>", draft)
         if speculative.get("num_speculative_tokens"):
             request["num_speculative_tokens"] = _int(speculative["num_speculative_tokens"], 1)
-    if "--dtype" in opts and opts["--dtype"] in ("bfloat16", "float16", "float32"):
-        request["dtype"] = opts["--dtype"]
+    if "--dtype" in opts and opts["--dtype"] in _served_dtypes(target):
+        request["dtype"] = opts["--dtype"]  # one the tab's SoC does not serve is a difference, not a request
     seqs = _int(opts.get("--max-num-seqs"), 0)
     if seqs:
         request["concurrency"] = [seqs * dp]
@@ -544,6 +544,14 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
     outcome = "reproduced" if not differences else "unexplained" if unexplained else "explained"
     return row(outcome, request=request, differences=differences, unexplained=unexplained, siblings=siblings,
                spanned=spanned)
+
+
+def _served_dtypes(target: str) -> tuple[str, ...]:
+    """The dtypes optkit's ``target`` serves (``Target.serving_dtypes``: float16 alone on Atlas 300I DUO)."""
+    from optkit.resolve.plan import load_workspace
+    from optkit.resolve.profile_catalog import find_target
+
+    return tuple(find_target(load_workspace().targets, target).serving_dtypes or ("bfloat16", "float16", "float32"))
 
 
 def on_one_device(command: dict) -> dict:

@@ -108,12 +108,32 @@ def _drop_interconnect_sources(data):
      "variant soc_version 'ascend950xx' is not one of soc_versions"),
     ("910b", lambda d: d["variants"][0].update(hbm_gib_per_device=0), "greater than 0"),
     ("300i-duo", lambda d: d["interconnect"].update(within_node="nvlink"), "'hccs', 'ub' or 'pcie'"),
-], ids=["missing-source", "unknown-fact", "stray-variant-soc", "zero-memory", "unknown-link"])
+    ("910c", lambda d: d.update(serving_dtypes=["float16"]),
+     "no entry of sources cites serving_dtypes: add where each is read"),
+], ids=["missing-source", "unknown-fact", "stray-variant-soc", "zero-memory", "unknown-link", "unsourced-dtypes"])
 def test_bad_target_file_is_refused_with_its_file(tmp_path, target, edit, message):
     with pytest.raises(ValidationFailed) as caught:
         load_targets(_broken(tmp_path, target, edit))
     text = str(caught.value)
     assert f"{target}.yaml:" in text and message in text
+
+
+def test_a_target_serves_its_own_dtypes():
+    """Atlas 300I DUO serves float16 alone (the pages' notes): a plan there serves it unasked, and refuses
+    --dtype bfloat16 naming the page line; the other targets serve bfloat16 unasked."""
+    from optkit.cli.main import cli
+    from click.testing import CliRunner
+
+    duo = find_target(TARGETS, "300i-duo")
+    assert duo.serving_dtype(None) == "float16" and find_target(TARGETS, "910c").serving_dtype(None) == "bfloat16"
+    with pytest.raises(Exception, match=r"--dtype bfloat16: Atlas 300I DUO .* serves float16 only .*PaddleOCR-VL.md:162"):
+        duo.serving_dtype("bfloat16")
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["plan", "qwen3-vl-8b-instruct", "--target", "300i-duo", "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert '"--dtype float16"' in shown.output or "--dtype float16" in shown.output
+    refused = runner.invoke(cli, ["plan", "qwen3-vl-8b-instruct", "--target", "300i-duo", "--dtype", "bfloat16"])
+    assert refused.exit_code != 0 and "serves float16 only" in refused.output
 
 
 # --- which recipes each target selects --------------------------------------------------------

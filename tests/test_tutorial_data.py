@@ -777,3 +777,21 @@ def test_a_section_reusing_anothers_runs_is_started_by_them():
                     (711, 656): None, (711, 1189): "Section 5.3's run, as :1069 says",
                     (875, 768): None, (875, 1277): "Section 5.3's run, as :1069 says",
                     (887, 831): None, (887, 1364): "Section 5.3's run, as :1069 says"}
+
+
+def test_a_flag_given_twice_is_read_as_argparse_reads_it():
+    """The last value stands, cited at its own line (Qwen-VL-Dense.md 0.30.0rc2 :263 and :267 give --dtype float16
+    and then bfloat16); a JSON flag given again replaces the first whole, keys and all."""
+    data = page('''\
+        ```bash
+        vllm serve /w \\
+          --dtype float16 \\
+          --additional-config '{"a": 1, "b": 2}' \\
+          --dtype bfloat16 \\
+          --additional-config '{"a": 3}'
+        ```
+        ''')
+    options = only(data)["options"]
+    assert options["--dtype"] == {"value": "bfloat16", "line": 5}
+    assert options["--additional-config.a"] == {"value": 3, "line": 6}
+    assert "--additional-config.b" not in options

@@ -106,7 +106,7 @@ _OPTIONS = [
     (("--vllm-version",), "vllm_version", dict(help="vLLM version (default: the one the vllm-ascend release pairs with).")),
     (("--tree",), "tree", dict(type=click.Path(exists=True, file_okay=False, path_type=Path),
                                help="Plan for this vllm-ascend tree: its version, knobs and upstream probes (probes beat the version).")),
-    (("--dtype",), "dtype", dict(type=click.Choice(["bfloat16", "float16", "float32"]), help="Serving dtype (default bfloat16).")),
+    (("--dtype",), "dtype", dict(type=click.Choice(["bfloat16", "float16", "float32"]), help="Serving dtype (default: the target's, bfloat16; float16 on Atlas 300I DUO).")),
     (("--quantization",), "quantization", dict(metavar="FORMAT", help=(
         "Weight format: bf16, w8a8, w8a8c8, w8a8-mxfp8, w4a8, w4a8c8, w4a4, w4a4-mxfp4, w8a8sc (default: the "
         "checkpoint MODEL names, else bf16); every format but bf16 is served with --quantization ascend."))),

@@ -240,6 +240,8 @@ def filled_request(request: RequestRecord, ws: Workspace):
     if request.quantization != weights.quantization and weights.quantization != "bf16":
         request = with_values(request, quantization=weights.quantization)
     target = find_target(ws.targets, request.target)
+    if (dtype := target.serving_dtype(request.dtype)) != request.dtype:  # decided once: every view renders it
+        request = with_values(request, dtype=dtype)
     located = ws.replay.tree_at if ws.replay is not None and ws.replay.tree_at is not None else request.tree
     release = release_view(ascend_version(request), Path(located) if request.tree else None, ws.catalog,
                            shown=request.tree)

@@ -98,6 +98,22 @@ class TargetBehaviour:
         override = self.variant(variant).soc_version if variant else None
         return self.default_soc_version if override is None else override
 
+    def serving_dtype(self, asked: str | None) -> str:
+        """The dtype a plan serves on this target: ``asked`` (``--dtype``) where the SoC serves it, else a
+        ``RequestError`` naming the dtypes it serves and where that is read; unasked, the first it serves
+        (bfloat16 where the target names none: every dtype vLLM offers)."""
+        from optkit.errors import RequestError
+
+        served = list(self.serving_dtypes or ("bfloat16", "float16", "float32"))
+        if asked is None:
+            return served[0]
+        if asked not in served:
+            source = next((s for s in self.sources if "serving_dtypes" in s.facts), None)
+            said = f" ({source.release} {source.where}: \"{source.quote}\")" if source else ""
+            raise RequestError(f"--dtype {asked}: {self.title} serves {' and '.join(served)} only{said}; pass "
+                               f"--dtype {served[0]}, or leave --dtype out")
+        return asked
+
     def facts(self, variant: str | None = None) -> dict[str, object]:
         """The target facts recipe conditions may read; ``target.variant`` is '' if not given."""
         return {

@@ -293,6 +293,10 @@ class Target(TargetBehaviour, BaseModel):
     interconnect: Interconnect = Field(description="Links within a node and across nodes.")
     sources: list[TargetSource] = Field(min_length=1, description="Where each fact of this file is read.")
     npu_smi_name_pattern: str = Field(description="Regex searched in `npu-smi info` chip names to detect the target.")
+    serving_dtypes: list[Literal["bfloat16", "float16", "float32"]] | None = Field(
+        None, min_length=1, description="The dtypes the SoC serves, where it serves fewer than vLLM offers, the default "
+        "first ('float16' alone on Atlas 300I DUO); unset: all of them, bfloat16 by default. A target that sets it "
+        "cites where it is read.")
 
     @field_validator("npu_smi_name_pattern")
     @classmethod
@@ -327,13 +331,14 @@ class Target(TargetBehaviour, BaseModel):
         strays = [v.soc_version for v in self.variants if v.soc_version not in (None, *self.soc_versions)]
         if strays:
             raise ValueError(f"variant soc_version {strays[0]!r} is not one of soc_versions")
-        known = set(SOURCED_TARGET_FACTS) | {f"variants.{v.id}" for v in self.variants}
+        known = set(SOURCED_TARGET_FACTS) | {f"variants.{v.id}" for v in self.variants} | {"serving_dtypes"}
         named = {fact for source in self.sources for fact in source.facts}
         unknown = sorted(named - known)
         if unknown:
             raise ValueError(f"sources name {', '.join(map(repr, unknown))}, not a target fact "
                              f"(known: {', '.join(sorted(known))})")
-        missing = [fact for fact in [*SOURCED_TARGET_FACTS, *overridden] if fact not in named]
+        narrowed = ["serving_dtypes"] if self.serving_dtypes is not None else []
+        missing = [fact for fact in [*SOURCED_TARGET_FACTS, *overridden, *narrowed] if fact not in named]
         if missing:
             raise ValueError(f"no entry of sources cites {', '.join(missing)}: add where each is read")
         return self

@@ -124,7 +124,9 @@ class Request(RequestBehaviour, BaseModel):
         None, description="vllm-ascend release on the host (default 0.23.0, or the version of --tree).")
     vllm_version: Optional[str] = Field(None, description="vLLM version; default: the one the vllm-ascend release pairs with.")
     tree: Optional[str] = Field(None, description="A vllm-ascend source tree to plan for: knobs and probes read from it.")
-    dtype: Literal["bfloat16", "float16", "float32"] = Field("bfloat16", description="Serving dtype.")
+    dtype: Literal["bfloat16", "float16", "float32"] | None = Field(
+        None, description="Serving dtype; unset: the target's (bfloat16; float16 on Atlas 300I DUO, which serves "
+        "no bfloat16: Target.serving_dtypes).")
     quantization: Optional[Quantization] = Field(None, description=(
         "Weight format: " + ", ".join(QUANTIZATIONS) + "; every format but bf16 is served with --quantization "
         "ascend. Unset: the format of the checkpoint MODEL names (a checkpoint id of a profile's checkpoints), "

@@ -341,8 +341,13 @@ def _command(block: Block, number: int, tokens: list[str], variables: dict[str, 
     command = Command(block.where, number, words[2] if len(words) > 2 else "", env=env)
     span = block.lines[number - block.start:]
     read = {0, 1, 2}  # vllm serve MODEL
+    seen: dict[str, int] = {}  # how often each flag stood before: a flag given twice is read (and cited) at its last
     for flag, value, index in options(words):
-        _add_option(command, flag, value, number + _line_of(span, words[index].split("=", 1)[0]))
+        written = words[index].split("=", 1)[0]
+        if seen.get(written) and "." not in flag:  # given again: argparse keeps this value alone, a JSON one whole
+            command.options = {k: v for k, v in command.options.items() if k != flag and not k.startswith(flag + ".")}
+        _add_option(command, flag, value, number + _line_of(span, written, seen.get(written, 0)))
+        seen[written] = seen.get(written, 0) + 1
         read |= {index, index + 1} if value is not None and "=" not in words[index] else {index}
     command.problems += [_stray(split[index][1], span, number) for index in sorted(set(range(len(words))) - read)]
     return command
@@ -404,12 +409,12 @@ def options(words: list[str]) -> list[tuple[str, str | None, int]]:
     return found
 
 
-def _line_of(lines: list[str], flag: str) -> int:
-    """Lines after the command's first line where ``flag`` stands (0: on the first)."""
-    for offset, line in enumerate(lines):
-        if re.search(rf"(^|\s){re.escape(flag)}(\s|=|$)", line):
-            return offset
-    return 0
+def _line_of(lines: list[str], flag: str, before: int = 0) -> int:
+    """Lines after the command's first line where ``flag`` stands (0: on the first), its ``before``-th repeat
+    where it stood that often already (Qwen-VL-Dense.md's 300I DUO command gives ``--dtype`` twice: argparse
+    keeps the last, and so does the reader, with its line)."""
+    found = [offset for offset, line in enumerate(lines) if re.search(rf"(^|\s){re.escape(flag)}(\s|=|$)", line)]
+    return found[min(before, len(found) - 1)] if found else 0
 
 
 def _add_option(command: Command, flag: str, value: str | None, line: int) -> None:

@@ -193,11 +193,11 @@ def request_for(release: str, page: str, command: dict, profile, target: str, qu
     method = str(speculative.get("method", "")).lower()
     if method:
         method = "mtp" if "mtp" in method else method
-        if method not in ("mtp", "eagle3", "suffix", "dspark"):
+        if method not in ("mtp", "eagle3", "suffix", "dspark", "dflash"):
             raise NotComparable(f"speculative method {speculative.get('method')!r} (optkit plans mtp, eagle3, suffix, "
-                                "dspark)")
+                                "dspark, dflash)")
         request["spec_method"] = method
-        if method == "eagle3":  # a page's placeholder path ($EAGLE3_WEIGHT_PATH) stands in as <EAGLE3_WEIGHT_PATH>:
+        if method in ("eagle3", "dflash"):  # a page's placeholder path ($EAGLE3_WEIGHT_PATH) stands in as <EAGLE3_WEIGHT_PATH>:
             draft = str(speculative.get("model") or "")  # a placeholder still, which optkit takes as written
             request["draft_model"] = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", r"<\1>", draft)
         if speculative.get("num_speculative_tokens"):

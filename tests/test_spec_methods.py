@@ -21,6 +21,7 @@ from optkit.resolve.request_record import parse_request
 from vllm_support import paired_python
 
 DRAFT = "lightseekorg/kimi-k2.5-eagle3"
+DFLASH = "z-lab/Kimi-K2.5-DFlash"
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +43,8 @@ METHODS = [
      {"method": "eagle3", "model": DRAFT, "num_speculative_tokens": 1}, "spec-eagle3"),
     ("suffix", dict(spec_method="suffix", async_scheduling=False),
      {"method": "suffix", "num_speculative_tokens": 3}, "spec-suffix-decoding"),
+    ("dflash", dict(spec_method="dflash", draft_model=DFLASH),
+     {"method": "dflash", "model": DFLASH, "num_speculative_tokens": 15}, "spec-dflash"),
 ]
 
 
@@ -52,7 +55,7 @@ def test_each_method_launches_its_speculative_config_and_selects_its_recipe(work
     assert json.loads(flag_value(launch.argv, "--speculative-config")) == config
     assert launch.speculative == config
     assert recipe in result.selected
-    others = {"mtp-enable-k4", "spec-eagle3", "spec-suffix-decoding"} - {recipe}
+    others = {"mtp-enable-k4", "spec-eagle3", "spec-suffix-decoding", "spec-dflash"} - {recipe}
     assert not others & set(result.selected)  # one method at a time
     facts = result.facts
     assert (facts["spec.method"], facts["spec.speculative"], facts["spec.num_speculative_tokens"]) == \
@@ -90,8 +93,12 @@ def test_without_the_new_options_nothing_new_is_launched(workspace):
 @pytest.mark.parametrize("args, code, message", [
     pytest.param(["--spec-method", "eagle3"], 1, "--spec-method eagle3 drafts with an EAGLE-3 model trained for the "
                  "target: give --draft-model HF_ID_OR_PATH", id="eagle3-without-draft"),
-    pytest.param(["--draft-model", DRAFT], 1, f"--draft-model {DRAFT} is the draft model of --spec-method eagle3 "
-                 "(speculative decoding is off); drop it, or give --spec-method eagle3", id="draft-without-eagle3"),
+    pytest.param(["--draft-model", DRAFT], 1, f"--draft-model {DRAFT} is the draft model of --spec-method eagle3 or "
+                 "dflash (speculative decoding is off); drop it, or give one of them", id="draft-without-eagle3"),
+    pytest.param(["--spec-method", "dflash"], 1, "--spec-method dflash drafts with a DFlash model trained for the "
+                 "target: give --draft-model HF_ID_OR_PATH", id="dflash-without-draft"),
+    pytest.param(["--spec-method", "dflash", "--draft-model", DFLASH, "--vllm-ascend-version", "0.18.0"], 1,
+                 "applies to vllm-ascend >=0.19.1rc1, this is 0.18.0", id="dflash-before-its-release"),
     pytest.param(["--mtp", "--draft-model", DRAFT], 1, "(speculative decoding is mtp)", id="draft-with-mtp"),
     pytest.param(["--spec-method", "suffix"], 1, "--spec-method suffix runs without async scheduling", id="suffix-async"),
     pytest.param(["--mtp", "--spec-method", "eagle3", "--draft-model", DRAFT], 2, "Invalid value for '--spec-method': "
@@ -138,6 +145,7 @@ def test_eagle3_with_c8_weights_carries_the_pages_risk(workspace):
     pytest.param("0.30.0rc2", "0.30.0", dict(spec_method="eagle3", draft_model=DRAFT, quantization="w4a8"),
                  id="0.30-eagle3-w4a8"),
     pytest.param("0.30.0rc2", "0.30.0", dict(spec_method="suffix", async_scheduling=False), id="0.30-suffix"),
+    pytest.param("0.30.0rc2", "0.30.0", dict(spec_method="dflash", draft_model=DFLASH), id="0.30-dflash"),
 ])
 def test_bundle_check_accepts_the_argv(workspace, tmp_path, release, vllm, fields):
     out = tmp_path / "bundle"
@@ -149,3 +157,11 @@ def test_bundle_check_accepts_the_argv(workspace, tmp_path, release, vllm, field
     if fields.get("quantization"):
         assert "--quantization ascend is registered here as its plugin registers it" in engine.note
     assert "built without --speculative-config" in engine.note  # a Hub draft model, or arctic-inference absent
+
+
+def test_dflash_with_a_pipeline_is_refused_with_the_guides_line(workspace):
+    """vllm-ascend 0.30.0rc2's pipeline parallel guide: "DFlash | Not supported." (:299)."""
+    from optkit.errors import RequestError
+
+    with pytest.raises(RequestError, match=r"DFlash with PP is not supported \(.*pipeline_parallel.md:299\)"):
+        _plan(workspace, spec_method="dflash", draft_model=DFLASH, pp=2, vllm_ascend_version="0.30.0rc2")

@@ -187,13 +187,13 @@ _SPECS = [
     # speculative decoding
     _f("spec.mtp", "bool", "MTP speculative decoding on.", flag="--mtp"),
     _f("spec.method", "str", "Speculative decoding method ('none' when off).",
-       ("none", "mtp", "eagle3", "suffix", "dspark"), flag="--spec-method"),
+       ("none", "mtp", "eagle3", "suffix", "dspark", "dflash"), flag="--spec-method"),
     _f("spec.dspark_weights", "str", "Whether the weights served carry DSpark draft stages (a checkpoint its page says "
        "ships them, or config.json's dspark_block_size on the profile's own weights); 'unknown' for weights optkit "
        "cannot name.", ("present", "absent", "unknown")),
     _f("spec.speculative", "bool", "Speculative decoding on, by any method (decode steps verify 1 + k tokens per "
        "request through the rejection sampler).", flag="--spec-method"),
-    _f("spec.draft_model", "str", "eagle3's draft model, an HF id or path ('' without one).", flag="--draft-model"),
+    _f("spec.draft_model", "str", "eagle3's or dflash's draft model, an HF id or path ('' without one).", flag="--draft-model"),
     _f("spec.num_speculative_tokens", "int", "k, draft tokens per step (0 when off)."),
     _f("spec.async_spec_decode", "bool", "Async scheduling with spec decode (CPU state optimistic)."),
 ]

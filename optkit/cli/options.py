@@ -94,14 +94,16 @@ _OPTIONS = [
                                                                         "system prompt; part of --input-len; default 0).")),
     (("--async-scheduling/--no-async-scheduling",), "async_scheduling", dict(default=None, help="Async scheduling (default on, as in vLLM 0.23.0).")),
     (("--mtp/--no-mtp",), "mtp", dict(default=None, help="MTP speculative decoding (the same as --spec-method mtp).")),
-    (("--spec-method",), "spec_method", dict(type=click.Choice(["mtp", "eagle3", "suffix", "dspark"]), help=(
+    (("--spec-method",), "spec_method", dict(type=click.Choice(["mtp", "eagle3", "suffix", "dspark", "dflash"]), help=(
         "Speculative decoding method: mtp (the checkpoint's MTP head), eagle3 (needs --draft-model), suffix "
-        "(needs the arctic-inference package and --no-async-scheduling) or dspark (DeepSeek-V4's DSpark draft "
-        "weights inside the checkpoint; vllm-ascend 0.24.0rc1 and later)."))),
-    (("--draft-model",), "draft_model", dict(metavar="HF_ID", help="With --spec-method eagle3: the EAGLE-3 draft "
-                                                                   "model (HF repo id or path).")),
+        "(needs the arctic-inference package and --no-async-scheduling), dspark (DeepSeek-V4's DSpark draft "
+        "weights inside the checkpoint; vllm-ascend 0.24.0rc1 and later) or dflash (needs --draft-model; "
+        "vllm-ascend 0.19.1rc1 and later)."))),
+    (("--draft-model",), "draft_model", dict(metavar="HF_ID", help="With --spec-method eagle3 or dflash: the "
+                                                                   "EAGLE-3 or DFlash draft model (HF repo id or path).")),
     (("--num-speculative-tokens", "-k"), "num_speculative_tokens", dict(type=int, help=(
-        "k with speculative decoding (default 4 with MTP, 3 with eagle3 and suffix, 5 with dspark)."))),
+        "k with speculative decoding (default 4 with MTP, 3 with eagle3 and suffix, 5 with dspark, 15 with "
+        "dflash)."))),
     (("--vllm-ascend-version",), "vllm_ascend_version", dict(help="vllm-ascend release (default 0.23.0; see `optkit versions list`).")),
     (("--vllm-version",), "vllm_version", dict(help="vLLM version (default: the one the vllm-ascend release pairs with).")),
     (("--tree",), "tree", dict(type=click.Path(exists=True, file_okay=False, path_type=Path),

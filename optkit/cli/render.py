@@ -68,7 +68,7 @@ def _fit(plan: Plan) -> list[Block]:
 
 
 def _speculation(request) -> str:
-    """The speculative decoding of the header: 'MTP k=4', 'eagle3 k=3', 'MTP off' when there is none."""
+    """The speculative decoding of the header: 'MTP k=4', 'eagle3 k=3', 'dflash k=15', 'MTP off' when there is none."""
     method = request.speculative_method
     return f"{'MTP' if method == 'mtp' else method} k={request.k}" if method else "MTP off"
 

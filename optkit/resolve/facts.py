@@ -127,19 +127,27 @@ def check_request(request: RequestRecord, target) -> NodeLayout:
     return layout
 
 
+DRAFTED = ("eagle3", "dflash")
+"""The speculative methods that draft with a separate model (``--draft-model``, the --speculative-config model)."""
+
+
 def check_speculation(request: RequestRecord) -> None:
     """The speculative decoding a request asks for is one whole method: k and a draft model only with a method
-    that takes them, eagle3 with its draft model, suffix decoding without async scheduling."""
+    that takes them, eagle3 and dflash with their draft model, suffix decoding without async scheduling."""
     method = request.speculative_method
     if request.num_speculative_tokens is not None and not method:
         raise RequestError("--num-speculative-tokens needs --mtp or --spec-method (speculative decoding is off)")
-    if request.draft_model and method != "eagle3":
-        raise RequestError(f"--draft-model {request.draft_model} is the draft model of --spec-method eagle3 "
-                           f"(speculative decoding is {method or 'off'}); drop it, or give --spec-method eagle3")
+    if request.draft_model and method not in DRAFTED:
+        raise RequestError(f"--draft-model {request.draft_model} is the draft model of --spec-method eagle3 or "
+                           f"dflash (speculative decoding is {method or 'off'}); drop it, or give one of them")
     if method == "eagle3" and not request.draft_model:
         raise RequestError("--spec-method eagle3 drafts with an EAGLE-3 model trained for the target: give "
                            "--draft-model HF_ID_OR_PATH (the --speculative-config model, e.g. "
                            "lightseekorg/kimi-k2.5-eagle3 on vllm-ascend 0.30.0rc2's Kimi-K2.5.md:150)")
+    if method == "dflash" and not request.draft_model:
+        raise RequestError("--spec-method dflash drafts with a DFlash model trained for the target: give "
+                           "--draft-model HF_ID_OR_PATH (the --speculative-config model, e.g. z-lab/Kimi-K2.5-DFlash "
+                           "on vllm-ascend 0.30.0rc2's Kimi-K2.6.md:185)")
     if method == "suffix" and request.async_scheduling:
         raise RequestError("--spec-method suffix runs without async scheduling: vLLM turns it off for suffix "
                            "decoding (only EAGLE/MTP, draft-model and ngram_gpu methods keep it; vllm/config/vllm.py:"

@@ -5,7 +5,7 @@ docs/source/user_guide/feature_guide/pipeline_parallel.md:1-11). optkit plans it
 ``pp-across-nodes``), as the guide's two-node MP deployment (:67-105) and GLM5.md's PD prefiller run it.
 
 What the guide says PP does not stack with, each refused here with its line (0.30.0rc2 pipeline_parallel.md):
-prefill context parallelism (:301, :426); EAGLE-3 but on MiniMax-M3 (:298); DSpark but on DeepSeek-V4 and GLM-5.2
+prefill context parallelism (:301, :426); EAGLE-3 but on MiniMax-M3 (:298); DFlash (:299); DSpark but on DeepSeek-V4 and GLM-5.2
 (:300); a PP decoder in P/D disaggregation (:307, :431: "the Decode node must use PP1"); PP with DP across nodes
 for a MoE model (:431-433: MoeDistributeDispatch over RoCE "does not support this combined topology")."""
 
@@ -37,6 +37,8 @@ def pp_problem(request, model, layout_nodes: int) -> str:
     kind = model.text_model_type.removesuffix("_text")
     if method == "eagle3" and not kind.startswith(EAGLE3_FAMILIES):
         return f"EAGLE-3 with PP is supported only for MiniMax-M3 ({GUIDE}:298): leave --pp out, or use MTP"
+    if method == "dflash":
+        return f"DFlash with PP is not supported ({GUIDE}:299): leave --pp out, or use MTP"
     if method == "dspark" and kind not in DSPARK_TYPES:
         return f"DSpark with PP is supported only for DeepSeek-V4 and GLM-5.2 ({GUIDE}:300): leave --pp out"
     if request.dp > 1 and layout_nodes > 1 and model.is_moe:

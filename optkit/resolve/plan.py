@@ -405,7 +405,7 @@ def _assemble(result: Plan, ws: Workspace, baseline_for) -> Plan:
 
 
 def requested_speculative_config(request: RequestRecord) -> dict[str, Any]:
-    """The --speculative-config the request asks for: its method and k, and eagle3's draft model."""
+    """The --speculative-config the request asks for: its method and k, and eagle3's or dflash's draft model."""
     config: dict[str, Any] = {"method": request.speculative_method, "num_speculative_tokens": request.k}
     if request.draft_model:
         config["model"] = request.draft_model

@@ -113,13 +113,15 @@ class Request(RequestBehaviour, BaseModel):
     async_scheduling: bool = Field(True, description="Async scheduling (vLLM 0.23.0 turns it on by default).")
     mtp: bool = Field(False, description="MTP speculative decoding (the spelling of spec_method: mtp).")
     spec_method: Optional[SpecMethod] = Field(None, description=(
-        "Speculative decoding method: mtp (the checkpoint's MTP head), eagle3 (an EAGLE-3 draft model, draft_model) "
-        "or suffix (suffix decoding on the CPU, the arctic-inference package); one at a time (optkit.resolve.quantization)."))
+        "Speculative decoding method: mtp (the checkpoint's MTP head), eagle3 (an EAGLE-3 draft model, draft_model), "
+        "suffix (suffix decoding on the CPU, the arctic-inference package), dspark (the draft stages of a DeepSeek-V4 "
+        "checkpoint) or dflash (a DFlash draft model, draft_model); one at a time (optkit.resolve.quantization)."))
     draft_model: Optional[Annotated[str, Field(min_length=1), AfterValidator(literal_path)]] = Field(
-        None, description="With spec_method eagle3: the EAGLE-3 draft model, an HF repo id or path "
+        None, description="With spec_method eagle3 or dflash: the EAGLE-3 or DFlash draft model, an HF repo id or path "
         "(the --speculative-config model), as written: serve.sh passes it inside the JSON, unexpanded.")
     num_speculative_tokens: Optional[_bounded(1, 16)] = Field(
-        None, description="k; default 4 with MTP (the article's), 3 with eagle3 and suffix (upstream's pages).")
+        None, description="k; default 4 with MTP (the article's), 3 with eagle3 and suffix, 5 with dspark, 15 with "
+        "dflash (upstream's pages).")
     vllm_ascend_version: Optional[str] = Field(
         None, description="vllm-ascend release on the host (default 0.23.0, or the version of --tree).")
     vllm_version: Optional[str] = Field(None, description="vLLM version; default: the one the vllm-ascend release pairs with.")

@@ -35,14 +35,15 @@ LATENCY_GOAL_MAX_CONCURRENCY = 8
 MAX_PD_INSTANCES = 64
 """Most prefill (or decode) instances ``--pd`` accepts."""
 _CODE = ("resolve/request.py", "resolve/request_record.py", "resolve/profiles.py", "resolve/overrides.py")  # what defines the validator
-SpecMethod = Literal["mtp", "eagle3", "suffix", "dspark"]
+SpecMethod = Literal["mtp", "eagle3", "suffix", "dspark", "dflash"]
 """The speculative decoding methods a request may ask for (``--spec-method``)."""
-DEFAULT_SPECULATIVE_TOKENS = {"mtp": 4, "eagle3": 3, "suffix": 3, "dspark": 5}
+DEFAULT_SPECULATIVE_TOKENS = {"mtp": 4, "eagle3": 3, "suffix": 3, "dspark": 5, "dflash": 15}
 """k unless ``--num-speculative-tokens`` says: the article's 4 with MTP; 3 with eagle3, as every eagle3 command of
 vllm-ascend 0.30.0rc2's Qwen3 pages writes it (e.g. docs/source/tutorials/models/Qwen3-235B-A22B.md:814), 3
 with suffix, as its feature page does (docs/source/tutorials/features/suffix_speculative_decoding.md:92), and 5
 with dspark, the DeepSeek-V4 pages' value ("For DSpark, use the value declared by the checkpoint; the example uses
-five speculative tokens", 0.30.0rc2 DeepSeek-V4-Pro.md:571)."""
+five speculative tokens", 0.30.0rc2 DeepSeek-V4-Pro.md:571), and 15 with dflash, as the one DFlash command of the
+tutorials writes it (0.30.0rc2 Kimi-K2.6.md:185)."""
 
 
 class RequestBehaviour:

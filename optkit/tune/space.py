@@ -176,7 +176,7 @@ def build_space(base, given: dict[str, Any], *, high: int, devices: int | None =
         "layout", "choice", start_layout, choices=tuple(sorted(set(layouts) | {start_layout}, key=parse_layout)),
         source=f"TP × DP ≤ {devices} devices ({base.target.id}: {base.target.devices_per_node} per node × {nodes})"))
     start_spec = f"mtp:{r.k}" if r.speculative_method == "mtp" else "off"
-    if r.spec_method in ("eagle3", "suffix", "dspark"):
+    if r.spec_method in ("eagle3", "suffix", "dspark", "dflash"):
         dims.append(Dim("speculative", "choice", r.spec_method, choices=(r.spec_method,), fixed=True,
                         source=f"the request sets --spec-method {r.spec_method}"))
     elif facts["model.mtp_head"] == "absent":

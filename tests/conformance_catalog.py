@@ -114,7 +114,8 @@ def _targets_by_generation() -> dict[str, str]:
 
 def profile_for(page: str, command: dict, models) -> tuple[Any, str]:
     """The catalog profile a page's command serves, or None and why not (a page about several profiles: the one
-    its model path names best, ``optkit.resolve.page_commands.best_owners``; of equals, the longest Hub id)."""
+    its model path names best, ``optkit.resolve.page_commands.best_owners``, as a plan reads the page; of equals, the
+    longest Hub id; a path naming none, the one owner of the served format's checkpoints)."""
     name = page.rsplit("/", 1)[-1]
     owners = [m for m in models.values() if name in m.tutorials]
     if not owners:
@@ -122,9 +123,10 @@ def profile_for(page: str, command: dict, models) -> tuple[Any, str]:
     if len(owners) == 1:
         return owners[0], ""
     tail = path_tail(model_path(command))
-    if not any(n and tail.startswith(n) for m in owners for n in model_names(m)):
+    best = best_owners(command, owners)  # by name, else by the one owner of the served format's checkpoints
+    if len(best) > 1 and not any(n and tail.startswith(n) for m in owners for n in model_names(m)):
         return None, f"the page is about {len(owners)} profiles and the model path {command.get('model')!r} names none"
-    return sorted(best_owners(command, owners), key=lambda m: -len(m.hf_id))[0], ""
+    return sorted(best, key=lambda m: -len(m.hf_id))[0], ""
 
 
 def quantization_for(command: dict, page_data: dict, profile) -> tuple[str, str]:

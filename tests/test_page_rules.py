@@ -592,6 +592,15 @@ def test_whose_command_it_is_is_read_from_its_model_path():
     assert best_owners(command, [q35, q36]) == [q36]
     assert serves(command, q36, [q35, q36]) and not serves(command, q35, [q35, q36])
     assert best_owners({"model": "your_model_path"}, [q35, q36]) == [q35, q36]  # names none: every owner
+    # names none, but serves a quantized format one owner alone has a checkpoint of (Qwen3-Dense.md's tuned
+    # commands: your_model_path with --quantization ascend, W8A8, which only Qwen3-32B's checkpoints are)
+    q8 = SimpleNamespace(id="qwen3-8b", aliases=(), hf_id="Qwen/Qwen3-8B",
+                         checkpoints=(SimpleNamespace(id="Eco-Tech/Qwen3-8B-w8a8sc-310-vllm", quantization="w8a8sc"),))
+    q32 = SimpleNamespace(id="qwen3-32b", aliases=(), hf_id="Qwen/Qwen3-32B",
+                          checkpoints=(SimpleNamespace(id="vllm-ascend/Qwen3-32B-W8A8", quantization="w8a8"),))
+    quantized = {"model": "your_model_path", "options": {"--quantization": {"value": "ascend"}}}
+    assert best_owners(quantized, [q8, q32]) == [q32]
+    assert best_owners({"model": "your_model_path", "options": {}}, [q8, q32]) == [q8, q32]  # bf16: every owner
     assert command_weights(command, [{"id": "Eco-Tech/Qwen3.6-27B-w8a8", "quantization": "w8a8"}]) == \
         ("w8a8", "checkpoint Eco-Tech/Qwen3.6-27B-w8a8")
     assert command_weights({"model": "x/GLM-5.2-w4a8c8"})[0] == "w4a8c8"

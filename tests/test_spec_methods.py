@@ -165,3 +165,16 @@ def test_dflash_with_a_pipeline_is_refused_with_the_guides_line(workspace):
 
     with pytest.raises(RequestError, match=r"DFlash with PP is not supported \(.*pipeline_parallel.md:299\)"):
         _plan(workspace, spec_method="dflash", draft_model=DFLASH, pp=2, vllm_ascend_version="0.30.0rc2")
+
+
+def test_a_pages_capture_list_that_reaches_the_step_meets_a_methods_capture_need(workspace):
+    """Qwen3-Dense.md's low-latency command (0.23.0 :625) runs Qwen3-32B W8A8 at TP 8 with eagle3 k = 3 and a capture
+    list up to 600 rows: the plan carries it (the capture recipes have no effect there), and eagle3's need for
+    capture sizes is met by it. Before, eagle3 required cudagraph-capture-sizes-spec-aware, which the page's list
+    left without effect, and the request was refused."""
+    result = _plan(workspace, model="qwen3-32b", tp=8, quantization="w8a8", spec_method="eagle3", draft_model=DRAFT,
+                   num_speculative_tokens=3, goal="latency")
+    assert "spec-eagle3" in result.selected and "cudagraph-capture-sizes-spec-aware" not in result.selected
+    assert result.facts["page.command_capture_sizes_max"] == 600 >= result.facts["workload.decode_rows_max"]
+    sizes = json.loads(flag_value(Launch(result, workspace).argv, "--compilation-config"))["cudagraph_capture_sizes"]
+    assert max(sizes) == 600

@@ -54,11 +54,22 @@ def _match(tail: str, names: Iterable[str]) -> int:
 
 def best_owners(command: Mapping, owners: Iterable[Any]) -> list[Any]:
     """Of the models a page is about (``owners``), those the command's model path names best: the longest name it
-    starts with; every owner when it names none of them (a placeholder path such as ``your_model_path``)."""
+    starts with. Where it names none of them (a placeholder path such as ``your_model_path``): the one owner with a
+    checkpoint of the quantized format the command serves (``command_weights``), where one alone has one —
+    Qwen3-Dense.md's tuned commands serve ``your_model_path`` with ``--quantization ascend`` under "Weight Version
+    W8A8", and of its six models only Qwen3-32B has a W8A8 checkpoint (0.30.0rc2 :33) — else every owner."""
     owners = list(owners)
     tail = path_tail(model_path(command))
     scores = [(_match(tail, model_names(m)), m) for m in owners]
     top = max((score for score, _ in scores), default=0)
+    if top == 0 and len(owners) > 1:
+        held = {m.id: {getattr(c, "quantization", None) for c in getattr(m, "checkpoints", ())} for m in owners}
+        checkpoints = [{"id": c.id, "quantization": getattr(c, "quantization", None)}
+                       for m in owners for c in getattr(m, "checkpoints", ())]
+        served, _ = command_weights(command, checkpoints)
+        holders = [m for m in owners if served in held[m.id]]
+        if served != "bf16" and len(holders) == 1:
+            return holders
     return [m for score, m in scores if score == top]
 
 

@@ -795,3 +795,30 @@ def test_a_flag_given_twice_is_read_as_argparse_reads_it():
     assert options["--dtype"] == {"value": "bfloat16", "line": 5}
     assert options["--additional-config.a"] == {"value": 3, "line": 6}
     assert "--additional-config.b" not in options
+
+
+def test_a_bash_array_built_under_a_decided_condition_is_read():
+    """DeepSeek-V4.1-Flash.md 0.30.0rc2 :658-683: NODE_RANK=0 as written, HEADLESS_ARGS=() extended only where
+    NODE_RANK != 0, and "${HEADLESS_ARGS[@]}" in the command: node 0's command, without --headless. An undecided
+    condition leaves the array unknown, and the command says so; X="${X:-3600}" reads as 3600 (a fresh host's)."""
+    script = '''\
+        ```bash
+        NODE_RANK={rank}
+        export VLLM_ENGINE_READY_TIMEOUT_S="${{VLLM_ENGINE_READY_TIMEOUT_S:-3600}}"
+        HEADLESS_ARGS=()
+        if [[ {condition} != "0" ]]; then
+          HEADLESS_ARGS+=(--headless --data-parallel-start-rank "$NODE_RANK")
+        fi
+        vllm serve /w \\
+          "${{HEADLESS_ARGS[@]}}" \\
+          --data-parallel-size 4
+        ```
+        '''
+    leader = only(page(script.format(rank=0, condition='"$NODE_RANK"')))
+    assert "--headless" not in leader["options"] and not leader["problems"]
+    assert leader["env"]["VLLM_ENGINE_READY_TIMEOUT_S"]["value"] == "3600"
+    follower = only(page(script.format(rank=2, condition='"$NODE_RANK"')))
+    assert follower["options"]["--headless"]["value"] is True
+    assert follower["options"]["--data-parallel-start-rank"]["value"] == "2"
+    unknown = only(page(script.format(rank=2, condition='"$UNSET_BY_THE_PAGE"')))
+    assert unknown["problems"] and "HEADLESS_ARGS" in unknown["problems"][0]

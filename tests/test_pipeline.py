@@ -124,3 +124,15 @@ def test_a_pd_prefiller_sizes_its_own_dcp(workspace):
     assert flag_value(decode.argv, "--decode-context-parallel-size") == "8"
     with pytest.raises(RequestError, match=r"--prefill-dcp without --pd"):
         plan(Request(model="glm-5.2", target="910c", tp=8, prefill_dcp=16), workspace)
+
+
+@pytest.mark.parametrize("fields, flag", [
+    (dict(tp=16), "--tp 16"), (dict(tp=8, pp=2), "--pp 2"), (dict(tp=8, dcp=2), "--dcp 2")],
+    ids=["tp16", "pp2", "dcp2"])
+def test_deepseek_v41_engram_layouts_vllm_ascend_refuses_are_refused(workspace, fields, flag):
+    """vllm-ascend 0.30.0rc2 refuses DeepSeek-V4.1's Engram outside TP 1/2/4/8 with PP and DCP 1 at start-up
+    (platform.py:1615-1621); a layout within it plans."""
+    base = {"model": "deepseek-v4.1-flash", "target": "910c", "quantization": "w8a8", "vllm_ascend_version": "0.30.0rc2"}
+    with pytest.raises(RequestError, match=rf"^{flag}: deepseek-v4.1-flash serves with Engram.*platform.py:1615-1621"):
+        plan(Request.model_validate({**base, **fields}), workspace)
+    assert plan(Request.model_validate({**base, "tp": 8, "dp": 2}), workspace).request.tp == 8

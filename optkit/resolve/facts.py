@@ -21,6 +21,7 @@ from optkit.resolve.pd import pd_layout
 from optkit.resolve.request_record import DEFAULT_VLLM_ASCEND, RequestRecord
 from optkit.resolve.context_parallel import check_decode_context_parallel, check_prefill_context_parallel
 from optkit.resolve.pipeline import check_pipeline_parallel
+from optkit.resolve.engram import check_engram
 from optkit.resolve.sharding import check_sharding
 from optkit.resolve.quantization import kv_cache_quantized
 from optkit.value import valueclass
@@ -204,6 +205,7 @@ def compute_facts(request: RequestRecord, model, target, release=None, weights=N
     ep = request.ep if request.ep is not None else default_ep(model, page["page.expert_parallel"])
     check_prefill_context_parallel(request, model, target, ascend)
     check_pipeline_parallel(request, model, layout.nodes)
+    check_engram(request, model, ascend)
     check_sharding(model, request.tp, request.dp, ep, pcp)
     sizes = decode_rows_at_load(request)
     rows = max(sizes)

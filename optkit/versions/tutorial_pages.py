@@ -174,7 +174,7 @@ def _commands(blocks: list[Block], text: list[TextLine]) -> tuple[list[dict], li
                 placed[number] = (block, offset)
             elif why := _unread(block, line):
                 unread.append({"line": number, "why": why})
-    for run, template, why in reversed(alternatives(commands, placed, text)):
+    for run, template, why in alternatives(commands, placed, text):  # each after the last of its run: page order
         block, offset = placed[run]
         after = max(i for i, c in enumerate(commands) if c["line"] == run)
         commands.insert(after + 1, {**launcher(block, offset, commands, runs, template), "alternative": why})

@@ -58,8 +58,8 @@ def test_each_stage_holds_its_layers_weights_and_kv_cache(workspace):
 @pytest.mark.parametrize("fields, message", [
     (dict(tp=8, pp=2, pcp=2, vllm_ascend_version="0.26.0rc1"), r"--pp 2 \(request field pp\): PP cannot be combined with prefill context parallelism "
                               r"\(.*pipeline_parallel.md:301, :426\)"),
-    (dict(tp=16, pp=2, pd="1:1"), r"with --pd, --pp sizes the decode instances, which run PP 1 .*give the prefill "
-                                  r"instances' pipeline with --prefill-pp"),
+    (dict(tp=16, pp=2, pd="1:1"), r"--pp 2 with --pd 1:1: --pp would size the decode instances, which run PP 1 .*give "
+                                  r"the prefill instances' pipeline with --prefill-pp alone"),
     (dict(tp=8, dp=2, pp=2), r"PP and DP together across nodes fail for a MoE model .*:431-433"),
 ])
 def test_what_the_guide_says_pp_does_not_stack_with_is_refused(workspace, fields, message):
@@ -76,6 +76,13 @@ def test_eagle3_with_pp_is_minimax_m3s_only(workspace):
 def test_a_prefill_pipeline_without_pd_is_refused(workspace):
     with pytest.raises(RequestError, match=r"--prefill-pp without --pd"):
         plan(Request(**GLM5, tp=16, prefill_pp=2), workspace)
+
+
+def test_pp_with_pd_is_refused_even_where_it_equals_the_prefill_pipeline(workspace):
+    """--pp would size the decode instances, which run PP 1 (pipeline_parallel.md:307, :431); before, --pp 2 with
+    --prefill-pp 2 passed the check meant for the prefill role's own plan, and the decoders ran PP 2."""
+    with pytest.raises(RequestError, match=r"^--pp 2 with --pd 1:1: .*the Decode node must use PP1.*--prefill-pp alone"):
+        plan(Request(**{**GLM5_PD, "pp": 2}), workspace)
 
 
 def test_a_pd_prefiller_runs_its_own_pipeline_across_two_nodes(workspace):

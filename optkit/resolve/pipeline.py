@@ -47,6 +47,16 @@ def pp_problem(request, model, layout_nodes: int) -> str:
     return ""
 
 
+def check_pd_decoders(given, only_role: str | None) -> None:
+    """Refuse ``--pp`` on a user's ``--pd`` request: it would size the decode instances, which run PP 1. The prefill
+    role's own plan (``only_role`` prefill, ``role_plans.shaped_prefill_plan``) carries the prefillers' pipeline as
+    its ``pp``; a user's request gives it as ``--prefill-pp``."""
+    if only_role != "prefill" and given.pd is not None and (given.pp or 1) > 1:
+        raise RequestError(f"--pp {given.pp} with --pd {given.pd}: --pp would size the decode instances, which run "
+                           f"PP 1 ({GUIDE}:307, :431: \"the Decode node must use PP1\"): give the prefill instances' "
+                           "pipeline with --prefill-pp alone")
+
+
 def check_pipeline_parallel(request, model, layout_nodes: int) -> None:
     """Refuse a pipeline-parallel size optkit does not plan (``pp_problem``), naming the flag."""
     problem = pp_problem(request, model, layout_nodes)
@@ -54,4 +64,4 @@ def check_pipeline_parallel(request, model, layout_nodes: int) -> None:
         raise RequestError(f"--pp {request.pp} (request field pp): {problem}")
 
 
-__all__ = ["check_pipeline_parallel", "pp_problem", "GUIDE"]
+__all__ = ["check_pd_decoders", "check_pipeline_parallel", "pp_problem", "GUIDE"]

@@ -17,6 +17,7 @@ from optkit.resolve.choices import Chosen, choose
 from optkit.resolve.facts import Facts, compute_facts
 from optkit.resolve.context_length import check_max_model_len
 from optkit.resolve.fit import plan_fit, refusal as fit_refusal
+from optkit.resolve.pipeline import check_pd_decoders
 from optkit.resolve.overrides import check_set
 from optkit.resolve.tuned import apply as apply_tuned
 from optkit.resolve.layout import NodeLayout, layout_of
@@ -265,6 +266,7 @@ def plan(request: RequestRecord, workspace: Workspace | None = None, profile: Pa
     from optkit.versions.onrelease import verdict
 
     given = as_request_record(request)
+    check_pd_decoders(given, only_role)
     ws = workspace or load_workspace()
     filled = filled_request(given, ws)
     # a tune record of this request: its measured values over the rules (optkit.resolve.tuned)

@@ -38,7 +38,7 @@ def _gain(g) -> str:
 def _launch(recipe) -> list[str]:
     lines = []
     for env in recipe.env:
-        note = " (external: CANN/HCCL/PyTorch)" if env.external else ""
+        note = " (external: vLLM, CANN/HCCL, PyTorch or the host)" if env.external else ""
         note += " (build time)" if env.build_time else ""
         lines.append(f"- env `{env.name}={env.value}`{note}")
     for field in ("additional_config", "compilation_config", "speculative_config"):

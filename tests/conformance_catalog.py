@@ -548,12 +548,12 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
                spanned=spanned)
 
 
+@lru_cache(maxsize=None)
 def _served_dtypes(target: str) -> tuple[str, ...]:
     """The dtypes optkit's ``target`` serves (``Target.serving_dtypes``: float16 alone on Atlas 300I DUO)."""
-    from optkit.resolve.plan import load_workspace
-    from optkit.resolve.profile_catalog import find_target
+    from optkit.resolve.profile_catalog import find_target, load_targets
 
-    return tuple(find_target(load_workspace().targets, target).serving_dtypes or ("bfloat16", "float16", "float32"))
+    return tuple(find_target(load_targets(REPO / "targets"), target).serving_dtypes or ("bfloat16", "float16", "float32"))
 
 
 def on_one_device(command: dict) -> dict:

@@ -23,6 +23,8 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from optkit.versions.tutorial_shell import ASSIGN, expand, follow_array, follow_if, own_default, shell_word, words_of
+
 JSON_FLAGS = ("--additional-config", "--compilation-config", "--speculative-config", "--kv-transfer-config")
 """Flags whose value is JSON: compared key by key (``--additional-config.enable_cpu_binding``)."""
 SEPARATOR = " › "
@@ -36,15 +38,6 @@ _MYST_CLOSE = re.compile(r"^\s*(:{3,})\s*$")
 _MYST_OPTION = re.compile(r"^\s*:[\w-]+:")  # a MyST directive's option (``:sync: prefill node2``), no text
 _FENCE = re.compile(r"^(\s*)(`{3,})(.*)$")
 _LIST_ITEM = re.compile(r"^\s*(\d+\.|[-*+])\s+\S")
-_ASSIGN = re.compile(r"^(export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
-_VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
-_ARRAY_SET = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=\((.*)\)\s*$")
-"""A bash array set or appended to: ``HEADLESS_ARGS=()``, ``HEADLESS_ARGS+=(--headless --data-parallel-start-rank
-"$NODE_RANK")`` (DeepSeek-V4.1-Flash.md 0.30.0rc2 :674-677)."""
-_ARRAY_USE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\[@\]\}")
-_IF = re.compile(r"^if\s+\[\[?\s+(\S+)\s+(==|!=|=)\s+(\S+)\s+\]\]?\s*(;\s*then)?\s*$")
-"""A condition the reader decides: two words compared (``if [[ "$NODE_RANK" != "0" ]]; then``), each a literal or
-a variable the block set; any other ``if`` it leaves undecided."""
 
 
 @dataclass
@@ -229,10 +222,10 @@ def settings_only(block: Block) -> tuple[dict[str, str], dict[str, tuple[str, in
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        match = _ASSIGN.match(line)
+        match = ASSIGN.match(line)
         if not match:
             return None
-        value = _expand(_shell_word(match.group(3)), variables)
+        value = expand(shell_word(match.group(3)), variables)
         variables[match.group(2)] = value
         if match.group(1):
             env[match.group(2)] = (value, block.start + index)
@@ -246,7 +239,7 @@ def block_commands(block: Block, keep: tuple[str, ...] = (),
     found: list[Command] = []
     variables: dict[str, str] = dict(inherited[0]) if inherited else {}
     env: dict[str, tuple[str, int]] = dict(inherited[1]) if inherited else {}
-    conditions: list[bool | None] = []  # the enclosing ifs: true, false or undecided (_IF)
+    conditions: list[bool | None] = []  # the enclosing ifs: true, false or undecided (tutorial_shell.follow_if)
     index = 0
     while index < len(block.lines):
         line = block.lines[index].strip()
@@ -260,12 +253,12 @@ def block_commands(block: Block, keep: tuple[str, ...] = (),
             found.append(_command(block, number, tokens, variables, dict(env)))
             index += used
             continue
-        if _conditions(line, variables, conditions) or _array(line, variables, conditions):
+        if follow_if(line, variables, conditions) or follow_array(line, variables, conditions):
             index += 1
             continue
-        if (match := _ASSIGN.match(line)) and not line.startswith("#"):
-            value = _own_default(match.group(2), _shell_word(match.group(3)), variables)
-            value = _expand(value, variables)
+        if (match := ASSIGN.match(line)) and not line.startswith("#"):
+            value = own_default(match.group(2), shell_word(match.group(3)), variables)
+            value = expand(value, variables)
             if match.group(2) not in keep:
                 variables[match.group(2)] = value
             if match.group(1):
@@ -274,79 +267,16 @@ def block_commands(block: Block, keep: tuple[str, ...] = (),
     return found
 
 
-def _own_default(name: str, value: str, variables: dict[str, str]) -> str:
-    """``export X="${X:-3600}"``: the host's X, else 3600 — read as 3600 where the page sets no X before (a fresh
-    host's value: DeepSeek-V4.1-Flash.md's ``VLLM_ENGINE_READY_TIMEOUT_S``, 0.30.0rc2 :664); any other value as is."""
-    match = re.fullmatch(r"\$\{" + re.escape(name) + r":-([^{}$]*)\}", value)
-    return match.group(1) if match and name not in variables else value
 
 
-def _conditions(line: str, variables: dict[str, str], conditions: list[bool | None]) -> bool:
-    """Follow an ``if``/``else``/``elif``/``fi`` line (True where ``line`` is one): ``conditions`` holds, innermost
-    last, whether each enclosing branch runs (None: undecided)."""
-    if match := _IF.match(line):
-        left, right = (_expand(_shell_word(word), variables) for word in (match.group(1), match.group(3)))
-        decided = "$" not in left + right
-        conditions.append(((left == right) == (match.group(2) != "!=")) if decided else None)
-    elif line.startswith("if "):
-        conditions.append(None)
-    elif line == "else" and conditions:
-        conditions[-1] = None if conditions[-1] is None else not conditions[-1]
-    elif line.startswith("elif ") and conditions:
-        conditions[-1] = None
-    elif line in ("fi", "fi;") and conditions:
-        conditions.pop()
-    else:
-        return False
-    return True
 
 
-def _array(line: str, variables: dict[str, str], conditions: list[bool | None]) -> bool:
-    """Follow a bash array set or appended to (``_ARRAY_SET``), held in ``variables`` as ``NAME[@]``, its words
-    shell-quoted (True where ``line`` is one). A branch that does not run leaves it as it was; an undecided one
-    leaves it unknown (dropped), so that a command using it is not read (a problem, not a guess)."""
-    match = _ARRAY_SET.match(line)
-    if not match:
-        return False
-    key = f"{match.group(1)}[@]"
-    if False in conditions:
-        return True
-    if None in conditions:
-        variables.pop(key, None)
-        return True
-    try:
-        words = [_expand(word, variables) for word in shlex.split(match.group(3))]
-    except ValueError:
-        variables.pop(key, None)
-        return True
-    before = shlex.split(variables[key]) if match.group(2) and key in variables else []
-    if match.group(2) and key not in variables:
-        return True  # appended to an array it does not know: stays unknown
-    variables[key] = shlex.join([*before, *words])
-    return True
 
 
-def _shell_word(text: str) -> str:
-    """The value of ``K=value``: one shell word (quotes removed), a trailing comment dropped."""
-    try:
-        words = shlex.split(text, comments=True)
-    except ValueError:
-        return text.strip()
-    return words[0] if words else ""
 
 
-def _words(token: str, variables: dict[str, str]) -> list[str]:
-    """A shell word after expansion: a word that is one variable alone (``$server_role_args``) splits at the
-    spaces of its value, as the shell splits an unquoted expansion (GLM5.2.md's ``server_role_args="--api-server-count
-    16"``, 0.30.0rc2 :575); any other word is one word."""
-    if (array := _ARRAY_USE.fullmatch(token)) and f"{array.group(1)}[@]" in variables:
-        return shlex.split(variables[f"{array.group(1)}[@]"])  # "${ARGS[@]}": its words, each one word
-    expanded = _expand(token, variables)
-    return expanded.split() if _VAR.fullmatch(token) and expanded != token else [expanded]
 
 
-def _expand(text: str, variables: dict[str, str]) -> str:
-    return _VAR.sub(lambda m: variables.get(m.group(1), m.group(0)), text)
 
 
 _ARITHMETIC = re.compile(r"\$\(\(([^()]*)\)\)")
@@ -402,7 +332,7 @@ def _open_quote(text: str, quote: str) -> str:
 def _command(block: Block, number: int, tokens: list[str], variables: dict[str, str],
              env: dict[str, tuple[str, int]]) -> Command:
     tokens = _argv(tokens[tokens[0] == "exec":])
-    split = [(word, token) for token in tokens for word in _words(token, variables)]  # each word, its raw token
+    split = [(word, token) for token in tokens for word in words_of(token, variables)]  # each word, its raw token
     words = [word for word, _ in split]
     command = Command(block.where, number, words[2] if len(words) > 2 else "", env=env)
     span = block.lines[number - block.start:]

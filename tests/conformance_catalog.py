@@ -509,7 +509,7 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
         return row("not comparable", f"launched by {command.get('launcher')} (a wrapper optkit does not emit)")
     role = command.get("pd_role")
     if command.get("problems"):
-        return row("not comparable", "the reader could not read it: " + command["problems"][0])
+        return row("not comparable", UNREAD + command["problems"][0])
     profile, why = profile_for(page, command, models)
     if profile is None:
         return row("not comparable", why)
@@ -663,6 +663,7 @@ def release_rows(release: str) -> tuple[Row, ...]:
 
 
 POSITIONAL = "its TP or DP is a script's positional argument"
+UNREAD = "the reader could not read it: "
 _WORST = ("unexplained", "explained", "reproduced")
 
 
@@ -671,11 +672,15 @@ def through_runs(row: Row, rows: list[Row]) -> Row:
     ``launch_online_dp.py`` runs that start it on its tab: each run is this very line with $1…$7 filled in
     (``tutorial_pages._launcher``), compared flag by flag. Its outcome is the worst of theirs (unexplained before
     explained before reproduced), with their lines; not comparable, for their reason, when none of them is
-    comparable; a template no run starts stays not comparable, saying so."""
-    if row.outcome != "not comparable" or not row.reason.startswith(POSITIONAL):
-        return row
+    comparable; a template no run starts stays not comparable, saying so.
+
+    So is a template the reader cannot read alone but its runs read through their wrappers (GLM5.3-Flash.md
+    0.30.0rc2 :591, whose ``${SERVER_ROLE_ARGS:-}`` the P0 and P1 wrappers set: ``tutorial_launchers.Scripts``)."""
     runs = [r for r in rows if r.page == row.page and r.tab == row.tab
             and r.command.get("template_line") == row.command["line"]]
+    wrapped = row.reason.startswith(UNREAD) and runs and all(r.command.get("wrapper") for r in runs)
+    if row.outcome != "not comparable" or not (row.reason.startswith(POSITIONAL) or wrapped):
+        return row
     compared = [r for r in runs if r.outcome != "not comparable"]
     if not runs:
         return replace(row, reason=f"{POSITIONAL} ($N) and no launch_online_dp.py run on its tab starts it")

@@ -822,3 +822,85 @@ def test_a_bash_array_built_under_a_decided_condition_is_read():
     assert follower["options"]["--data-parallel-start-rank"]["value"] == "2"
     unknown = only(page(script.format(rank=2, condition='"$UNSET_BY_THE_PAGE"')))
     assert unknown["problems"] and "HEADLESS_ARGS" in unknown["problems"][0]
+
+
+WRAPPED_PAGE = '''\
+    ## Deploy
+
+    Save the following script as `run_p.sh` on P0 and P1.
+
+    ```shell
+    : "${LOCAL_IP:?Set LOCAL_IP in the wrapper}"
+    export HCCL_IF_IP="$LOCAL_IP"
+    exec vllm serve "$MODEL_PATH" \\
+      --port "$2" \\
+      --data-parallel-size "$3" \\
+      --tensor-parallel-size "$7" \\
+      ${SERVER_ROLE_ARGS:-} \\
+      --kv-transfer-config '{"kv_connector": "MooncakeConnectorV2", "kv_role": "kv_producer"}'
+    ```
+
+    Save the following `run_p0.sh` on P0.
+
+    ```shell
+    #!/usr/bin/env bash
+    export LOCAL_IP="<P0_IP>"
+    export MODEL_PATH="<YOUR_MODEL_PATH>"
+    export SERVER_ROLE_ARGS="--api-server-count 1"
+    exec bash ./run_p.sh "$@"
+    ```
+
+    Save the following `run_p1.sh` on P1.
+
+    ```shell
+    export LOCAL_IP="<P1_IP>"
+    export MODEL_PATH="<YOUR_MODEL_PATH>"
+    export SERVER_ROLE_ARGS="--headless"
+    exec bash ./run_p.sh "$@"
+    ```
+
+    ```shell
+    # P0
+    python launch_online_dp.py --template ./run_p0.sh --dp-size 2 --tp-size 8 --dp-size-local 1 --dp-rank-start 0 --dp-address a
+    # P1
+    python launch_online_dp.py --template ./run_p1.sh --dp-size 2 --tp-size 8 --dp-size-local 1 --dp-rank-start 1 --dp-address a
+    ```
+    '''
+
+
+def test_a_run_of_a_wrapper_reads_the_template_with_the_wrappers_variables():
+    """GLM5.3-Flash.md 0.30.0rc2 :567-677: run_p.sh passes ``${SERVER_ROLE_ARGS:-}``, which it does not set; the
+    P0 and P1 wrappers set it (``--api-server-count 1``, ``--headless``) and ``exec bash ./run_p.sh "$@"``; the runs
+    name the wrappers with --template. The template alone stays unread (a problem, not an empty guess); each run
+    reads it with its wrapper's variables, the flag cited where the variable stands."""
+    data = page(WRAPPED_PAGE)
+    template = only(data)
+    assert template["problems"] and "SERVER_ROLE_ARGS" in template["problems"][0]
+    p0, p1 = [c for c in data["commands"] if c["launcher"] == "launch_online_dp.py"]
+    assert (p0["problems"], p1["problems"]) == ([], [])
+    assert p0["options"]["--api-server-count"] == {"value": "1", "line": 12}
+    assert "--headless" not in p0["options"]
+    assert p1["options"]["--headless"] == {"value": True, "line": 12}
+    assert (p0["model"], p0["env"]["HCCL_IF_IP"]["value"], p1["env"]["HCCL_IF_IP"]["value"]) == (
+        "<YOUR_MODEL_PATH>", "<P0_IP>", "<P1_IP>")
+    assert "LOCAL_IP" not in p0["env"] and "SERVER_ROLE_ARGS" not in p0["env"]  # the wrapper's plumbing
+    assert (p0["wrapper"], p1["wrapper"]) == ({"line": 19, "script": "run_p0.sh"}, {"line": 29, "script": "run_p1.sh"})
+    assert p0["template_line"] == p1["template_line"] == template["line"] == 8
+    assert p0["options"]["--tensor-parallel-size"]["value"] == "8"
+
+
+def test_a_run_without_its_wrapper_keeps_the_templates_problem():
+    """A run of a template the reader cannot read carries its problem (before, the run was read with the
+    unread word dropped): here the page saves no run_p0.sh."""
+    text = WRAPPED_PAGE.replace("Save the following `run_p0.sh` on P0.", "On P0:")
+    p0 = next(c for c in page(text)["commands"] if c["launcher"] == "launch_online_dp.py")
+    assert "wrapper" not in p0 and p0["problems"] and "SERVER_ROLE_ARGS" in p0["problems"][0]
+
+
+@pytest.mark.parametrize(("written", "variables", "expected"), [
+    ("${X:-d}", {"X": "v"}, "v"), ("${X:-d}", {"X": ""}, "d"), ("${X:-}", {"X": ""}, ""),
+    ("${X:-d}", {}, "${X:-d}"), ("$X/${Y}", {"X": "a", "Y": "b"}, "a/b"), ("$X", {}, "$X")])
+def test_shell_expansion(written, variables, expected):
+    from optkit.versions.tutorial_shell import expand
+
+    assert expand(written, variables) == expected

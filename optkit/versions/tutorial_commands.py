@@ -342,7 +342,7 @@ def _command(block: Block, number: int, tokens: list[str], variables: dict[str, 
         written = words[index].split("=", 1)[0]
         if seen.get(written) and "." not in flag:  # given again: argparse keeps this value alone, a JSON one whole
             command.options = {k: v for k, v in command.options.items() if k != flag and not k.startswith(flag + ".")}
-        _add_option(command, flag, value, number + _line_of(span, written, seen.get(written, 0)))
+        _add_option(command, flag, value, number + _line_of(span, written, seen.get(written, 0), split[index][1]))
         seen[written] = seen.get(written, 0) + 1
         read |= {index, index + 1} if value is not None and "=" not in words[index] else {index}
     command.problems += [_stray(split[index][1], span, number) for index in sorted(set(range(len(words))) - read)]
@@ -405,12 +405,16 @@ def options(words: list[str]) -> list[tuple[str, str | None, int]]:
     return found
 
 
-def _line_of(lines: list[str], flag: str, before: int = 0) -> int:
+def _line_of(lines: list[str], flag: str, before: int = 0, token: str = "") -> int:
     """Lines after the command's first line where ``flag`` stands (0: on the first), its ``before``-th repeat
     where it stood that often already (Qwen-VL-Dense.md's 300I DUO command gives ``--dtype`` twice: argparse
-    keeps the last, and so does the reader, with its line)."""
-    found = [offset for offset, line in enumerate(lines) if re.search(rf"(^|\s){re.escape(flag)}(\s|=|$)", line)]
-    return found[min(before, len(found) - 1)] if found else 0
+    keeps the last, and so does the reader, with its line); a flag a variable passes, where ``token`` (the
+    variable, ``${SERVER_ROLE_ARGS:-}``) stands."""
+    for word in (flag, token) if token and token != flag else (flag,):
+        found = [offset for offset, line in enumerate(lines) if re.search(rf"(^|\s){re.escape(word)}(\s|=|$)", line)]
+        if found:
+            return found[min(before, len(found) - 1)] if word == flag else found[0]
+    return 0
 
 
 def _add_option(command: Command, flag: str, value: str | None, line: int) -> None:

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 
-from optkit.versions.tutorial_commands import SEPARATOR, Block, Command, TextLine, command_tokens, options
+from optkit.versions.tutorial_commands import ASSIGN, SEPARATOR, Block, Command, TextLine, command_tokens, options
 from optkit.versions.tutorial_context import as_int, command_data, comment_above, context, pd_role
+
+from optkit.versions.tutorial_shell import expand, shell_word
 
 LAUNCHER = re.compile(r"^python3?\s+(\S*/)?launch_online_dp\.py\b")
 
@@ -19,6 +22,15 @@ LAUNCHER = re.compile(r"^python3?\s+(\S*/)?launch_online_dp\.py\b")
 SCRIPT_RUN = re.compile(r"^(?:(?:ba)?sh\s+|\./)(\S*/)?run_dp_template\.sh\s*$")
 """``bash run_dp_template.sh``: a node runs its script itself, with no launcher (GLM5.2.md 0.30.0rc2 :695): the
 script is started, and starts no command beyond the script's own ``vllm serve``."""
+
+
+_SAVED_AS = re.compile(r"\bsave\b[^`]*`(?:\./)?([\w.-]+\.sh)`", re.IGNORECASE)
+"""The name the page saves a block under: ``save the following script as `run_p.sh` ``, ``Save the following
+`run_p0.sh` on P0`` (GLM5.3-Flash.md 0.30.0rc2 :352, :632), read off the text just above the block."""
+
+
+_EXEC_SCRIPT = re.compile(r'^(?:exec\s+)?(?:ba)?sh\s+(?:\./)?([\w.-]+\.sh)\s+"\$@"\s*$')
+"""A wrapper's last line: it runs another saved script with its own arguments (``exec bash ./run_p.sh "$@"``)."""
 
 
 TEMPLATE_POSITIONS = {"$2": "--vllm-start-port", "$3": "--dp-size", "$4": "--dp-rank-start", "$5": "--dp-address",
@@ -64,9 +76,12 @@ def launch_key(block: Block, offset: int) -> tuple[str | None, str | None]:
             context(block, Command(block.where, number, ""), comment)["hardware"])
 
 
-def launcher(block: Block, offset: int, earlier: list[dict], runs: Counter, paired: int | None = None) -> dict:
+def launcher(block: Block, offset: int, earlier: list[dict], runs: Counter, paired: int | None = None,
+             scripts: Scripts | None = None) -> dict:
     """A ``python launch_online_dp.py`` run as the command it starts on its first local DP rank (``runs``: the
-    page's runs per ``launch_key``, which pair with its templates in order where they count as many)."""
+    page's runs per ``launch_key``, which pair with its templates in order where they count as many). A run whose
+    ``--template`` names a script the page saves (``scripts``) starts that script, read through its wrapper where it
+    is one (``Scripts.started``); a template's problems are the run's, unless the wrapper's variables resolve them."""
     number = block.start + offset
     words, used = command_tokens(block.lines, offset)
     span = block.lines[offset:offset + used]
@@ -75,7 +90,10 @@ def launcher(block: Block, offset: int, earlier: list[dict], runs: Counter, pair
         args[flag] = {"value": value, "line": number + next((i for i, line in enumerate(span) if flag in line), 0)}
     comment = comment_above(block, offset)
     role, hardware = launch_key(block, offset)
-    template = next((c for c in earlier if c["line"] == paired), None) if paired else None
+    named, wrapper = (None, None)
+    if scripts is not None and paired is None and "--template" in args:
+        named, wrapper = scripts.started(str(args["--template"]["value"]), block)
+    template = next((c for c in earlier if c["line"] == paired), None) if paired else named
     template = template or _template(earlier, role, hardware, runs[(role, hardware)])
     command = Command(block.where, number, template["model"] if template else "")
     if template is None:
@@ -89,9 +107,12 @@ def launcher(block: Block, offset: int, earlier: list[dict], runs: Counter, pair
                 value, line = (source["value"], source["line"]) if source else (value, line)
             command.options[flag] = (value, line)
         command.env = {name: (entry["value"], entry["line"]) for name, entry in template["env"].items()}
+        command.problems += template["problems"]
     data = command_data(block, command, comment, launcher="launch_online_dp.py")
     data["launcher_options"] = args
     data["template_line"] = template["line"] if template else None
+    if wrapper:
+        data["wrapper"] = wrapper
     size, local = (as_int((args.get(f) or {}).get("value")) for f in ("--dp-size", "--dp-size-local"))
     local = local or size  # launch_online_dp.py: --dp-size-local defaults to --dp-size
     if size and local:
@@ -188,3 +209,65 @@ def _reused_section(template: dict, run: dict, blocks: dict[int, Block], text: l
     number, line = match.group(1) or match.group(2), said.number
     within = any(n == number or n.startswith(number + ".") for n in blocks[run["line"]].numbers)
     return f"Section {number}'s run, as :{line} says" if within else ""
+
+
+class Scripts:
+    """The scripts a page saves by name (``_SAVED_AS``), for the runs whose ``--template`` names one.
+
+    A **wrapper** is a saved script that only sets variables and then runs another saved script with its own
+    arguments (GLM5.3-Flash.md 0.30.0rc2: ``run_p0.sh`` exports ``LOCAL_IP``, ``NIC_NAME``, ``MODEL_PATH`` and
+    ``SERVER_ROLE_ARGS="--api-server-count 1"``, then ``exec bash ./run_p.sh "$@"``, :636-641). A run of a wrapper
+    starts the wrapped template read with the wrapper's variables, so that ``${SERVER_ROLE_ARGS:-}`` at :617 is
+    ``--api-server-count 1`` on P0 and ``--headless`` on P1. The wrapper's variables are the script's plumbing (the
+    template reads them); they are not added to the command's environment, which is the template's own exports.
+
+    ``read``: a block's commands read with variables set before its own (the template's section's and the
+    wrapper's)."""
+
+    def __init__(self, blocks: list[Block], read: Callable[[Block, dict[str, str]], list[Command]]) -> None:
+        self._blocks = blocks
+        self._read = read
+
+    def started(self, template: str, run: Block) -> tuple[dict | None, dict | None]:
+        """(the template command data, the wrapper ``{line, script}`` or None) the run in ``run`` starts with
+        ``--template template``: the nearest block before it saved under that name, in its tab or around it; None
+        where the page saves no such script, or it is neither a template nor a wrapper of one."""
+        script = self._saved(template.rsplit("/", 1)[-1], run)
+        if script is None:
+            return None, None
+        variables, wrapper = {}, None
+        if wrapped := _wrapper(script):
+            variables, name = wrapped
+            wrapper = {"line": script.start, "script": template.rsplit("/", 1)[-1]}
+            script = self._saved(name, script)
+            if script is None:
+                return None, None
+        for command in self._read(script, variables):
+            if any(isinstance(value, str) and value in TEMPLATE_POSITIONS for value, _ in command.options.values()):
+                offset = command.line - script.start
+                return command_data(script, command, comment_above(script, offset)), wrapper
+        return None, None
+
+    def _saved(self, name: str, before: Block) -> Block | None:
+        return next((b for b in reversed(self._blocks) if b.start < before.start and saved_as(b) == name
+                     and before.tabs[:len(b.tabs)] == b.tabs), None)
+
+
+def saved_as(block: Block) -> str:
+    """The script name the text just above ``block`` saves it under (``_SAVED_AS``), or ''."""
+    match = _SAVED_AS.search(" ".join(block.lead))
+    return match.group(1) if match else ""
+
+
+def _wrapper(block: Block) -> tuple[dict[str, str], str] | None:
+    """(variables it sets, the script it runs) of a wrapper block (``Scripts``), else None."""
+    variables: dict[str, str] = {}
+    lines = [line.strip() for line in block.lines if line.strip() and not line.strip().startswith("#")]
+    if not lines or not (runs := _EXEC_SCRIPT.match(lines[-1])):
+        return None
+    for line in lines[:-1]:
+        match = ASSIGN.match(line)
+        if not match:
+            return None
+        variables[match.group(2)] = expand(shell_word(match.group(3)), variables)
+    return variables, runs.group(1)

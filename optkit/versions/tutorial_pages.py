@@ -29,7 +29,7 @@ from optkit.versions.tutorial_checkpoints import bullet_checkpoints, in_weights,
 from optkit.versions.tutorial_commands import SEPARATOR, Block, Command, TextLine, block_commands, settings_only, walk
 from optkit.versions.tutorial_context import command_data, comment_above
 from optkit.versions.tutorial_hardware import statements
-from optkit.versions.tutorial_launchers import LAUNCHER, alternatives, launch_key, launcher, paired_runs
+from optkit.versions.tutorial_launchers import LAUNCHER, Scripts, alternatives, launch_key, launcher, paired_runs
 
 KINDS = ("llm", "embedding", "reranker", "asr", "ocr", "reward", "other")
 _KIND_WORDS = (("reranker", r"rerank"), ("embedding", r"embedding|siglip"), ("asr", r"\basr\b|transcribe"),
@@ -154,6 +154,12 @@ def _commands(blocks: list[Block], text: list[TextLine]) -> tuple[list[dict], li
             continue
         read_of[block.start] = {c.line: c for c in block_commands(block, inherited=_inherited(block, carried))}
     paired = paired_runs(readable, read_of)
+
+    def read(block: Block, variables: dict[str, str]) -> list:  # a saved script, with its wrapper's variables
+        before = [(b, settings) for b, settings in carried if b.start < block.start]
+        variables_before, env = _inherited(block, before) or ({}, {})
+        return block_commands(block, inherited=({**variables_before, **variables}, env))
+    scripts = Scripts(readable, read)
     commands: list[dict] = []
     unread: list[dict] = []
     placed: dict[int, tuple[Block, int]] = {}  # a run's block and offset
@@ -170,7 +176,7 @@ def _commands(blocks: list[Block], text: list[TextLine]) -> tuple[list[dict], li
             if number in read:
                 commands.append(command_data(block, read[number], comment_above(block, offset)))
             elif LAUNCHER.match(line):
-                commands.append(launcher(block, offset, commands, runs, paired.get(number)))
+                commands.append(launcher(block, offset, commands, runs, paired.get(number), scripts))
                 placed[number] = (block, offset)
             elif why := _unread(block, line):
                 unread.append({"line": number, "why": why})

@@ -11,7 +11,10 @@ import shlex
 ASSIGN = re.compile(r"^(export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
-_VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^{}$]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+"""A variable expanded: ``$X``, ``${X}``, or ``${X:-default}`` (X where it is set and not empty, else the default:
+read only where the block or a wrapper sets X, GLM5.3-Flash.md's ``${SERVER_ROLE_ARGS:-}``, 0.30.0rc2 :617; an X
+no one sets stays as written, since a wrapper the reader did not see may set it)."""
 
 
 _ARRAY_SET = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=\((.*)\)\s*$")
@@ -99,4 +102,10 @@ def words_of(token: str, variables: dict[str, str]) -> list[str]:
 
 
 def expand(text: str, variables: dict[str, str]) -> str:
-    return _VAR.sub(lambda m: variables.get(m.group(1), m.group(0)), text)
+    def value(match: re.Match) -> str:
+        name = match.group(1) or match.group(3)
+        if name not in variables:
+            return match.group(0)
+        default = match.group(2)
+        return variables[name] or (default if default is not None else "")
+    return _VAR.sub(value, text)

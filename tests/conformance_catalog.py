@@ -84,6 +84,8 @@ class Row:
     """lines of the page's other commands of this command's layout and tab (``sibling_lines``)"""
     spanned: tuple = (1, frozenset())
     """the nodes optkit's plan spans, and its layout's page lines, where the command's ranks outgrow its nodes"""
+    profile: str = ""
+    """the profile it is compared for where the command holds for several (``profiles_of``), else ''"""
 
 
 @lru_cache(maxsize=None)
@@ -127,6 +129,19 @@ def profile_for(page: str, command: dict, models) -> tuple[Any, str]:
     if len(best) > 1 and not any(n and tail.startswith(n) for m in owners for n in model_names(m)):
         return None, f"the page is about {len(owners)} profiles and the model path {command.get('model')!r} names none"
     return sorted(best, key=lambda m: -len(m.hf_id))[0], ""
+
+
+def profiles_of(page: str, command: dict, models) -> tuple[Any, ...]:
+    """The profiles a command is compared for: (None,) — the one ``profile_for`` gives, or none and why — except
+    where its model path names none of the page's several profiles and the page holds it for every one of them, as a
+    plan reads it (``page_commands.serves``: every owner's page command): then each, one row per profile (Gemma4.md
+    0.30.0rc2 :80 and :96, ``/root/.cache/path/to/gemma4``, for its dense and its MoE model alike, :24-29)."""
+    if profile_for(page, command, models)[0] is not None:
+        return (None,)
+    name = page.rsplit("/", 1)[-1]
+    owners = [m for m in models.values() if name in m.tutorials]
+    best = best_owners(command, owners)
+    return tuple(sorted(best, key=lambda m: m.id)) if len(owners) > 1 and len(best) == len(owners) else (None,)
 
 
 def quantization_for(command: dict, page_data: dict, profile) -> tuple[str, str]:
@@ -493,8 +508,9 @@ def _connectors(command: dict) -> set:
 
 
 def compare_command(release: str, page: str, page_data: dict, command: dict, models, workspace,
-                    hardware: str | None) -> Row:
-    """One command's outcome on one of its hardware tabs."""
+                    hardware: str | None, for_profile: Any = None) -> Row:
+    """One command's outcome on one of its hardware tabs (for ``for_profile`` where it holds for several:
+    ``profiles_of``)."""
     from optkit.bundle.launch import Launch
     from optkit.bundle.pd import RoleLaunch
     from optkit.errors import OptkitError
@@ -502,7 +518,7 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
     from optkit.resolve.request import Request
 
     def row(outcome: str, reason: str = "", **extra) -> Row:
-        return Row(release, page, command, outcome, reason, tab=hardware, **extra)
+        return Row(release, page, command, outcome, reason, tab=hardware, profile=getattr(for_profile, "id", ""), **extra)
 
     command = on_one_device(command)
     if command.get("launcher") not in ("vllm serve", "launch_online_dp.py"):
@@ -510,7 +526,7 @@ def compare_command(release: str, page: str, page_data: dict, command: dict, mod
     role = command.get("pd_role")
     if command.get("problems"):
         return row("not comparable", UNREAD + command["problems"][0])
-    profile, why = profile_for(page, command, models)
+    profile, why = (for_profile, "") if for_profile is not None else profile_for(page, command, models)
     if profile is None:
         return row("not comparable", why)
     if hardware is None:
@@ -657,8 +673,9 @@ def release_rows(release: str) -> tuple[Row, ...]:
     from optkit.resolve.plan import load_workspace
 
     workspace, models = load_workspace(), _models()
-    rows = [compare_command(release, name, page, command, models, workspace, tab)
-            for name, page, command in llm_commands(release) for tab in tabs_of(page, command)]
+    rows = [compare_command(release, name, page, command, models, workspace, tab, profile)
+            for name, page, command in llm_commands(release) for tab in tabs_of(page, command)
+            for profile in profiles_of(name, command, models)]
     return tuple(through_runs(row, rows) for row in rows)
 
 
@@ -676,7 +693,7 @@ def through_runs(row: Row, rows: list[Row]) -> Row:
 
     So is a template the reader cannot read alone but its runs read through their wrappers (GLM5.3-Flash.md
     0.30.0rc2 :591, whose ``${SERVER_ROLE_ARGS:-}`` the P0 and P1 wrappers set: ``tutorial_launchers.Scripts``)."""
-    runs = [r for r in rows if r.page == row.page and r.tab == row.tab
+    runs = [r for r in rows if r.page == row.page and r.tab == row.tab and r.profile == row.profile
             and r.command.get("template_line") == row.command["line"]]
     wrapped = row.reason.startswith(UNREAD) and runs and all(r.command.get("wrapper") for r in runs)
     if row.outcome != "not comparable" or not (row.reason.startswith(POSITIONAL) or wrapped):
@@ -689,7 +706,7 @@ def through_runs(row: Row, rows: list[Row]) -> Row:
     lines = ", ".join(f":{r.command['line']}" for r in compared)
     outcome = next(o for o in _WORST if any(r.outcome == o for r in compared))
     return Row(row.release, row.page, row.command, outcome, f"through the launch_online_dp.py runs that start it ({lines})",
-               row.tab, request=compared[0].request,
+               row.tab, request=compared[0].request, profile=row.profile,
                unexplained=[d for r in compared for d in r.unexplained])
 
 
@@ -697,7 +714,7 @@ def coverage_table(releases: list[str]) -> str:
     """docs/models.md's coverage table: per release, LLM commands by outcome, and the reasons not compared."""
     from optkit.versions.tutorial_data import load
 
-    lines = ["| release | LLM pages | LLM commands (× tabs) | reproduced | explained | unexplained | not comparable |",
+    lines = ["| release | LLM pages | LLM commands (× tabs, × profiles) | reproduced | explained | unexplained | not comparable |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     reasons: Counter = Counter()
     for release in releases:
@@ -722,24 +739,26 @@ def coverage_table(releases: list[str]) -> str:
 
 
 def _reason_class(reason: str) -> str:
+    if reason.startswith(UNREAD) and reason.endswith("a fragment of a command, not read as one"):
+        return "a fragment of a command (`...` for flags the page writes elsewhere)"
     return reason.split(": ", 1)[0] if reason.startswith(("optkit refuses", "the reader")) else reason
 
 
 def _tab_shown(release: str, row: Row) -> str:
     """The row's tab, with the page line that places it where the command's own context names none
     (``optkit.resolve.page_hardware``: 'A3 by :29 (the page's hardware statement)')."""
-    from optkit.resolve.page_hardware import placement, tab_overruled
+    from optkit.resolve.page_hardware import placements, tab_overruled
     from optkit.resolve.page_tables import scenario_words
     from optkit.versions.tutorial_data import load
 
-    command = row.command
+    command, shown = row.command, str(row.tab)
     if row.tab is not None and command.get("hardware"):
         overruled = tab_overruled(load(release).pages[row.page], command)
-        return overruled.note() if overruled else str(row.tab)
-    if row.tab is None or command.get("hardware_families") or scenario_words(command.get("scenario")):
-        return str(row.tab)
-    placed = placement(load(release).pages[row.page], command)
-    return placed.note() if placed else str(row.tab)
+        shown = overruled.note() if overruled else shown
+    elif row.tab is not None and not command.get("hardware_families") and not scenario_words(command.get("scenario")):
+        shown = next((p.note() for p in placements(load(release).pages[row.page], command) if p.family == row.tab),
+                     shown)
+    return f"{shown}, for {row.profile}" if row.profile else shown
 
 
 def main(argv: list[str]) -> int:

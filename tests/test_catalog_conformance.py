@@ -28,9 +28,10 @@ def test_the_coverage_table_in_the_docs_is_current():
 @pytest.mark.parametrize("release", cc.COMPARED_RELEASES)
 def test_every_llm_command_has_one_outcome_and_every_skip_a_reason(release):
     rows = cc.release_rows(release)
-    tabs = [(name, command["line"], tab) for name, page, command in cc.llm_commands(release)
-            for tab in cc.tabs_of(page, command)]
-    assert [(r.page, r.command["line"], r.tab) for r in rows] == tabs and tabs
+    models = cc._models()
+    tabs = [(name, command["line"], tab, getattr(profile, "id", "")) for name, page, command in cc.llm_commands(release)
+            for tab in cc.tabs_of(page, command) for profile in cc.profiles_of(name, command, models)]
+    assert [(r.page, r.command["line"], r.tab, r.profile) for r in rows] == tabs and tabs
     assert all(r.tab is None for r in rows if r.reason == "no hardware tab")
     assert all(r.outcome in OUTCOMES for r in rows)
     assert all(r.reason for r in rows if r.outcome == "not comparable")
@@ -360,3 +361,27 @@ def test_a_kv_pool_is_compared_through_its_p2p_connector():
     assert unwrapped["--kv-transfer-config.kv_connector"][0] == "MooncakeConnectorV1"
     assert unwrapped["--kv-transfer-config.kv_connector_extra_config.prefill.pp_size"][0] == 2
     assert cc._p2p_unwrapped({"--x": ("1", 3)}) == {"--x": ("1", 3)}  # no MultiConnector: as written
+
+
+def test_a_command_for_every_profile_of_its_page_is_compared_for_each():
+    """Gemma4.md (0.30.0rc2) serves ``/root/.cache/path/to/gemma4`` for its dense and its MoE model alike, on the A2,
+    A3 and 950 it states alike (:7): each command is compared for each profile on each family, as plans read it
+    (``page_commands.serves``); before, both commands were not comparable."""
+    rows = [r for r in cc.release_rows("0.30.0rc2") if r.page == "models/Gemma4.md"]
+    assert sorted((r.command["line"], r.tab, r.profile) for r in rows) == sorted(
+        (line, tab, profile) for line in (80, 96) for tab in ("A2", "A3", "A5")
+        for profile in ("gemma-4-26b-a4b-it", "gemma-4-31b-it"))
+    assert all(r.outcome == "explained" and r.request["model"] == r.profile for r in rows)
+    named = next(c for c in cc.llm_commands("0.30.0rc2") if c[0] == "models/Qwen3-Dense.md")
+    assert cc.profiles_of(named[0], named[2], cc._models()) == (None,)  # a command naming its model: one row
+
+
+def test_a_template_its_wrappers_complete_is_compared_through_their_runs():
+    """GLM5.3-Flash.md (0.30.0rc2) :591 passes ``${SERVER_ROLE_ARGS:-}``, which its P0 and P1 wrappers set: alone it
+    is not read; through the runs that start it by their wrappers (:658 with --api-server-count 1, :669 with
+    --headless) it is compared."""
+    rows = {r.command["line"]: r for r in cc.release_rows("0.30.0rc2") if r.page == "models/GLM5.3-Flash.md"
+            and r.command["line"] in (591, 658, 669)}
+    assert rows[591].outcome == "explained" and rows[591].reason.endswith("(:658, :669)")
+    assert rows[658].command["options"]["--api-server-count"]["value"] == "1"
+    assert rows[669].command["options"]["--headless"]["value"] is True

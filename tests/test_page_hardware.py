@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from optkit.resolve.page_hardware import NODE_DEVICES, placement, ranks_per_node
+from optkit.resolve.page_hardware import NODE_DEVICES, SERVING_DTYPES, placement, placements, ranks_per_node
 from optkit.resolve.page_tables import command_tabs
 from optkit.versions.tutorial_commands import options
 from optkit.versions.tutorial_data import load
@@ -51,6 +51,43 @@ def test_the_devices_a_node_holds_rule_out_a_family():
     placed = placement(sixteen, sixteen["commands"][0])
     assert placed.family == "A3" and "16 devices per node exceed a A2 node" in placed.why
     assert placement(page(text + serve(8)), page(text + serve(8))["commands"][0]) is None  # both hold 8: no guess
+
+
+def test_a_command_the_page_states_several_families_alike_for_holds_for_each():
+    """No family is picked: a TP 8 command under "1 Atlas 800 A3 or 1 Atlas 800 A2" holds for both, each named with
+    the line it rests on, as a command under an 'Atlas 800 A3 / Atlas 800 A2' tab does."""
+    text = ("# Example\n\nThe model can be deployed on 1 Atlas 800 A3 (64GB × 16) or 1 Atlas 800 A2 (64GB × 8).\n\n"
+            "## Deployment\n\n")
+    data = page(text + serve(8))
+    found = placements(data, data["commands"][0])
+    assert [(p.family, p.line) for p in found] == [("A2", 3), ("A3", 3)]
+    assert "the page states A2 and A3 alike" in found[0].why
+    assert command_tabs(data, data["commands"][0]) == ("A2", "A3")
+
+
+def test_the_weights_row_of_the_served_checkpoint_names_its_families_and_300i_needs_float16():
+    """Qwen3.5-27B-Qwen3.6-27B.md 0.30.0rc2 :823, an accuracy command outside every tab, serves the checkpoint its
+    weights table offers on "1 Atlas 800 A3 … or 1 Atlas 800 A2 … or Atlas 300I DUO" (:24): it leaves --dtype to the
+    checkpoint's bfloat16, which an Atlas 300I DUO does not serve, so it holds for A2 and A3; with --dtype float16
+    for all three."""
+    text = ("# Example\n\n## Weights\n\n| Weight Version | Hardware Requirements | Download Links |\n| --- | --- | --- |\n"
+            "| `M-w8a8` | 1 Atlas 800 A3 (64GB × 16) node or 1 Atlas 800 A2 (64GB × 8) node or Atlas 300I DUO | "
+            "[ModelScope](https://www.modelscope.cn/models/org/M-w8a8) |\n\n## Accuracy\n\n")
+    more = " \\\n  --quantization ascend"
+    data = page(text + SERVE.format(tp=2, more=more).replace("org/Model", "org/M-w8a8"))
+    assert [p.family for p in placements(data, data["commands"][0])] == ["A2", "A3"]
+    assert "weights table offers M-w8a8" in placements(data, data["commands"][0])[0].why
+    half = page(text + SERVE.format(tp=2, more=more + " \\\n  --dtype float16").replace("org/Model", "org/M-w8a8"))
+    assert command_tabs(half, half["commands"][0]) == ("310P", "A2", "A3")
+
+
+def test_the_serving_dtypes_are_the_targets():
+    by_family = {}
+    for path in sorted((ROOT / "targets").glob("*.yaml")):
+        target = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if target.get("serving_dtypes"):
+            by_family.setdefault(target["device_generation"], set()).update(target["serving_dtypes"])
+    assert {f: set(d) - {"half"} for f, d in SERVING_DTYPES.items()} == by_family
 
 
 def test_alternatives_give_the_family_of_the_commands_node_count():
@@ -129,11 +166,14 @@ def test_dp_flags_give_the_node_rank_before_the_words():
     ("0.30.0rc2", "models/Qwen3-VL-235B-A22B-Instruct.md", 451, "A3"),
     ("0.30.0rc2", "models/GLM5.3.md", 871, "A3"),
     ("0.23.0", "models/Minitron-8B-Base.md", 52, "A2"),
+    ("0.30.0rc2", "models/Qwen3.5-27B-Qwen3.6-27B.md", 823, "A2 A3"),
+    ("0.23.0", "models/Qwen3.5-27B-Qwen3.6-27B.md", 852, "A2 A3"),
+    ("0.30.0rc2", "models/Gemma4.md", 80, "A2 A3 A5"),
 ])
 def test_the_committed_pages_place_their_untabbed_commands(release, name, line, family):
     data = load(release).pages[name]
     command = next(c for c in data["commands"] if c["line"] == line)
-    assert command_tabs(data, command) == (family,)
+    assert command_tabs(data, command) == tuple(family.split())
 
 
 def test_hunyuan_states_no_hardware_and_stays_untabbed():

@@ -650,3 +650,39 @@ def test_a_page_command_turning_npugraph_ex_off_keeps_static_kernels_out():
                   load_workspace())
     assert result.facts["page.npugraph_ex"] == "off"
     assert "waterfall-static-kernel" not in result.selected
+
+
+def test_a_command_the_page_states_alike_for_several_families_implements_no_row_by_agreeing():
+    """Qwen3.5-27B-Qwen3.6-27B.md 0.30.0rc2: the accuracy command (:823: TP 2, no DP, 32 sequences, 133000) holds
+    for A2 and A3 alike (its checkpoint's weights row, :24), but it is no A2 high-throughput row's command (:900,
+    TP 2 × DP 4): the page's advice on A2 carries no setting of it; the A3/A2 tab's own startup command (:246) stays
+    the plan's command of its layout."""
+    tutorial_data = pytest.importorskip("optkit.versions.tutorial_data")
+    if "0.30.0rc2" not in tutorial_data.releases():
+        pytest.skip("no committed tutorial data for 0.30.0rc2")
+    workspace = load_workspace()
+    page_rules._ADVICE.clear()
+    advice = page_rules.advice(workspace.models["qwen3.5-27b"], "A2", "0.30.0rc2", "throughput",
+                               catalog_models=tuple(workspace.models.values()))
+    assert not [v for v in advice.values if 823 <= v.source.line <= 831] and advice.settings == ()
+    assert [line for _, line, _, _ in advice.by_layout][:1] == [246]
+
+
+def test_a_page_written_for_several_families_alike_advises_each():
+    """Gemma4.md 0.30.0rc2 writes its commands for "Atlas A2, Atlas A3, and 950PR&950DT Products" alike (:7) and for
+    its dense and MoE models alike: a plan of either model on any of the three reads the page's first command
+    (:80), labelled so; before, the page advised no plan."""
+    tutorial_data = pytest.importorskip("optkit.versions.tutorial_data")
+    if "0.30.0rc2" not in tutorial_data.releases():
+        pytest.skip("no committed tutorial data for 0.30.0rc2")
+    workspace = load_workspace()
+    for model in ("gemma-4-31b-it", "gemma-4-26b-a4b-it"):
+        for family in ("A2", "A3", "A5"):
+            page_rules._ADVICE.clear()
+            advice = page_rules.advice(workspace.models[model], family, "0.30.0rc2", "latency",
+                                       catalog_models=tuple(workspace.models.values()))
+            assert _values(advice)["max_model_len"] == (32768, "models/Gemma4.md", 84), (model, family)
+            assert "its first command on the tab" in advice.note
+    page_rules._ADVICE.clear()
+    assert page_rules.advice(workspace.models["gemma-4-31b-it"], "310P", "0.30.0rc2", "latency",
+                             catalog_models=tuple(workspace.models.values())).values == ()

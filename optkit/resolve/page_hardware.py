@@ -11,17 +11,26 @@ hardware statements (``optkit.versions.tutorial_hardware``), each placement with
 2. the statements of the command's own section, then of each enclosing section outwards, then of the whole
    page: the first of these scopes that names a family the command can run on decides;
 3. a family can run the command when one of its nodes holds the command's ranks per node (TP × PCP × PP ×
-   DP over its nodes; ``NODE_DEVICES``): a 16-rank node is an A3's, not an A2's;
+   DP over its nodes; ``NODE_DEVICES``): a 16-rank node is an A3's, not an A2's; and it serves the command's dtype
+   (``SERVING_DTYPES``: an Atlas 300I DUO runs a command with ``--dtype float16``, not one left to bfloat16);
 4. when several families remain, the one a statement of alternatives gives the command's node count
    ("1 Atlas 800 A3 (64GB × 16) or 2 Atlas 800 A2 (64GB × 8)" and a two-node script: A2); else none.
 
-A command these leave unplaced keeps no tab (the coverage table's "no hardware tab"): nothing is guessed.
+Where these place it on no one family, the command holds for **each** family the page states for it alike
+(``placements``), as a command written under an "Atlas 800 A3 / Atlas 800 A2" tab holds for both: the families the
+weights table offers the checkpoint it serves on, where its model path names one (Qwen3.5-27B-Qwen3.6-27B.md
+0.30.0rc2: the accuracy command :823 serves ``Eco-Tech/Qwen3.5-27B-w8a8-mtp``, offered on "1 Atlas 800 A3 … or 1
+Atlas 800 A2 … or Atlas 300I DUO", :24); else the families the first scope of step 2 names that can run it
+(Gemma4.md: "supported on Atlas A2, Atlas A3, and 950PR&950DT Products", :9). Every one of them is named, none is
+picked. A command the page states no hardware for keeps no tab (the coverage table's "no hardware tab"): nothing
+is guessed.
 """
 
 from __future__ import annotations
 
 from typing import Mapping
 
+from optkit.resolve.page_commands import model_path, path_tail
 from optkit.resolve.page_values import command_layout, leading_int
 from optkit.value import valueclass
 
@@ -31,6 +40,10 @@ does not import; a test holds the two equal)."""
 NODE_DEVICES = {"A2": 8, "A3": 16, "A5": 8, "310P": 8}
 """NPU devices one node of a family holds, as the targets give them (``targets/*.yaml`` ``devices_per_node`` by
 ``device_generation``; a test holds these to them): A3's 16 are the dies of 8 cards."""
+SERVING_DTYPES = {"310P": ("float16", "half")}
+"""The ``--dtype`` values a family serves where it does not serve a model's bfloat16 (``Target.serving_dtypes`` of
+the family's targets: Atlas 300I DUO serves float16 alone, PaddleOCR-VL.md:162, Qwen-VL-Dense.md:288; a test holds
+these to the targets). A command that leaves ``--dtype`` to the checkpoint's bfloat16 does not run there."""
 _TEMPLATE_ARGS = ("$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8")
 
 
@@ -55,13 +68,43 @@ def placement(page: Mapping, command: Mapping) -> Placement | None:
         return None
     ranks = ranks_per_node(command)
     for scope in _scopes(command.get("heading") or "", statements):
-        fitting = sorted({f for s in scope for f in s["families"] if ranks is None or ranks <= NODE_DEVICES.get(f, 0)})
+        fitting = sorted({f for s in scope for f in s["families"] if _runs_on(f, command, ranks)})
         if len(fitting) == 1:
             line = next(s["line"] for s in scope if fitting[0] in s["families"])
             return Placement(fitting[0], line, _why(scope, ranks, fitting[0]))
         if len(fitting) > 1:
             return _by_node_count(scope, fitting, command.get("nodes"))
     return None
+
+
+def placements(page: Mapping, command: Mapping) -> tuple[Placement, ...]:
+    """Every family ``page`` places ``command`` on: the one ``placement`` gives, else each the page states alike for
+    it (module docstring), in family order; () where the page states none."""
+    if placed := placement(page, command):
+        return (placed,)
+    if _is_template(command) and any(c.get("template_line") == command["line"] for c in page.get("commands", ())):
+        return ()  # a template runs where its runs do: placed by them or not at all
+    ranks, nodes = ranks_per_node(command), command.get("nodes")
+    tail = path_tail(model_path(command))
+    for checkpoint in page.get("checkpoints") or ():
+        if tail and tail == path_tail(checkpoint.get("id")):
+            fitting = sorted({r["hardware"] for r in checkpoint.get("requirements", ()) if r.get("hardware")
+                              and _runs_on(r["hardware"], command, ranks)
+                              and (r.get("nodes") is None or nodes is None or r["nodes"] == nodes)})
+            if fitting:
+                return tuple(Placement(f, checkpoint["line"], f"the weights table offers {checkpoint.get('name') or tail} "
+                                       f"on {_listed(fitting)} alike") for f in fitting)
+    statements = [s for s in page.get("hardware") or () if not s.get("tabs")]
+    for scope in _scopes(command.get("heading") or "", statements) if statements else ():
+        fitting = sorted({f for s in scope for f in s["families"] if _runs_on(f, command, ranks)})
+        if fitting:
+            return tuple(Placement(f, next(s["line"] for s in scope if f in s["families"]),
+                                   f"the page states {_listed(fitting)} alike") for f in fitting)
+    return ()
+
+
+def _listed(families: list[str]) -> str:
+    return ", ".join(families[:-1]) + f" and {families[-1]}" if len(families) > 1 else families[0]
 
 
 def tab_overruled(page: Mapping, command: Mapping) -> Placement | None:
@@ -103,6 +146,15 @@ def ranks_per_node(command: Mapping) -> int | None:
     if _is_template(command):  # launch_online_dp.py gives each DP rank its node's devices i·TP … (i+1)·TP − 1
         return tp * pcp * pp
     return None
+
+
+def _runs_on(family: str, command: Mapping, ranks: int | None) -> bool:
+    """Whether a node of ``family`` can run ``command``: it holds the command's ranks per node, and serves the dtype
+    the command runs (``SERVING_DTYPES``)."""
+    if ranks is not None and ranks > NODE_DEVICES.get(family, 0):
+        return False
+    served = SERVING_DTYPES.get(family)
+    return served is None or str((command.get("options", {}).get("--dtype") or {}).get("value", "auto")) in served
 
 
 def _scopes(heading: str, statements) -> list[list[Mapping]]:
@@ -163,4 +215,4 @@ def _by_launchers(page: Mapping, template: Mapping) -> Placement | None:
     return Placement(family, runs[0]["line"], "the launch_online_dp.py runs that start this template")
 
 
-__all__ = ["NODE_DEVICES", "Placement", "placement", "ranks_per_node", "tab_overruled"]
+__all__ = ["NODE_DEVICES", "SERVING_DTYPES", "Placement", "placement", "placements", "ranks_per_node", "tab_overruled"]

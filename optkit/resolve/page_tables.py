@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from optkit.resolve.page_hardware import placement, tab_overruled
+from optkit.resolve.page_hardware import placement, placements, tab_overruled
 from optkit.resolve.page_values import (PageSource, PageValue, command_layout, command_settings, command_values,
                                         leading_int)
 
@@ -167,7 +167,8 @@ def command_tabs(page: Mapping, command: Mapping) -> tuple[str, ...]:
     above it in the tab names the family that can: ``page_hardware.tab_overruled``); else every family its context names ('Atlas 800 A3 /
     Atlas 800 A2' → A2, A3); else, for a command the page places under a scenario, the one tab that scenario's
     rows name (Qwen3-30B-A3B.md's 'Low Latency' command under a table whose row says '2 (A3)'); else the family
-    the page's hardware statements place it on (``page_hardware.placement``); else none."""
+    the page's hardware statements place it on, or each family they state alike for it (``page_hardware.placements``);
+    else none."""
     if command.get("hardware"):
         overruled = tab_overruled(page, command)
         return (overruled.family if overruled else command["hardware"],)
@@ -179,8 +180,7 @@ def command_tabs(page: Mapping, command: Mapping) -> tuple[str, ...]:
             if _row_scenario(table, row) == scenario}
     if len(tabs) == 1 and None not in tabs:
         return (tabs.pop(),)
-    placed = placement(page, command)
-    return (placed.family,) if placed else ()
+    return tuple(placed.family for placed in placements(page, command))
 
 
 def on_tab(page: Mapping, tab: str, commands) -> list[Mapping]:
@@ -199,7 +199,16 @@ def scenario_commands(page: Mapping, scenario: str, hardware: str, row: dict, de
     if named or deployment is None:
         return named
     return [c for c in tabbed if not c.get("scenario") and c.get("deployment") == deployment and _agrees(c, row)
-            and _agreement(c, row) >= _best_agreement(page, c, hardware)[0]]
+            and _agreement(c, row) >= _best_agreement(page, c, hardware)[0] and not _alike(page, c)]
+
+
+def _alike(page: Mapping, command: Mapping) -> bool:
+    """Whether the command holds for its tabs only as one of several families the page states alike for it
+    (``page_hardware.placements``): it is compared on each, and is the page's command of its layout there after the
+    tab's own, but it implements no scenario row by agreeing with its numbers — Qwen3.5-27B-Qwen3.6-27B.md's accuracy
+    command (0.30.0rc2 :823: TP 2, no DP, 32 sequences, 133000) is no A2 high-throughput row's command (:900, TP 2 ×
+    DP 4), which the A3/A2 tab's own startup command (:246) stays the nearest to."""
+    return not command.get("hardware") and not command.get("hardware_families") and placement(page, command) is None
 
 
 def agreeing_scenario(page: Mapping, line: int, hardware: str) -> str:

@@ -354,6 +354,9 @@ def _stray(word: str, span: list[str], number: int) -> str:
     first = (word.splitlines() or [""])[0]
     at = next((offset for offset, line in enumerate(span) if first and first in line), 0)
     shown = first[:60] + ("…" if len(word) > len(first[:60]) else "")
+    if word in ("...", "…"):  # MiniMax-M3.md 0.30.0rc2 :1563: the parser flags to add to a command written elsewhere
+        return (f"line {number + at}: {shown!r} stands for flags the page does not write here: a fragment of a "
+                "command, not read as one")
     return (f"line {number + at}: {shown!r} is no flag and no flag's value (a shell array or a positional "
             "argument): what it passes is not read")
 

@@ -11,10 +11,9 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
-from optkit.versions.tutorial_commands import ASSIGN, SEPARATOR, Block, Command, TextLine, command_tokens, options
+from optkit.versions.tutorial_commands import SEPARATOR, Block, Command, TextLine, command_tokens, options
 from optkit.versions.tutorial_context import as_int, command_data, comment_above, context, pd_role
-
-from optkit.versions.tutorial_shell import expand, shell_word
+from optkit.versions.tutorial_shell import ASSIGN, expand, shell_word
 
 LAUNCHER = re.compile(r"^python3?\s+(\S*/)?launch_online_dp\.py\b")
 

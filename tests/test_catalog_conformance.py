@@ -150,6 +150,7 @@ CHECKED = [
     ("0.30.0rc2", "gpt-oss-120b.md", 117),  # the page's own command bounds the fit's activation reserve
     ("0.30.0rc2", "Qwen3-30B-A3B.md", 530),  # a scenario command under a row naming A3
     ("0.30.0rc2", "Qwen3-Next.md", 138),  # Gated DeltaNet hybrid with MTP
+    ("0.30.0rc2", "DeepSeek-V3.1.md", 235),  # --trust-remote-code: transformers' DeepseekV3Config for the checkpoint's
 ]
 """Rows of the issue's models whose bundles ``bundle check`` runs through the paired vLLM, one per trap met."""
 

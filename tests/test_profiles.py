@@ -94,7 +94,7 @@ MODEL_FACT_KEYS = {
     "model.id", "model.family", "model.hf_model_type", "model.architecture", "model.num_layers",
     "model.gdn_layers", "model.full_attention_layers", "model.hidden_size", "model.vocab_size",
     "model.is_moe", "model.num_experts", "model.moe.shared_experts", "model.mtp_head",
-    "model.is_vl", "model.dtype", "model.text_model_type", "model.attention",
+    "model.is_vl", "model.dtype", "model.text_model_type", "model.attention", "model.remote_code",
 }
 
 
@@ -110,6 +110,7 @@ MODEL_FACT_KEYS = {
                 "model.vocab_size": 248320, "model.is_moe": True, "model.num_experts": 256,
                 "model.moe.shared_experts": True, "model.mtp_head": "present", "model.is_vl": True,
                 "model.dtype": "bfloat16", "model.text_model_type": "qwen3_5_moe_text", "model.attention": "gdn-hybrid",
+                "model.remote_code": False,
             },
         ),
         (
@@ -121,6 +122,7 @@ MODEL_FACT_KEYS = {
                 "model.vocab_size": 248320, "model.is_moe": False, "model.num_experts": 0,
                 "model.moe.shared_experts": False, "model.mtp_head": "present", "model.is_vl": True,
                 "model.dtype": "bfloat16", "model.text_model_type": "qwen3_5_text", "model.attention": "gdn-hybrid",
+                "model.remote_code": False,
             },
         ),
     ],

@@ -161,7 +161,8 @@ def read_lock(bundle: Path) -> dict:
 
 def _who(label: str) -> str:
     """Words for an argv label: recipe ids, the request, or optkit itself (comma-joined)."""
-    words = {"request": "the request (optkit plan flags)", "optkit": "optkit's own serve arguments"}
+    words = {"request": "the request (optkit plan flags)", "optkit": "optkit's own serve arguments",
+             "model": "the model's checkpoint (its own config code: --trust-remote-code)"}
     parts = [part for part in label.split(",") if part]
     recipes = [part for part in parts if part not in words]
     named = [words[part] for part in parts if part in words]

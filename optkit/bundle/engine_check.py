@@ -16,8 +16,9 @@ if TYPE_CHECKING:
     from optkit.bundle.check import Check
 
 FIXTURE_CONFIGS = {"qwen3.5-35b-a3b": "qwen3_5_moe"}
-"""Profiles whose config.json fixture (tests/fixtures/hf/) is not named after the profile id (models/*.yaml
-say which file each profile is derived from)."""
+"""Profiles whose config.json fixture (tests/fixtures/hf/) is not named after the profile id and has no ``CATALOG``
+file naming it (``internvl3.5-38b/CATALOG``: internvl3_5-38b; models/*.yaml say which file each profile is derived
+from)."""
 
 
 def model_config_for(lock: dict, given: Path | None = None) -> tuple[str | None, str]:
@@ -34,7 +35,11 @@ def model_config_for(lock: dict, given: Path | None = None) -> tuple[str | None,
         return str(own), f"the request's model config {own}"
     profile = lock["launch"]["parameters"].get("SERVED_NAME") or ""
     root = checkout_root()
-    fixture = f"tests/fixtures/hf/{FIXTURE_CONFIGS.get(profile, profile)}/config.json"
+    folder = FIXTURE_CONFIGS.get(profile, profile)
+    if root is not None and (root / "tests/fixtures/hf").is_dir():  # a fixture naming its profile in CATALOG
+        folder = next((d.name for d in sorted((root / "tests/fixtures/hf").iterdir()) if (d / "CATALOG").is_file()
+                       and (d / "CATALOG").read_text(encoding="utf-8").strip() == profile), folder)
+    fixture = f"tests/fixtures/hf/{folder}/config.json"
     if root is not None and (root / fixture).is_file():
         return str(root / fixture), fixture
     return None, ("no config.json for the model: pass --model-config PATH (the checkpoint's config.json; "
@@ -59,6 +64,9 @@ def check_engine(results: list[dict], names: list[str], found: str, who) -> Chec
         return Check("engine", "skipped", [], f"skipped: {found}")
     problems = [f"{names[n] + ': ' if names[n] else ''}{', '.join(who(b) for b in p['blame'])}: {p['message']}"
                 for n, r in enumerate(results) for p in r["problems"] if p["check"] == "engine"]
+    unbuilt = next((n for n in engines[0]["not_run"] if n.startswith("create_engine_config")), None)
+    if unbuilt and not problems and "create_engine_config" not in engines[0]["ran"]:
+        return Check("engine", "skipped", [], f"skipped: {unbuilt} ({found})")
     return Check("engine", "fail" if problems else "pass", problems, _note(results, names, found))
 
 

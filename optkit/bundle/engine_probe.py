@@ -72,6 +72,9 @@ def resolve(vllm, args, labels: list[str], argv: list[str], model_config: str | 
         not_run.append(f"the speculative config (its draft model {draft} is not here to read; the configuration is "
                        "built without --speculative-config, whose keys the vllm check parsed)")
         args.speculative_config = None
+    if (skipped := _config_code_absent(model_config, args)) is not None:
+        return {"ran": ["AsyncEngineArgs.from_cli_args"], "not_run": [*not_run, skipped], "parallel": None,
+                "problems": [], "stubbed": []}
     with _model_dir(model_config, args, not_run) as model_dir, _inspected_here(vllm, finder), \
             _ascend_config_looked_up(args, finder):
         args.model = model_dir
@@ -219,13 +222,52 @@ def _first_line(exc: Exception) -> str:
     return " ".join(lines[:3])[:400]
 
 
+def _auto_config(data) -> str | None:
+    """The checkpoint's own config class a config.json names (``auto_map.AutoConfig``), or None."""
+    named = (data.get("auto_map") or {}).get("AutoConfig") if isinstance(data, dict) else None
+    named = named[0] if isinstance(named, list) and named else named
+    return named if isinstance(named, str) and named else None
+
+
+def _registered(model_type) -> str:
+    """Who registers a config class for ``model_type`` here: 'vLLM' (its own config registry, consulted first by
+    get_config), 'transformers', or ''."""
+    from transformers import CONFIG_MAPPING
+
+    try:
+        from vllm.transformers_utils.config import _CONFIG_REGISTRY
+    except ImportError:  # a release that moved it: only transformers' is known
+        _CONFIG_REGISTRY = {}
+    return "vLLM" if model_type in _CONFIG_REGISTRY else "transformers" if model_type in CONFIG_MAPPING else ""
+
+
+def _config_code_absent(config: str, args) -> str | None:
+    """Why ``create_engine_config`` cannot run here, or None: with ``--trust-remote-code``, a config.json whose own
+    config class (``auto_map.AutoConfig``) is what vLLM would load — no config class of vLLM's or transformers'
+    for its ``model_type`` — and whose code file is not beside it (a config.json alone, as optkit's fixtures are)."""
+    import json
+
+    path = os.path.join(config, "config.json") if os.path.isdir(config) else config
+    with open(path, encoding="utf-8") as handle:
+        data = json.load(handle)
+    named = _auto_config(data)
+    if not named or not getattr(args, "trust_remote_code", False) or _registered(data.get("model_type")):
+        return None
+    if os.path.isfile(os.path.join(os.path.dirname(path), named.split(".")[0] + ".py")):
+        return None
+    return (f"create_engine_config (the model's config class is the checkpoint's own code, {named}, for model_type "
+            f"{data.get('model_type')!r}, which neither vLLM nor transformers registers; its .py file is not beside "
+            "this config.json: pass the checkpoint's folder with --model-config to run it)")
+
+
 @contextlib.contextmanager
 def _model_dir(config: str, args, not_run: list[str]):
     """A directory holding only ``config`` as ``config.json`` (vLLM reads a model directory; no weights), as the
     served checkpoint's would be where ``config`` cannot say (each adjustment added to ``not_run``):
 
     - a vllm-ascend checkpoint (``--quantization ascend`` or ``mxfp8``) of a model whose ``config`` carries another
-      method's ``quantization_config`` (the original weights', e.g. DeepSeek's fp8): that block is left out, since
+      method's ``quantization_config`` (the original weights', e.g. DeepSeek's fp8; under ``text_config`` for
+      Kimi-K3's mxfp4): that block is left out, since
       vLLM would compare it with the served method and the served checkpoint's own config.json is not here;
     - a ``config`` that states no ``max_position_embeddings`` (a reconstruction that could not find it): vLLM would
       take its config class's default as the model's context, so ``--max-model-len`` is not checked against it."""
@@ -234,22 +276,37 @@ def _model_dir(config: str, args, not_run: list[str]):
     path = os.path.join(config, "config.json") if os.path.isdir(config) else config
     with open(path, encoding="utf-8") as handle:
         data = json.load(handle)
-    method = (data.get("quantization_config") or {}).get("quant_method") if isinstance(data, dict) else None
     served = getattr(args, "quantization", None)
-    if served in PLUGIN_QUANTIZATIONS and method and method != served:
-        data = {k: v for k, v in data.items() if k != "quantization_config"}
-        not_run.append(f"the config.json's quantization_config ({method}: the original weights'; the checkpoint "
-                       f"--quantization {served} serves has its own config.json, not here: pass it with "
-                       "--model-config to check it)")
+    for key in (None, "text_config", "llm_config"):  # a multimodal config keeps its language model's (Kimi-K3)
+        scope = data if key is None else data.get(key)
+        method = (scope.get("quantization_config") or {}).get("quant_method") if isinstance(scope, dict) else None
+        if served in PLUGIN_QUANTIZATIONS and method and method != served:
+            scope = {k: v for k, v in scope.items() if k != "quantization_config"}
+            data = scope if key is None else {**data, key: scope}
+            not_run.append(f"the config.json's {key + '.' if key else ''}quantization_config ({method}: the original "
+                           f"weights'; the checkpoint --quantization {served} serves has its own config.json, not "
+                           "here: pass it with --model-config to check it)")
     stated = [c for c in (data, data.get("text_config"), data.get("llm_config")) if isinstance(c, dict)
               and "max_position_embeddings" in c]
     if not stated and getattr(args, "max_model_len", None):
         not_run.append(f"--max-model-len {args.max_model_len} against the model's context (this config.json states "
                        "no max_position_embeddings: pass the checkpoint's with --model-config to check it)")
         args.max_model_len = None
+    named = _auto_config(data)
+    if named and getattr(args, "trust_remote_code", False) and (known := _registered(data.get("model_type"))):
+        data = {k: v for k, v in data.items() if k != "auto_map"}
+        not_run.append(f"the checkpoint's own config class {named} ({known}'s config class for model_type "
+                       f"{data.get('model_type')!r} stands in: with --trust-remote-code, "
+                       + ("vLLM loads its own class first)" if known == "vLLM" else
+                          "transformers would run the checkpoint's code, which is not here)"))
     with tempfile.TemporaryDirectory(prefix="optkit-engine-") as tmp:
         with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as handle:
             json.dump(data, handle)
+        if named and getattr(args, "trust_remote_code", False) and "auto_map" in data:  # its code is beside it
+            source = os.path.dirname(path)
+            for name in os.listdir(source):
+                if name.endswith(".py"):
+                    shutil.copy(os.path.join(source, name), tmp)
         yield tmp
 
 

@@ -245,7 +245,7 @@ def _parse(vllm: _Vllm, argv: list[str], labels: list[str], problems: list[dict]
 def _blame(vllm: _Vllm, argv: list[str], labels: list[str], message: str = "") -> list[str]:
     """The labels whose tokens, left out, make vLLM accept the argv; if none, the owner of the option
     vLLM's message names (``argument --kv-transfer-config: …``); else all recipe labels."""
-    candidates = [label for label in dict.fromkeys(labels) if label not in ("optkit", "request")]
+    candidates = [label for label in dict.fromkeys(labels) if label not in ("optkit", "request", "model")]
     culprits = []
     for label in candidates:
         kept = [token for token, owner in zip(argv, labels) if owner != label]

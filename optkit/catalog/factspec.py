@@ -65,6 +65,8 @@ _SPECS = [
        "config.json does not say (e.g. Qwen3-Next: no num_nextn_predict_layers).",
        ("present", "absent", "unknown")),
     _f("model.is_vl", "bool", "Config carries vision_config (vllm-ascend is_vl_model() is True)."),
+    _f("model.remote_code", "bool", "config.json's auto_map names the checkpoint's own config class (config_code): "
+       "the launch passes --trust-remote-code."),
     _f("model.dtype", "str", "Checkpoint dtype (bfloat16, float16, …)."),
     _f("model.attention", "str", "How the attention layers keep KV: gdn-hybrid (Gated DeltaNet beside full "
        "attention), kda-hybrid (Kimi Delta Attention beside MLA), csa-hybrid (DeepSeek-V4: sliding window + compressed KV), mla (latent KV, kv_lora_rank), "

@@ -40,7 +40,7 @@ def plan_report(plan: Plan, catalog, verbose: bool = False, records=None) -> lis
         f"optkit plan: {plan.model.id} on {plan.target.id} ({shape}, {r.dtype}, vllm-ascend "
         f"{plan.facts['versions.vllm_ascend']}{where}, {_speculation(r)}, concurrency "
         f"{','.join(map(str, r.concurrency))})"]
-    blocks += weights_lines(plan)
+    blocks += weights_lines(plan) + model_code_lines(plan)
     blocks += [*assumptions_lines(plan), *_fit(plan)]
     selected = Table("Selected recipes (dependency order)", ["recipe", "kind", "why", "verification"])
     for rid in plan.selected:
@@ -85,6 +85,18 @@ def weights_lines(plan: Plan) -> list[Block]:
     launched = ", served with --quantization ascend" if weights["quantization"] != "bf16" else ""
     return [f"Weights: {weights['quantization']}, {named}{launched}"] + (
         [f"warning: {weights['warning']}"] if weights["warning"] else [])
+
+
+def model_code_lines(plan: Plan) -> list[Block]:
+    """The checkpoint's own config code, when it ships some (``optkit.resolve.report.model_code_data``)."""
+    from optkit.resolve.report import model_code_data
+
+    code = model_code_data(plan).get("model_code")
+    if code is None:
+        return []
+    return [f"Model code: config.json's auto_map names the checkpoint's own config class {code['config_class']}: the "
+            f"launch passes {code['flag']}, which runs that code (read the checkpoint's .py files first); vLLM refuses "
+            "such a checkpoint without it where neither vLLM nor transformers registers its model_type"]
 
 
 def assumptions_lines(plan: Plan) -> list[Block]:

@@ -212,7 +212,18 @@ class _ConfigReader(LayerShapes):
         fields.update(self._moe())
         fields.update(self._shapes(fields))
         fields["native_weights"] = self._native_weights(fields)
+        fields["config_code"] = self._config_code()
         return fields
+
+    def _config_code(self) -> str | None:
+        """The checkpoint's own config class (``auto_map.AutoConfig``; a list names the slow class first), or None."""
+        auto_map = self.top.get("auto_map")
+        named = auto_map.get("AutoConfig") if isinstance(auto_map, dict) else None
+        named = named[0] if isinstance(named, list) and named else named
+        if not isinstance(named, str) or not named.strip():
+            return None
+        self.keys["config_code"] = "auto_map.AutoConfig"
+        return named.strip()
 
     def _native_weights(self, fields: dict[str, Any]) -> str | None:
         """The format the published checkpoint stores its weights in when it is not bf16: ``fp8`` for a

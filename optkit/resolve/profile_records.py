@@ -38,6 +38,7 @@ class ModelProfileBehaviour:
             "model.moe.shared_experts": self.shared_experts,
             "model.mtp_head": mtp_head(self.mtp_layers),
             "model.is_vl": self.is_vl,
+            "model.remote_code": self.config_code is not None,
             "model.dtype": self.dtype,
             "model.attention": attention_kind(self),
         }

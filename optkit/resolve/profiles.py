@@ -139,6 +139,12 @@ class ModelProfile(ModelProfileBehaviour, BaseModel):
         None, description="The format the published checkpoint's own weights are stored in when not bf16 "
         "(`quantization_config.quant_method` fp8; `expert_dtype` fp4: its routed experts in fp4, DeepSeek-V4's): "
         "weights served as published (no --quantization) are weighed in it; null for bf16 weights.")
+    config_code: Optional[str] = Field(
+        None, description="The checkpoint's own config class, as config.json's `auto_map.AutoConfig` names it "
+        "(`configuration_internvl_chat.InternVLChatConfig`): code shipped with the weights, which vLLM runs only with "
+        "--trust-remote-code, and without which it refuses a checkpoint whose `model_type` neither it nor transformers "
+        "registers; the launch passes --trust-remote-code for such a checkpoint, as its tutorials do. Null when "
+        "config.json names none.")
     moe_latent_size: Optional[int] = Field(
         None, gt=0, description="A latent MoE's expert input width (`routed_expert_hidden_size`: Kimi-K3's experts "
         "read a projection of the hidden state, not the hidden state); null when the experts read the hidden state.")

@@ -88,6 +88,7 @@ def plan_data(plan: Plan) -> dict[str, Any]:
         **page,
         **tune,
         **weights_data(plan),
+        **model_code_data(plan),
         "request": (plan.given or plan.request).dump(mode="json", by_alias=True),
         "assumptions": [a.data() for a in plan.assumptions],
         "model": plan.model.id,
@@ -132,6 +133,13 @@ def weights_data(plan: Plan) -> dict[str, Any]:
         "checkpoint": None if checkpoint is None else {"id": checkpoint.id, "quantization": checkpoint.quantization,
                                                        "source": checkpoint.source},
         "warning": weights.warning}}
+
+
+def model_code_data(plan: Plan) -> dict[str, Any]:
+    """``{"model_code": …}`` when the checkpoint names its own config class (``ModelProfile.config_code``): the class
+    and the flag the launch passes for it (``model.remote_code``); ``{}`` otherwise."""
+    named = getattr(plan.model, "config_code", None)
+    return {"model_code": {"config_class": named, "flag": "--trust-remote-code"}} if named else {}
 
 
 def facts_lines(plan: Plan) -> list[str]:

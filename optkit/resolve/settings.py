@@ -87,7 +87,8 @@ def _record(value: Any, recipe: str, sources: dict[str, str], path: str) -> None
 def launch_flags(request: RequestRecord, facts: Facts) -> list[Setting]:
     """The serve flags the request sets (its facts' values; quantized weights: ``optkit.resolve.quantization``), in the
     order the argv carries them; the nodes' own flags of a multi-node layout follow TP and DP there
-    (``optkit.bundle.launch.node_options``)."""
+    (``optkit.bundle.launch.node_options``). Last, the model's own: ``--trust-remote-code`` where the checkpoint
+    names its own config class (``model.remote_code``: ``ModelProfile.config_code``), whose source is ``model``."""
     words = [f"--tensor-parallel-size {facts['parallel.tp']}"]
     words += [f"--data-parallel-size {facts['parallel.dp']}"] * (facts["parallel.dp"] > 1)
     words += [f"--prefill-context-parallel-size {facts['parallel.pcp']}"] * (facts["parallel.pcp"] > 1)
@@ -98,7 +99,8 @@ def launch_flags(request: RequestRecord, facts: Facts) -> list[Setting]:
     words += ["--enable-prefix-caching" if facts["workload.prefix_caching"] else "--no-enable-prefix-caching"]
     words += ["--enforce-eager"] * facts["runtime.enforce_eager"]
     words += [f"--max-model-len {request.max_model_len}"] * (request.max_model_len is not None)
-    return [Setting(word, None, "request") for word in words]
+    return [Setting(word, None, "request") for word in words] + [
+        Setting("--trust-remote-code", None, "model")] * bool(facts["model.remote_code"])
 
 
 def collect(result, recipe, facts: Facts, verdict) -> None:

@@ -151,6 +151,8 @@ CHECKED = [
     ("0.30.0rc2", "Qwen3-30B-A3B.md", 530),  # a scenario command under a row naming A3
     ("0.30.0rc2", "Qwen3-Next.md", 138),  # Gated DeltaNet hybrid with MTP
     ("0.30.0rc2", "DeepSeek-V3.1.md", 235),  # --trust-remote-code: transformers' DeepseekV3Config for the checkpoint's
+    ("0.30.0rc2", "Kimi-K3.md", 171),  # --trust-remote-code (vLLM 0.30.0's own kimi_k3 class); MLA + KDA with
+    # prefix caching, which vLLM's CPU platform turns off for MLA and an NPU keeps (--mamba-block-size needs it)
 ]
 """Rows of the issue's models whose bundles ``bundle check`` runs through the paired vLLM, one per trap met."""
 

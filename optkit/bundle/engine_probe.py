@@ -75,7 +75,7 @@ def resolve(vllm, args, labels: list[str], argv: list[str], model_config: str | 
     if (skipped := _config_code_absent(model_config, args)) is not None:
         return {"ran": ["AsyncEngineArgs.from_cli_args"], "not_run": [*not_run, skipped], "parallel": None,
                 "problems": [], "stubbed": []}
-    with _model_dir(model_config, args, not_run) as model_dir, _inspected_here(vllm, finder), \
+    with _model_dir(model_config, args, not_run) as model_dir, _inspected_here(vllm, finder), _npu_caching(not_run), \
             _ascend_config_looked_up(args, finder):
         args.model = model_dir
         try:
@@ -308,6 +308,42 @@ def _model_dir(config: str, args, not_run: list[str]):
                 if name.endswith(".py"):
                     shutil.copy(os.path.join(source, name), tmp)
         yield tmp
+
+
+@contextlib.contextmanager
+def _npu_caching(not_run: list[str]):
+    """vLLM's CPU platform switches prefix caching and chunked prefill off for an MLA model and raises the step to
+    the model's length (``CpuPlatform.check_and_update_config``: "MLA is enabled on a non-GPU platform"), which the
+    NPU platform does not: the argv's prefix caching, chunked prefill and step are kept through it, so that the
+    checks after it see the launch's (Kimi-K3's ``--mamba-block-size`` needs the prefix caching the argv turns on).
+    ``not_run`` says so where it changed anything."""
+    from vllm.platforms import current_platform
+
+    platform = type(current_platform)
+    own = vars(platform).get("check_and_update_config")  # the descriptor to put back (None: inherited)
+    real = platform.check_and_update_config
+
+    def kept(cls, vllm_config):
+        cache, scheduler = vllm_config.cache_config, vllm_config.scheduler_config
+        before = (cache.enable_prefix_caching, scheduler.enable_chunked_prefill, scheduler.max_num_batched_tokens)
+        real.__func__(cls, vllm_config)
+        model = vllm_config.model_config
+        after = (cache.enable_prefix_caching, scheduler.enable_chunked_prefill, scheduler.max_num_batched_tokens)
+        if model is not None and getattr(model, "use_mla", False) and after != before:
+            cache.enable_prefix_caching, scheduler.enable_chunked_prefill, scheduler.max_num_batched_tokens = before
+            note = ("the CPU platform's switch-off of prefix caching and chunked prefill for MLA models (an NPU "
+                    "keeps them: the argv's are kept)")
+            if note not in not_run:
+                not_run.append(note)
+
+    platform.check_and_update_config = classmethod(kept)
+    try:
+        yield
+    finally:
+        if own is None:
+            del platform.check_and_update_config
+        else:
+            platform.check_and_update_config = own
 
 
 @contextlib.contextmanager

@@ -4,6 +4,7 @@ one probe process and reads the tree's knobs once, and docs/bundle.md shows what
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import os
 import re
 import shlex
@@ -221,6 +222,33 @@ def test_the_engine_configuration_is_built_with_the_models_config(tmp_path, monk
     lock = {"request": {"model_config": own}, "launch": {"parameters": {"SERVED_NAME": "qwen3.5-35b-a3b"}}}
     found = model_config_for(lock, Path(given) if given else None)
     assert found == (expected[0] and expected[0].format(root=ROOT), expected[1])
+
+
+def test_a_fixture_named_otherwise_is_found_by_its_catalog_file():
+    """tests/fixtures/hf/internvl3.5-38b/ holds the config of profile internvl3_5-38b (its CATALOG file says so)."""
+    from optkit.bundle.engine_check import model_config_for
+
+    lock = {"request": {}, "launch": {"parameters": {"SERVED_NAME": "internvl3_5-38b"}}}
+    assert model_config_for(lock) == (str(ROOT / "tests/fixtures/hf/internvl3.5-38b/config.json"),
+                                      "tests/fixtures/hf/internvl3.5-38b/config.json")
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_a_model_class_the_stand_ins_cannot_inspect_is_no_refusal_of_the_launch(tmp_path):
+    """LLaVA-OneVision's module needs torchvision beyond importing it; on a CPU Python without it vLLM 0.23.0 says the
+    class 'failed to be inspected': that is this machine's lack, not the launch's fault (the engine check says which
+    modules, and runs where they are installed)."""
+    workspace = load_workspace()
+    write_bundle(plan(Request(model="llava-onevision-qwen2-0.5b-ov-hf", target="910c"), workspace), workspace,
+                 tmp_path / "bundle")
+    report = check_bundle(tmp_path / "bundle")
+    engine = next(c for c in report.checks if c.name == "engine")
+    assert report.problems == []
+    if importlib.util.find_spec("torchvision") is None:
+        assert engine.status == "skipped" and "torchvision" in engine.note and "could not inspect" in engine.note
+    else:
+        assert engine.status == "pass"
 
 
 # --------------------------------------------------------------------------- what is skipped, said once

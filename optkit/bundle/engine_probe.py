@@ -81,6 +81,12 @@ def resolve(vllm, args, labels: list[str], argv: list[str], model_config: str | 
         try:
             config = _engine_config(vllm, args, headless, not_run)
         except Exception as exc:  # noqa: BLE001 - vLLM refuses with many types
+            if "failed to be inspected" in str(exc) and finder.stubbed:  # the stand-ins, not the launch
+                skipped = (f"create_engine_config (vLLM could not inspect the model class here: its module uses "
+                           f"{', '.join(sorted(finder.stubbed))} beyond importing it, absent on this CPU Python; "
+                           "installed beside the paired vLLM, the check runs)")
+                return {"ran": ["AsyncEngineArgs.from_cli_args"], "not_run": [*not_run, skipped], "parallel": None,
+                        "problems": [], "stubbed": sorted(finder.stubbed)}
             message = f"vLLM {vllm.version} refuses it in create_engine_config: {type(exc).__name__}: {_first_line(exc)}"
             return {"ran": ["AsyncEngineArgs.from_cli_args"], "not_run": not_run, "parallel": None,
                     "problems": [{"check": "engine", "message": message, "blame": _named(str(exc), argv, labels)}],

@@ -278,3 +278,16 @@ def test_skipped_vllm_checks_are_listed_and_the_error_does_not_repeat_them(tmp_p
         assert result.exit_code == 0, result.output
     else:
         assert (result.exit_code, result.output.splitlines()[-1]) == (1, error.format(bundle=bundle))
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_a_checkpoints_own_fp8_quantization_is_looked_up_with_the_stand_ins(tmp_path):
+    """DeepSeek-V3.1's fp8 weights served as published (no --quantization): vLLM 0.23.0 looks the method up by
+    importing every method's config, compressed-tensors' too, which this CPU Python may lack; before, that import
+    was blamed on optkit's launch."""
+    workspace = load_workspace()
+    write_bundle(plan(Request(model="deepseek-v3.1", target="910c", tp=32), workspace), workspace, tmp_path / "bundle")
+    report = check_bundle(tmp_path / "bundle")
+    engine = next(c for c in report.checks if c.name == "engine")
+    assert report.problems == [] and engine.status == "pass", report.problems

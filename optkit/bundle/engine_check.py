@@ -78,7 +78,8 @@ def _note(results: list[dict], names: list[str], found: str) -> str:
     note = f"vLLM {results[0]['vllm_version']} ran {' and '.join(ran)} on its CPU platform with {found}"
     note += "".join(f"; {mode}" for mode in modes)
     if stubbed:
-        note += f"; the model class inspected without {', '.join(stubbed)} (absent here, not read for the configuration)"
+        note += (f"; stood in for {', '.join(stubbed)} (absent here: the model class inspected and the quantization "
+                 "looked up without them, none read for the configuration)")
     nodes = any(name.startswith("node ") for name in names)  # a PD plan's instances are servers of their own
     not_run = engines[0]["not_run"] + (["the DP handshake (its headless rule applied to the modes above)"]
                                        if nodes and modes else [])

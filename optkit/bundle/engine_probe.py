@@ -79,7 +79,8 @@ def resolve(vllm, args, labels: list[str], argv: list[str], model_config: str | 
             _ascend_config_looked_up(args, finder):
         args.model = model_dir
         try:
-            config = _engine_config(vllm, args, headless, not_run)
+            with _stood_in(finder):
+                config = _engine_config(vllm, args, headless, not_run)
         except Exception as exc:  # noqa: BLE001 - vLLM refuses with many types
             if "failed to be inspected" in str(exc) and finder.stubbed:  # the stand-ins, not the launch
                 skipped = (f"create_engine_config (vLLM could not inspect the model class here: its module uses "
@@ -314,6 +315,21 @@ def _model_dir(config: str, args, not_run: list[str]):
                 if name.endswith(".py"):
                     shutil.copy(os.path.join(source, name), tmp)
         yield tmp
+
+
+@contextlib.contextmanager
+def _stood_in(finder: "_AbsentFinder"):
+    """``STUBBED`` modules stand in, when absent, for the whole of ``create_engine_config``, not only the class's
+    inspection: vLLM's quantization lookup imports every method's config, compressed-tensors' among them, to find
+    the one a checkpoint names (DeepSeek's fp8 weights served as published)."""
+    added = finder not in sys.meta_path
+    if added:
+        sys.meta_path.append(finder)
+    try:
+        yield
+    finally:
+        if added:
+            sys.meta_path.remove(finder)
 
 
 @contextlib.contextmanager

@@ -143,3 +143,14 @@ def test_deepseek_v41_engram_layouts_vllm_ascend_refuses_are_refused(workspace, 
     with pytest.raises(RequestError, match=rf"^{flag}: deepseek-v4.1-flash serves with Engram.*platform.py:1615-1621"):
         plan(Request.model_validate({**base, **fields}), workspace)
     assert plan(Request.model_validate({**base, "tp": 8, "dp": 2}), workspace).request.tp == 8
+
+
+@pytest.mark.parametrize("target, nodes", [("910c", 2), ("910b", 4)])
+def test_a_refusals_smallest_change_is_one_engram_allows(workspace, target, nodes):
+    """DeepSeek-V4.1-Flash's bf16 weights do not fit TP 2 on 0.30.0rc2; the fit's smallest changes offered --tp 32,
+    which the Engram rule then refused. They now offer only layouts Engram allows, and the first plans."""
+    base = {"model": "deepseek-v4.1-flash", "target": target, "vllm_ascend_version": "0.30.0rc2"}
+    with pytest.raises(RequestError, match=r"Smallest changes first: --dp 16 --nodes \d") as refused:
+        plan(Request.model_validate(base), workspace)
+    assert "--tp 16" not in str(refused.value) and "--tp 32" not in str(refused.value)
+    assert plan(Request.model_validate({**base, "dp": 16, "nodes": nodes}), workspace).layout.nodes == nodes

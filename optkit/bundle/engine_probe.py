@@ -82,12 +82,14 @@ def resolve(vllm, args, labels: list[str], argv: list[str], model_config: str | 
             with _stood_in(finder):
                 config = _engine_config(vllm, args, headless, not_run)
         except Exception as exc:  # noqa: BLE001 - vLLM refuses with many types
-            if "failed to be inspected" in str(exc) and finder.stubbed:  # the stand-ins, not the launch
+            # the stand-ins, not the launch (an earlier argv of this process may have put them in place already)
+            stood = finder.stubbed | {name for name in STUBBED if isinstance(sys.modules.get(name), _Absent)}
+            if "failed to be inspected" in str(exc) and stood:
                 skipped = (f"create_engine_config (vLLM could not inspect the model class here: its module uses "
-                           f"{', '.join(sorted(finder.stubbed))} beyond importing it, absent on this CPU Python; "
+                           f"{', '.join(sorted(stood))} beyond importing it, absent on this CPU Python; "
                            "installed beside the paired vLLM, the check runs)")
                 return {"ran": ["AsyncEngineArgs.from_cli_args"], "not_run": [*not_run, skipped], "parallel": None,
-                        "problems": [], "stubbed": sorted(finder.stubbed)}
+                        "problems": [], "stubbed": sorted(stood)}
             message = f"vLLM {vllm.version} refuses it in create_engine_config: {type(exc).__name__}: {_first_line(exc)}"
             return {"ran": ["AsyncEngineArgs.from_cli_args"], "not_run": not_run, "parallel": None,
                     "problems": [{"check": "engine", "message": message, "blame": _named(str(exc), argv, labels)}],

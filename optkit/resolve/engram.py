@@ -19,6 +19,14 @@ SOURCE = "vllm-ascend 0.30.0rc2 vllm_ascend/platform.py:1615-1621"
 TP_SIZES = (1, 2, 4, 8)
 
 
+def tp_sizes(model, release) -> tuple[int, ...] | None:
+    """The TP sizes a plan of ``model`` may take on ``release`` where Engram bounds them (``TP_SIZES``), else None:
+    the fit's smallest changes offer no other (``optkit.resolve.fit.smallest_changes``)."""
+    if model.architecture != ARCHITECTURE or Version(str(release)) < Version(SINCE):
+        return None
+    return TP_SIZES
+
+
 def check_engram(request, model, release) -> None:
     """Refuse a layout vllm-ascend refuses for DeepSeek-V4.1's Engram (module docstring), naming the flag."""
     if model.architecture != ARCHITECTURE or Version(str(release)) < Version(SINCE):
@@ -34,4 +42,4 @@ def check_engram(request, model, release) -> None:
                            "with PP=DCP=1.\"): choose a layout within that")
 
 
-__all__ = ["check_engram"]
+__all__ = ["check_engram", "tp_sizes"]

@@ -211,10 +211,11 @@ def _splits(m, tp: int, dp: int, ep: bool, per_node: int, nodes: int | None = No
     return not layout_problem(tp, dp, nodes or ceil(tp * pcp * pp * dp / per_node), per_node, pcp, pp)
 
 
-def smallest_changes(m, target, i: FitInputs, checkpoints=()) -> list[str]:
+def smallest_changes(m, target, i: FitInputs, checkpoints=(), allowed_tp: tuple[int, ...] | None = None) -> list[str]:
     """The changes that make ``i`` fit, smallest first, each as the option of ``optkit plan`` to pass: a quantized
     checkpoint the profile lists, a shorter ``--max-model-len`` (what must fit to start is one sequence of it: the
-    workload's longest request, rounded up to 1024, where that fits), a larger TP, more DP ranks (and nodes).
+    workload's longest request, rounded up to 1024, where that fits), a larger TP (of ``allowed_tp`` where the release
+    bounds them: DeepSeek-V4.1's Engram, ``optkit.resolve.engram.tp_sizes``), more DP ranks (and nodes).
     Fewer sequences do not: one sequence of ``max_model_len`` must fit whatever the load.)"""
     from optkit.value import replace
 
@@ -236,7 +237,8 @@ def smallest_changes(m, target, i: FitInputs, checkpoints=()) -> list[str]:
         out.append(f"--max-model-len {shorter} (the workload's longest request is {i.tokens} tokens; the server's "
                    f"--max-model-len is {i.max_model_len})")
     per_node = target.devices_per_node
-    tp = next((t for t in _tp_sizes(m) if t > i.tp and _splits(m, t, i.dp, i.ep, per_node, pcp=i.pcp, pp=i.pp)
+    tp = next((t for t in _tp_sizes(m) if t > i.tp and (allowed_tp is None or t in allowed_tp)
+               and _splits(m, t, i.dp, i.ep, per_node, pcp=i.pcp, pp=i.pp)
                and _fits(m, target, replace(i, tp=t))), None)
     if tp:
         out.append(f"--tp {tp}")
@@ -328,7 +330,10 @@ def plan_fit(plan) -> FitReport:
         report = measure(plan.model, plan.target, inputs)
         if report.fits:
             return report
-    report = replace(report, changes=smallest_changes(plan.model, plan.target, inputs, plan.model.checkpoints))
+    from optkit.resolve.engram import tp_sizes
+
+    report = replace(report, changes=smallest_changes(plan.model, plan.target, inputs, plan.model.checkpoints,
+                                                      tp_sizes(plan.model, plan.facts["versions.vllm_ascend"])))
     if evidence is not None and evidence[0] <= 0:
         report = replace(report, contradiction=evidence[1])
     return report

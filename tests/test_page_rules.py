@@ -59,6 +59,17 @@ def _values(advice) -> dict:
     return {v.knob: (v.value, v.source.page, v.source.line) for v in advice.values}
 
 
+def _committed_advice(model: str, family: str, goal: str, release: str = "0.30.0rc2"):
+    """The advice the committed tutorial data gives ``model`` on ``family`` (skipped without that release's data)."""
+    tutorial_data = pytest.importorskip("optkit.versions.tutorial_data")
+    if release not in tutorial_data.releases():
+        pytest.skip(f"no committed tutorial data for {release}")
+    workspace = load_workspace()
+    page_rules._ADVICE.clear()
+    return page_rules.advice(workspace.models[model], family, release, goal,
+                             catalog_models=tuple(workspace.models.values()))
+
+
 # --------------------------------------------------------------------------- the data is the trees'
 
 
@@ -273,13 +284,7 @@ def test_an_unnamed_command_is_read_only_where_it_agrees_with_the_row():
 def test_the_committed_data_gives_the_397b_its_own_page():
     """Once the tutorial data is committed (versions/tutorials/, optkit.versions.tutorial_data): the same reading
     on the real extraction of 0.30.0rc2, with the multi-node MP command of the A2 row (:306-325) filling in DP."""
-    tutorial_data = pytest.importorskip("optkit.versions.tutorial_data")
-    if "0.30.0rc2" not in tutorial_data.releases():
-        pytest.skip("no committed tutorial data for 0.30.0rc2")
-    workspace = load_workspace()
-    page_rules._ADVICE.clear()
-    advice = page_rules.advice(workspace.models["qwen3.5-397b-a17b"], "A2", "0.30.0rc2", "throughput",
-                               catalog_models=tuple(workspace.models.values()))
+    advice = _committed_advice("qwen3.5-397b-a17b", "A2", "throughput")
     found = _values(advice)
     assert {k: found[k] for k in ("max_num_seqs", "max_num_batched_tokens", "num_speculative_tokens",
                                   "sequence_parallel", "data_parallel_size")} == {
@@ -657,13 +662,7 @@ def test_a_command_the_page_states_alike_for_several_families_implements_no_row_
     for A2 and A3 alike (its checkpoint's weights row, :24), but it is no A2 high-throughput row's command (:900,
     TP 2 × DP 4): the page's advice on A2 carries no setting of it; the A3/A2 tab's own startup command (:246) stays
     the plan's command of its layout."""
-    tutorial_data = pytest.importorskip("optkit.versions.tutorial_data")
-    if "0.30.0rc2" not in tutorial_data.releases():
-        pytest.skip("no committed tutorial data for 0.30.0rc2")
-    workspace = load_workspace()
-    page_rules._ADVICE.clear()
-    advice = page_rules.advice(workspace.models["qwen3.5-27b"], "A2", "0.30.0rc2", "throughput",
-                               catalog_models=tuple(workspace.models.values()))
+    advice = _committed_advice("qwen3.5-27b", "A2", "throughput")
     assert not [v for v in advice.values if 823 <= v.source.line <= 831] and advice.settings == ()
     assert [line for _, line, _, _ in advice.by_layout][:1] == [246]
 
@@ -672,17 +671,9 @@ def test_a_page_written_for_several_families_alike_advises_each():
     """Gemma4.md 0.30.0rc2 writes its commands for "Atlas A2, Atlas A3, and 950PR&950DT Products" alike (:7) and for
     its dense and MoE models alike: a plan of either model on any of the three reads the page's first command
     (:80), labelled so; before, the page advised no plan."""
-    tutorial_data = pytest.importorskip("optkit.versions.tutorial_data")
-    if "0.30.0rc2" not in tutorial_data.releases():
-        pytest.skip("no committed tutorial data for 0.30.0rc2")
-    workspace = load_workspace()
     for model in ("gemma-4-31b-it", "gemma-4-26b-a4b-it"):
         for family in ("A2", "A3", "A5"):
-            page_rules._ADVICE.clear()
-            advice = page_rules.advice(workspace.models[model], family, "0.30.0rc2", "latency",
-                                       catalog_models=tuple(workspace.models.values()))
+            advice = _committed_advice(model, family, "latency")
             assert _values(advice)["max_model_len"] == (32768, "models/Gemma4.md", 84), (model, family)
             assert "its first command on the tab" in advice.note
-    page_rules._ADVICE.clear()
-    assert page_rules.advice(workspace.models["gemma-4-31b-it"], "310P", "0.30.0rc2", "latency",
-                             catalog_models=tuple(workspace.models.values())).values == ()
+    assert _committed_advice("gemma-4-31b-it", "310P", "latency").values == ()

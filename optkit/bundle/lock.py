@@ -52,10 +52,11 @@ def _catalog_names(workspace: Workspace) -> dict[str, str]:
 
 def profiles_sha256(root: Path) -> str:
     """sha256 over the other plan inputs: model and target profiles, baselines, kernel specs, the
-    measurement records in verified/ (tune records in verified/tunes/) and the tutorial data page rules read (they
-    change the plan's numbers)."""
+    measurement records in verified/ (tune records in verified/tunes/), the tutorial data page rules read (they
+    change the plan's numbers) and the architectures each release registers (``versions.native_architecture``)."""
     return _files_sha256(root, ["models/*.yaml", "models/reference/*.yaml", "targets/*.yaml", "kernels/*/kernel.yaml",
-                                "verified/*.yaml", "verified/tunes/*.json", "versions/tutorials/*.json"])
+                                "verified/*.yaml", "verified/tunes/*.json", "versions/tutorials/*.json",
+                                "versions/architectures.json"])
 
 
 def _files_sha256(root: Path, patterns: list[str]) -> str:

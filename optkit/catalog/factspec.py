@@ -98,6 +98,10 @@ _SPECS = [
     # versions
     _f("versions.vllm_ascend", "version", "vllm-ascend version of the tree/host."),
     _f("versions.vllm", "version", "vLLM version."),
+    _f("versions.native_architecture", "str", "Whether the paired vLLM's model registry or vllm-ascend's own "
+       "registrations hold the model's architecture (optkit.versions.architectures): yes; no (vLLM serves it only "
+       "through its Transformers backend); unknown (optkit holds no list of that vLLM's registry).",
+       ("yes", "no", "unknown")),
     # runtime
     _f("runtime.dtype", "str", "Serving dtype.", ("bfloat16", "float16", "float32")),
     _f("runtime.quantization", "str", "Weight format served (bf16, or a quantization served with --quantization "

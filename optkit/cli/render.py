@@ -40,7 +40,7 @@ def plan_report(plan: Plan, catalog, verbose: bool = False, records=None) -> lis
         f"optkit plan: {plan.model.id} on {plan.target.id} ({shape}, {r.dtype}, vllm-ascend "
         f"{plan.facts['versions.vllm_ascend']}{where}, {_speculation(r)}, concurrency "
         f"{','.join(map(str, r.concurrency))})"]
-    blocks += weights_lines(plan) + model_code_lines(plan)
+    blocks += weights_lines(plan) + model_code_lines(plan) + model_support_lines(plan)
     blocks += [*assumptions_lines(plan), *_fit(plan)]
     selected = Table("Selected recipes (dependency order)", ["recipe", "kind", "why", "verification"])
     for rid in plan.selected:
@@ -85,6 +85,14 @@ def weights_lines(plan: Plan) -> list[Block]:
     launched = ", served with --quantization ascend" if weights["quantization"] != "bf16" else ""
     return [f"Weights: {weights['quantization']}, {named}{launched}"] + (
         [f"warning: {weights['warning']}"] if weights["warning"] else [])
+
+
+def model_support_lines(plan: Plan) -> list[Block]:
+    """Where the release registers the model's architecture nowhere (``optkit.resolve.report.model_support_data``)."""
+    from optkit.resolve.report import model_support_data
+
+    support = model_support_data(plan).get("model_support")
+    return [f"Model support: {support['why']}"] if support else []
 
 
 def model_code_lines(plan: Plan) -> list[Block]:

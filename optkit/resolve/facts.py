@@ -22,6 +22,7 @@ from optkit.resolve.request_record import DEFAULT_VLLM_ASCEND, RequestRecord
 from optkit.resolve.context_parallel import check_decode_context_parallel, check_prefill_context_parallel
 from optkit.resolve.pipeline import check_pipeline_parallel
 from optkit.resolve.engram import check_engram
+from optkit.versions.architectures import support as native_architecture
 from optkit.resolve.sharding import check_sharding
 from optkit.resolve.quantization import kv_cache_quantized
 from optkit.value import valueclass
@@ -226,6 +227,7 @@ def compute_facts(request: RequestRecord, model, target, release=None, weights=N
         "parallel.layout": layout.kind,
         "versions.vllm_ascend": ascend,
         "versions.vllm": vllm,
+        "versions.native_architecture": native_architecture(model.architecture, str(vllm), str(ascend))[0],
         "runtime.dtype": request.dtype,
         "runtime.quantization": request.weight_format,
         "runtime.quantized": request.quantized,

@@ -89,6 +89,7 @@ def plan_data(plan: Plan) -> dict[str, Any]:
         **tune,
         **weights_data(plan),
         **model_code_data(plan),
+        **model_support_data(plan),
         "request": (plan.given or plan.request).dump(mode="json", by_alias=True),
         "assumptions": [a.data() for a in plan.assumptions],
         "model": plan.model.id,
@@ -140,6 +141,18 @@ def model_code_data(plan: Plan) -> dict[str, Any]:
     and the flag the launch passes for it (``model.remote_code``); ``{}`` otherwise."""
     named = getattr(plan.model, "config_code", None)
     return {"model_code": {"config_class": named, "flag": "--trust-remote-code"}} if named else {}
+
+
+def model_support_data(plan: Plan) -> dict[str, Any]:
+    """``{"model_support": …}`` where the release does not register the model's architecture natively (the fact
+    ``versions.native_architecture``: ``optkit.versions.architectures``): why, and where it is; ``{}`` otherwise."""
+    from optkit.versions.architectures import support
+
+    native = plan.facts["versions.native_architecture"]
+    if native != "no":
+        return {}
+    _, why = support(plan.model.architecture, str(plan.facts["versions.vllm"]), str(plan.facts["versions.vllm_ascend"]))
+    return {"model_support": {"native": native, "why": why}}
 
 
 def facts_lines(plan: Plan) -> list[str]:
